@@ -1,0 +1,50 @@
+# ScalWS — the two commands a fresh machine needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+SYSPKGS := curl wrk nghttp2-client php-fpm nginx-light gcc make
+STAMP_VENV := $(VENV)/.deps-stamp
+
+.PHONY: all build run test ctest pytest sysdeps clean bench-quick
+
+all: build
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP_VENV): requirements-dev.txt | $(PY)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements-dev.txt
+	touch $@
+
+# System packages the tests and benchmarks use; installed only when root and missing.
+sysdeps:
+	@missing=""; for p in $(SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else echo "not root: missing system packages:$$missing (tests that need them fail)"; fi; \
+	fi
+
+build: $(STAMP_VENV)
+	$(PY) setup.py -q build_ext --inplace -j 2
+	$(PIP) install -q --no-deps --no-build-isolation -e .
+
+run: build
+	$(VENV)/bin/scalwsd
+
+ctest:
+	$(MAKE) -C tests/c
+
+pytest: build
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+test: sysdeps build ctest pytest
+
+bench-quick: build
+	MODE=quick bench/run.sh
+
+clean:
+	rm -rf build *.egg-info scalws/*/*.so scalws/*/*.c tests/c/bin

@@ -1,0 +1,1126 @@
+/* The HTTP/1.1 connection engine of one worker; contract in scalws/engine.h. */
+#define _GNU_SOURCE
+#include "scalws/engine.h"
+
+#include <limits.h>
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "scalws/http1.h"
+#include "scalws/httpdate.h"
+
+#define EV_BATCH 256          /* events per epoll_wait */
+#define RUN_ROUNDS 4          /* epoll_wait rounds per sws_engine_run */
+#define ACCEPT_BATCH 64       /* accepts per listener event */
+#define OUT_BUF (64 * 1024)   /* per-engine response batch */
+#define OUT_IOV 64
+#define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
+#define LINGER_MS 2000        /* wait for the peer's FIN after our last response */
+#define LINGER_BYTES (1 << 20)
+#define EMFILE_PAUSE_MS 500
+#define IN_EXTRA (64 * 1024)  /* read buffer = max_header_bytes + this */
+
+enum { T_LISTENER = 1, T_CONN = 2 };
+enum { S_HEAD, S_BODY, S_LINGER };
+enum { TL_NONE = -1, TL_HEADER, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_COUNT };
+
+typedef struct {
+    int type; /* T_LISTENER: must be first, as in sws_conn */
+    int fd;
+    int enabled;
+    const sws_vhosts_t *vh;
+} listener_t;
+
+/* Output the socket did not take: iov[idx..niov) still to write; iovecs
+ * point into data[] (copied) or at handler-owned bytes. */
+typedef struct {
+    int idx, niov;
+    struct iovec iov[];
+} pend_t;
+
+typedef struct sws_conn sws_conn_t;
+struct sws_conn {
+    int type; /* T_CONN */
+    int fd;
+    sws_conn_t *tprev, *tnext; /* timeout list */
+    uint64_t deadline;         /* monotonic ms */
+    signed char tlist;
+    unsigned char state;       /* S_* */
+    unsigned char chunked : 1, close_after : 1, in_head : 1, want_out : 1, is_unix : 1;
+    uint32_t requests;
+    uint64_t req_start;        /* monotonic ms when the current head began */
+    uint32_t stash_len;
+    char *stash;               /* unparsed input, malloc'd, exact size */
+    pend_t *pend;
+    const sws_vhosts_t *vh;
+    uint64_t body_left;
+    uint64_t linger_bytes;
+    sws_chunked_decoder_t dec;
+    uint16_t peer_port;
+    unsigned char peer_family;
+    unsigned char peer[16];
+};
+
+typedef struct {
+    sws_conn_t *head, *tail;
+    uint32_t ms;
+} tlist_t;
+
+struct sws_engine {
+    int epfd;
+    int worker_id;
+    int shutting_down;
+    sws_limits_t lim;
+    sws_respond_t err[SWS_ERR_COUNT];
+    listener_t *listeners;
+    size_t n_listeners;
+    int accept_paused;        /* listeners off: EMFILE or max_connections */
+    uint64_t accept_resume;   /* monotonic ms to retry after EMFILE */
+    tlist_t tl[TL_COUNT];
+    sws_counters_t cnt;
+
+    uint64_t now;             /* monotonic ms, read once per run/tick */
+    time_t wall;
+    char date[SWS_HTTP_DATE_LEN];
+    char log_time[SWS_LOG_TIME_LEN];
+    char iso_time[SWS_ISO_TIME_LEN];
+    char err_time[SWS_ERR_TIME_LEN];
+
+    char *in;                 /* read buffer */
+    size_t in_cap;
+    char out[OUT_BUF];        /* response batch */
+    size_t out_len;
+    struct iovec iov[OUT_IOV];
+    int niov;
+
+    int alog_fd, alog_format;
+    char *alog;
+    size_t alog_len, alog_cap;
+    uint32_t alog_flush_ms;
+    uint64_t alog_last_flush;
+    uint64_t rid_base, rid_seq;
+
+    int elog_fd, elog_level;
+    struct epoll_event ev[EV_BATCH];
+};
+
+/* ---- error log ---------------------------------------------------------- */
+
+static const char *LEVELS[] = {"emerg", "alert", "crit", "error", "warn", "notice", "info", "debug"};
+
+static void elog(sws_engine_t *e, int level, const char *fmt, ...)
+{
+    if (level > e->elog_level)
+        return;
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "%.*s [%s] %d#%d: ", SWS_ERR_TIME_LEN, e->err_time,
+                     LEVELS[level], (int)getpid(), e->worker_id);
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof buf - 2)
+        n = (int)sizeof buf - 2;
+    buf[n++] = '\n';
+    ssize_t w = write(e->elog_fd >= 0 ? e->elog_fd : 2, buf, (size_t)n);
+    (void)w;
+}
+
+static void update_time(sws_engine_t *e)
+{
+    time_t wall;
+    sws_engine_now(&e->now, &wall);
+    if (wall != e->wall) {
+        e->wall = wall;
+        sws_http_date(wall, e->date);
+        sws_log_times(wall, e->log_time, e->iso_time, e->err_time);
+    }
+}
+
+void sws_engine_now(uint64_t *mono_ms, time_t *wall)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    *mono_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    *wall = ts.tv_sec;
+}
+
+/* ---- timeout lists -------------------------------------------------------- */
+
+static void tl_unlink(sws_engine_t *e, sws_conn_t *c)
+{
+    if (c->tlist == TL_NONE)
+        return;
+    tlist_t *l = &e->tl[(int)c->tlist];
+    if (c->tprev)
+        c->tprev->tnext = c->tnext;
+    else
+        l->head = c->tnext;
+    if (c->tnext)
+        c->tnext->tprev = c->tprev;
+    else
+        l->tail = c->tprev;
+    c->tprev = c->tnext = NULL;
+    c->tlist = TL_NONE;
+}
+
+/* Puts c at the tail of list `which` with deadline now + that list's timeout;
+ * every entry of a list has the same timeout, so the list stays sorted. */
+static void tl_set(sws_engine_t *e, sws_conn_t *c, int which)
+{
+    tl_unlink(e, c);
+    tlist_t *l = &e->tl[which];
+    c->deadline = e->now + l->ms;
+    c->tlist = (signed char)which;
+    c->tprev = l->tail;
+    c->tnext = NULL;
+    if (l->tail)
+        l->tail->tnext = c;
+    else
+        l->head = c;
+    l->tail = c;
+}
+
+/* ---- engine lifecycle ----------------------------------------------------- */
+
+sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *errors_,
+                             int worker_id)
+{
+    sws_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (e->epfd < 0) {
+        int err = errno;
+        free(e);
+        errno = err;
+        return NULL;
+    }
+    e->lim = *limits;
+    memcpy(e->err, errors_, sizeof e->err);
+    e->worker_id = worker_id;
+    e->in_cap = limits->max_header_bytes + IN_EXTRA;
+    e->in = malloc(e->in_cap);
+    if (!e->in) {
+        close(e->epfd);
+        free(e);
+        errno = ENOMEM;
+        return NULL;
+    }
+    e->tl[TL_HEADER].ms = limits->header_timeout_ms;
+    e->tl[TL_KEEPALIVE].ms = limits->keepalive_timeout_ms;
+    e->tl[TL_SEND].ms = limits->send_timeout_ms;
+    e->tl[TL_LINGER].ms = LINGER_MS;
+    e->alog_fd = -1;
+    e->elog_fd = -1;
+    e->elog_level = SWS_L_NOTICE;
+    if (getrandom(&e->rid_base, sizeof e->rid_base, GRND_NONBLOCK) != sizeof e->rid_base)
+        e->rid_base = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
+    e->wall = -1;
+    update_time(e);
+    return e;
+}
+
+int sws_engine_fd(const sws_engine_t *e) { return e->epfd; }
+
+static void conn_close(sws_engine_t *e, sws_conn_t *c);
+
+void sws_engine_free(sws_engine_t *e)
+{
+    if (!e)
+        return;
+    sws_engine_close_all(e);
+    sws_engine_flush(e);
+    for (size_t i = 0; i < e->n_listeners; i++)
+        if (e->listeners[i].fd >= 0)
+            close(e->listeners[i].fd);
+    free(e->listeners);
+    free(e->alog);
+    free(e->in);
+    close(e->epfd);
+    free(e);
+}
+
+int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts)
+{
+    /* Listeners are few and added before the first event: a realloc here
+     * cannot move a listener that epoll already points at. */
+    listener_t *nl = realloc(e->listeners, (e->n_listeners + 1) * sizeof *nl);
+    if (!nl)
+        return -ENOMEM;
+    e->listeners = nl;
+    for (size_t i = 0; i < e->n_listeners; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &e->listeners[i]};
+        if (e->listeners[i].enabled)
+            epoll_ctl(e->epfd, EPOLL_CTL_MOD, e->listeners[i].fd, &ev);
+    }
+    listener_t *l = &e->listeners[e->n_listeners];
+    l->type = T_LISTENER;
+    l->fd = fd;
+    l->vh = vhosts;
+    l->enabled = 1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+        return -errno;
+    e->n_listeners++;
+    return 0;
+}
+
+static void listeners_enable(sws_engine_t *e, int on)
+{
+    for (size_t i = 0; i < e->n_listeners; i++) {
+        listener_t *l = &e->listeners[i];
+        if (l->fd < 0 || l->enabled == on)
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+        epoll_ctl(e->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, &ev);
+        l->enabled = on;
+    }
+    e->accept_paused = !on;
+}
+
+int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsize,
+                              uint32_t flush_ms)
+{
+    sws_engine_flush(e);
+    if (bufsize < 4096)
+        bufsize = 4096;
+    if (bufsize != e->alog_cap) {
+        char *b = realloc(e->alog, bufsize);
+        if (!b)
+            return -ENOMEM;
+        e->alog = b;
+        e->alog_cap = bufsize;
+    }
+    e->alog_fd = fd;
+    e->alog_format = fd < 0 ? SWS_LOG_OFF : format;
+    e->alog_flush_ms = flush_ms;
+    return 0;
+}
+
+void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
+{
+    e->elog_fd = fd;
+    e->elog_level = level;
+}
+
+void sws_engine_flush(sws_engine_t *e)
+{
+    size_t off = 0;
+    while (off < e->alog_len && e->alog_fd >= 0) {
+        ssize_t w = write(e->alog_fd, e->alog + off, e->alog_len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break; /* a full disk loses log lines, never requests */
+        off += (size_t)w;
+    }
+    e->alog_len = 0;
+    e->alog_last_flush = e->now;
+}
+
+const sws_counters_t *sws_engine_counters(const sws_engine_t *e) { return &e->cnt; }
+
+/* ---- access log ------------------------------------------------------------ */
+
+typedef struct {
+    const char *method, *target;
+    size_t method_len, target_len;
+    int minor;
+    const sws_header_t *h;
+    size_t nh;
+    const char *host;
+    size_t host_len;
+} reqview_t;
+
+static const char HEX[] = "0123456789abcdef";
+
+/* nginx's escaping for the combined format: '"', '\\' and bytes outside
+ * 0x20..0x7e become \xHH. */
+static char *esc_combined(char *p, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\') {
+            *p++ = '\\';
+            *p++ = 'x';
+            *p++ = HEX[ch >> 4];
+            *p++ = HEX[ch & 15];
+        } else {
+            *p++ = (char)ch;
+        }
+    }
+    return p;
+}
+
+/* JSON string body: '"', '\\' escaped; other bytes outside 0x20..0x7e as
+ * \u00HH, so the line is valid JSON whatever the client sent. */
+static char *esc_json(char *p, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *p++ = '\\';
+            *p++ = (char)ch;
+        } else if (ch < 0x20 || ch > 0x7e) {
+            memcpy(p, "\\u00", 4);
+            p += 4;
+            *p++ = HEX[ch >> 4];
+            *p++ = HEX[ch & 15];
+        } else {
+            *p++ = (char)ch;
+        }
+    }
+    return p;
+}
+
+static const sws_header_t *find_header(const reqview_t *r, const char *name, size_t len)
+{
+    for (size_t i = 0; i < r->nh; i++)
+        if (r->h[i].name_len == len && strncasecmp(r->h[i].name, name, len) == 0)
+            return &r->h[i];
+    return NULL;
+}
+
+static char *put_peer(char *p, const sws_conn_t *c)
+{
+    if (c->is_unix) {
+        memcpy(p, "unix:", 5);
+        return p + 5;
+    }
+    if (c->peer_family == AF_INET) {
+        p += sprintf(p, "%u.%u.%u.%u", c->peer[0], c->peer[1], c->peer[2], c->peer[3]);
+        return p;
+    }
+    /* IPv6: full form of 8 groups, with IPv4-mapped shown as IPv4. */
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(c->peer, mapped, 12) == 0)
+        return p + sprintf(p, "%u.%u.%u.%u", c->peer[12], c->peer[13], c->peer[14], c->peer[15]);
+    for (int i = 0; i < 16; i += 2)
+        p += sprintf(p, "%s%x", i ? ":" : "", (unsigned)(c->peer[i] << 8 | c->peer[i + 1]));
+    return p;
+}
+
+static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int status,
+                       size_t body_bytes)
+{
+    if (e->alog_format == SWS_LOG_OFF)
+        return;
+    const sws_header_t *ref = r ? find_header(r, "referer", 7) : NULL;
+    const sws_header_t *ua = r ? find_header(r, "user-agent", 10) : NULL;
+    size_t need = 256 + 4 * 6 * ((r ? r->method_len + r->target_len + r->host_len : 0) +
+                                 (ref ? ref->value_len : 0) + (ua ? ua->value_len : 0));
+    if (e->alog_len + need > e->alog_cap)
+        sws_engine_flush(e);
+    if (need > e->alog_cap)
+        return; /* one absurd line is not worth a larger buffer */
+    char *p = e->alog + e->alog_len;
+    uint64_t rid = e->rid_base ^ (++e->rid_seq * 0x9E3779B97F4A7C15ull);
+    char ridtxt[16];
+    for (int i = 0; i < 16; i++)
+        ridtxt[i] = HEX[(rid >> (60 - 4 * i)) & 15];
+    /* Request time: head start to answer, at the loop's millisecond clock. */
+    uint64_t ms = c->in_head || r ? e->now - c->req_start : 0;
+    char reqt[32];
+    snprintf(reqt, sizeof reqt, "%llu.%03llu", (unsigned long long)(ms / 1000),
+             (unsigned long long)(ms % 1000));
+    if (e->alog_format == SWS_LOG_COMBINED) {
+        p = put_peer(p, c);
+        memcpy(p, " - - [", 6);
+        p += 6;
+        memcpy(p, e->log_time, SWS_LOG_TIME_LEN);
+        p += SWS_LOG_TIME_LEN;
+        memcpy(p, "] \"", 3);
+        p += 3;
+        if (r) {
+            p = esc_combined(p, r->method, r->method_len);
+            *p++ = ' ';
+            p = esc_combined(p, r->target, r->target_len);
+            p += sprintf(p, " HTTP/1.%d", r->minor);
+        }
+        p += sprintf(p, "\" %d %zu \"", status, body_bytes);
+        if (ref)
+            p = esc_combined(p, ref->value, ref->value_len);
+        else
+            *p++ = '-';
+        memcpy(p, "\" \"", 3);
+        p += 3;
+        if (ua)
+            p = esc_combined(p, ua->value, ua->value_len);
+        else
+            *p++ = '-';
+        p += sprintf(p, "\" %s %.16s\n", reqt, ridtxt);
+    } else {
+        p += sprintf(p, "{\"time\":\"%.*s\",\"remote_addr\":\"", SWS_ISO_TIME_LEN, e->iso_time);
+        p = put_peer(p, c);
+        p += sprintf(p, "\",\"request_id\":\"%.16s\",\"method\":\"", ridtxt);
+        if (r)
+            p = esc_json(p, r->method, r->method_len);
+        memcpy(p, "\",\"uri\":\"", 9);
+        p += 9;
+        if (r)
+            p = esc_json(p, r->target, r->target_len);
+        p += sprintf(p, "\",\"protocol\":\"HTTP/1.%d\",\"status\":%d,\"body_bytes_sent\":%zu,"
+                        "\"request_time\":%s,\"host\":\"",
+                     r ? r->minor : 1, status, body_bytes, reqt);
+        if (r && r->host)
+            p = esc_json(p, r->host, r->host_len);
+        memcpy(p, "\",\"referer\":\"", 13);
+        p += 13;
+        if (ref)
+            p = esc_json(p, ref->value, ref->value_len);
+        memcpy(p, "\",\"user_agent\":\"", 16);
+        p += 16;
+        if (ua)
+            p = esc_json(p, ua->value, ua->value_len);
+        memcpy(p, "\"}\n", 3);
+        p += 3;
+    }
+    e->alog_len = (size_t)(p - e->alog);
+}
+
+/* ---- output ------------------------------------------------------------------ */
+
+static void out_copy(sws_engine_t *e, const char *p, size_t n)
+{
+    struct iovec *last = e->niov ? &e->iov[e->niov - 1] : NULL;
+    char *dst = e->out + e->out_len;
+    memcpy(dst, p, n);
+    e->out_len += n;
+    if (last && (char *)last->iov_base + last->iov_len == dst) {
+        last->iov_len += n;
+    } else {
+        e->iov[e->niov].iov_base = dst;
+        e->iov[e->niov].iov_len = n;
+        e->niov++;
+    }
+}
+
+static void out_ref(sws_engine_t *e, const char *p, size_t n)
+{
+    e->iov[e->niov].iov_base = (void *)p;
+    e->iov[e->niov].iov_len = n;
+    e->niov++;
+}
+
+/* Room for one more response of `need` copied bytes and two iovecs? */
+static int out_room(const sws_engine_t *e, size_t need)
+{
+    return e->out_len + need <= OUT_BUF && e->niov + 3 <= OUT_IOV;
+}
+
+static int conn_set_events(sws_engine_t *e, sws_conn_t *c, int want_out)
+{
+    if (c->want_out == want_out)
+        return 0;
+    struct epoll_event ev = {.events = want_out ? EPOLLOUT : EPOLLIN, .data.ptr = c};
+    c->want_out = (unsigned char)want_out;
+    return epoll_ctl(e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Writes the batch to c. Returns 0 when all of it went (or was queued in
+ * c->pend), -1 on a socket error (the caller closes). Queued bytes that live
+ * in the batch buffer are copied; handler-owned bytes are referenced. */
+static int out_flush(sws_engine_t *e, sws_conn_t *c)
+{
+    struct iovec *iov = e->iov;
+    int niov = e->niov;
+    while (niov > 0) {
+        ssize_t w = writev(c->fd, iov, niov > IOV_MAX ? IOV_MAX : niov);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                break;
+            e->niov = 0;
+            e->out_len = 0;
+            return -1;
+        }
+        size_t n = (size_t)w;
+        while (niov > 0 && n >= iov->iov_len) {
+            n -= iov->iov_len;
+            iov++;
+            niov--;
+        }
+        if (niov > 0 && n) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= n;
+        }
+    }
+    if (niov > 0) {
+        size_t copy = 0;
+        for (int i = 0; i < niov; i++)
+            if ((char *)iov[i].iov_base >= e->out && (char *)iov[i].iov_base < e->out + OUT_BUF)
+                copy += iov[i].iov_len;
+        pend_t *p = malloc(sizeof *p + (size_t)niov * sizeof(struct iovec) + copy);
+        if (!p) {
+            e->niov = 0;
+            e->out_len = 0;
+            return -1;
+        }
+        char *data = (char *)&p->iov[niov];
+        p->idx = 0;
+        p->niov = niov;
+        for (int i = 0; i < niov; i++) {
+            p->iov[i] = iov[i];
+            if ((char *)iov[i].iov_base >= e->out && (char *)iov[i].iov_base < e->out + OUT_BUF) {
+                memcpy(data, iov[i].iov_base, iov[i].iov_len);
+                p->iov[i].iov_base = data;
+                data += iov[i].iov_len;
+            }
+        }
+        c->pend = p;
+        conn_set_events(e, c, 1);
+        tl_set(e, c, TL_SEND);
+    }
+    e->niov = 0;
+    e->out_len = 0;
+    return 0;
+}
+
+/* Appends a prebuilt response to the batch. Returns body bytes sent. */
+static size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_only, int minor,
+                           int keepalive)
+{
+    static const char KA10[] = "Connection: keep-alive\r\n";
+    static const char CLOSE[] = "Connection: close\r\n";
+    out_copy(e, r->head_a, r->head_a_len);
+    out_copy(e, e->date, SWS_HTTP_DATE_LEN);
+    out_copy(e, r->head_b, r->head_b_len);
+    if (!keepalive)
+        out_copy(e, CLOSE, sizeof CLOSE - 1);
+    else if (minor == 0)
+        out_copy(e, KA10, sizeof KA10 - 1);
+    out_copy(e, "\r\n", 2);
+    if (head_only || r->body_len == 0)
+        return 0;
+    if (r->body_len <= COPY_BODY_MAX)
+        out_copy(e, r->body, r->body_len);
+    else
+        out_ref(e, r->body, r->body_len);
+    return r->body_len;
+}
+
+static size_t response_copy_size(const sws_respond_t *r)
+{
+    return r->head_a_len + SWS_HTTP_DATE_LEN + r->head_b_len + 32 + 26 +
+           (r->body_len <= COPY_BODY_MAX ? r->body_len : 0);
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static void conn_close(sws_engine_t *e, sws_conn_t *c)
+{
+    tl_unlink(e, c);
+    close(c->fd); /* also removes it from the epoll set */
+    free(c->stash);
+    free(c->pend);
+    free(c);
+    e->cnt.active--;
+    e->cnt.handled++;
+    if (e->accept_paused && !e->shutting_down && e->cnt.active < e->lim.max_connections &&
+        e->accept_resume == 0)
+        listeners_enable(e, 1);
+}
+
+/* Our last response is out: half-close and read until the peer's FIN, so
+ * unread input does not turn our close into a reset that could destroy the
+ * response in flight (nginx's lingering close). */
+static void conn_linger(sws_engine_t *e, sws_conn_t *c)
+{
+    if (c->state == S_LINGER)
+        return;
+    shutdown(c->fd, SHUT_WR);
+    c->state = S_LINGER;
+    c->linger_bytes = 0;
+    free(c->stash);
+    c->stash = NULL;
+    c->stash_len = 0;
+    tl_set(e, c, TL_LINGER);
+}
+
+static int err_index(int status)
+{
+    switch (status) {
+    case 400: return SWS_ERR_400;
+    case 404: return SWS_ERR_404;
+    case 408: return SWS_ERR_408;
+    case 413: return SWS_ERR_413;
+    case 414: return SWS_ERR_414;
+    case 417: return SWS_ERR_417;
+    case 431: return SWS_ERR_431;
+    case 501: return SWS_ERR_501;
+    case 505: return SWS_ERR_505;
+    default: return SWS_ERR_500;
+    }
+}
+
+/* Queues an error response and marks the connection to close after it. */
+static void conn_error(sws_engine_t *e, sws_conn_t *c, int status, const reqview_t *r,
+                       int head_only)
+{
+    const sws_respond_t *resp = &e->err[err_index(status)];
+    c->close_after = 1;
+    if (!out_room(e, response_copy_size(resp)) && (out_flush(e, c) < 0 || c->pend))
+        return; /* output backed up: close after it without this answer */
+    size_t sent = put_response(e, resp, head_only, r ? r->minor : 1, 0);
+    access_log(e, c, r, resp->status, sent);
+    e->cnt.requests++;
+    e->cnt.errors_4xx_close++;
+}
+
+/* Absolute-form target (RFC 9112 §3.2.2): the authority replaces Host. */
+static void split_target(reqview_t *r, const char **path, size_t *path_len)
+{
+    const char *t = r->target;
+    size_t n = r->target_len;
+    size_t skip = 0;
+    if (n > 7 && strncasecmp(t, "http://", 7) == 0)
+        skip = 7;
+    else if (n > 8 && strncasecmp(t, "https://", 8) == 0)
+        skip = 8;
+    if (skip) {
+        const char *a = t + skip;
+        const char *slash = memchr(a, '/', n - skip);
+        const char *q = memchr(a, '?', n - skip);
+        const char *end = slash && (!q || slash < q) ? slash : q ? q : t + n;
+        r->host = a;
+        r->host_len = (size_t)(end - a);
+        t = end;
+        n = (size_t)(r->target + r->target_len - end);
+        if (n == 0 || *t == '?') {
+            *path = "/";
+            *path_len = 1;
+            return;
+        }
+    }
+    const char *q = memchr(t, '?', n);
+    *path = t;
+    *path_len = q ? (size_t)(q - t) : n;
+}
+
+/* Parses and answers the requests in buf[0..len) until one is incomplete,
+ * output backs up, or the connection is to close. Returns bytes consumed. */
+static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t len,
+                           size_t last_len)
+{
+    size_t off = 0;
+    while (off < len && !c->close_after && !c->pend) {
+        if (c->state == S_LINGER) {
+            c->linger_bytes += len - off;
+            return len;
+        }
+        if (c->state == S_BODY) {
+            /* The answer went out already; the body is read and dropped so the
+             * next request on this connection starts where it should. */
+            if (!c->chunked) {
+                size_t take = len - off < c->body_left ? len - off : (size_t)c->body_left;
+                off += take;
+                c->body_left -= take;
+                if (c->body_left)
+                    return off;
+            } else {
+                size_t n = len - off;
+                ssize_t rest = sws_decode_chunked(&c->dec, buf + off, &n);
+                if (rest == SWS_PARSE_ERROR || c->dec.total > e->lim.max_body_bytes) {
+                    c->close_after = 1; /* framing lost: nothing after this can be trusted */
+                    return len;
+                }
+                if (rest == SWS_PARSE_INCOMPLETE)
+                    return len;
+                /* The bytes after the body now sit at buf + off + n. */
+                off += n;
+                len = off + (size_t)rest;
+            }
+            c->state = S_HEAD;
+            tl_set(e, c, TL_HEADER);
+            continue;
+        }
+
+        /* S_HEAD */
+        reqview_t r;
+        sws_header_t hdrs[e->lim.max_headers];
+        size_t nh = e->lim.max_headers;
+        memset(&r, 0, sizeof r);
+        if (!c->in_head) {
+            c->in_head = 1;
+            c->req_start = e->now;
+            if (c->tlist != TL_HEADER || c->requests > 0)
+                tl_set(e, c, TL_HEADER);
+        }
+        int n = sws_parse_request(buf + off, len - off, &r.method, &r.method_len, &r.target,
+                                  &r.target_len, &r.minor, hdrs, &nh, off ? 0 : last_len);
+        if (n == SWS_PARSE_INCOMPLETE) {
+            size_t avail = len - off;
+            if (avail > e->lim.max_header_bytes) {
+                /* RFC 9112 §3: a request-line longer than any URI we take
+                 * is 414; a long header section is 431 (RFC 6585 §5). */
+                int line_done = memchr(buf + off, '\n', e->lim.max_uri_bytes + 64 < avail
+                                                            ? e->lim.max_uri_bytes + 64
+                                                            : avail) != NULL;
+                conn_error(e, c, line_done ? 431 : 414, NULL, 0);
+                return len;
+            }
+            return off;
+        }
+        if (n < 0) {
+            conn_error(e, c, n == SWS_PARSE_VERSION ? 505 : n == SWS_PARSE_TOO_MANY_HEADERS ? 431 : 400,
+                       NULL, 0);
+            return len;
+        }
+        r.h = hdrs;
+        r.nh = nh;
+        c->in_head = 0;
+        off += (size_t)n;
+        if ((size_t)n > e->lim.max_header_bytes) {
+            conn_error(e, c, r.target_len > e->lim.max_uri_bytes ? 414 : 431, &r, 0);
+            return len;
+        }
+        if (r.target_len > e->lim.max_uri_bytes) {
+            conn_error(e, c, 414, &r, 0);
+            return len;
+        }
+        sws_request_info_t info;
+        int status = sws_analyze_request(r.method, r.method_len, r.minor, hdrs, nh, &info);
+        r.host = info.host;
+        r.host_len = info.host_len;
+        int head_only = info.method == SWS_M_HEAD;
+        if (status) {
+            conn_error(e, c, status, &r, head_only);
+            return len;
+        }
+        if (info.has_content_length && info.content_length > e->lim.max_body_bytes) {
+            conn_error(e, c, 413, &r, head_only); /* before reading any of it */
+            return len;
+        }
+        const char *path;
+        size_t path_len;
+        split_target(&r, &path, &path_len);
+        const sws_site_t *site = sws_vhosts_find(c->vh, r.host, r.host_len);
+        const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
+        const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->err[SWS_ERR_404];
+
+        c->requests++;
+        int keepalive = info.keepalive && !e->shutting_down && e->lim.keepalive_timeout_ms &&
+                        c->requests < e->lim.keepalive_requests;
+        int has_body = (info.has_content_length && info.content_length) || info.chunked;
+        if (!out_room(e, response_copy_size(resp) + 32)) {
+            if (out_flush(e, c) < 0) {
+                c->close_after = 1;
+                return len;
+            }
+            if (c->pend) {
+                off -= (size_t)n; /* answer it once the backlog is written */
+                c->requests--;
+                return off;
+            }
+        }
+        if (info.expect_continue && has_body)
+            out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        size_t sent = put_response(e, resp, head_only, r.minor, keepalive);
+        e->cnt.requests++;
+        access_log(e, c, &r, resp->status, sent);
+        if (!keepalive) {
+            c->close_after = 1;
+            return len;
+        }
+        if (has_body) {
+            c->state = S_BODY;
+            c->chunked = info.chunked;
+            c->body_left = info.chunked ? 0 : info.content_length;
+            memset(&c->dec, 0, sizeof c->dec);
+        }
+    }
+    return off;
+}
+
+/* After input was handled: flush, stash the unparsed tail, pick the timer. */
+static void conn_settle(sws_engine_t *e, sws_conn_t *c, const char *rest, size_t rest_len)
+{
+    if (e->niov && out_flush(e, c) < 0) {
+        conn_close(e, c);
+        return;
+    }
+    if (rest_len && !c->close_after) {
+        char *s = malloc(rest_len);
+        if (!s) {
+            conn_close(e, c);
+            return;
+        }
+        memcpy(s, rest, rest_len);
+        c->stash = s;
+        c->stash_len = (uint32_t)rest_len;
+    }
+    if (c->pend)
+        return; /* the send timeout runs */
+    if (c->close_after) {
+        conn_linger(e, c);
+        return;
+    }
+    if (c->state == S_HEAD && !c->in_head)
+        tl_set(e, c, e->shutting_down ? TL_LINGER : TL_KEEPALIVE);
+    else if (c->state == S_BODY)
+        tl_set(e, c, TL_HEADER); /* body progress restarts the read timeout */
+    if (e->shutting_down && c->state == S_HEAD && !c->in_head && !c->stash)
+        conn_close(e, c); /* idle, and we are stopping */
+}
+
+static void conn_read(sws_engine_t *e, sws_conn_t *c)
+{
+    size_t len = 0, last_len = 0;
+    if (c->stash) {
+        memcpy(e->in, c->stash, c->stash_len);
+        len = last_len = c->stash_len;
+        free(c->stash);
+        c->stash = NULL;
+        c->stash_len = 0;
+    }
+    ssize_t got;
+    for (;;) {
+        got = recv(c->fd, e->in + len, e->in_cap - len, 0);
+        if (got >= 0 || errno != EINTR)
+            break;
+    }
+    if (got <= 0) {
+        if (got < 0 && errno == EAGAIN) {
+            conn_settle(e, c, e->in, len);
+            return;
+        }
+        /* EOF or error. Complete requests were answered as they arrived;
+         * what is left is a partial head, or lingering. */
+        conn_close(e, c);
+        return;
+    }
+    len += (size_t)got;
+    if (c->state == S_LINGER) {
+        c->linger_bytes += (size_t)got;
+        if (c->linger_bytes > LINGER_BYTES)
+            conn_close(e, c);
+        return;
+    }
+    size_t used = conn_process(e, c, e->in, len, last_len);
+    conn_settle(e, c, e->in + used, len - used);
+}
+
+static void conn_write(sws_engine_t *e, sws_conn_t *c)
+{
+    pend_t *p = c->pend;
+    while (p->idx < p->niov) {
+        int cnt = p->niov - p->idx;
+        ssize_t w = writev(c->fd, p->iov + p->idx, cnt > IOV_MAX ? IOV_MAX : cnt);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN) {
+                return;
+            }
+            conn_close(e, c);
+            return;
+        }
+        tl_set(e, c, TL_SEND); /* progress restarts the send timeout */
+        size_t n = (size_t)w;
+        while (p->idx < p->niov && n >= p->iov[p->idx].iov_len)
+            n -= p->iov[p->idx++].iov_len;
+        if (p->idx < p->niov && n) {
+            p->iov[p->idx].iov_base = (char *)p->iov[p->idx].iov_base + n;
+            p->iov[p->idx].iov_len -= n;
+        }
+    }
+    free(p);
+    c->pend = NULL;
+    conn_set_events(e, c, 0);
+    if (c->close_after) {
+        conn_linger(e, c);
+        return;
+    }
+    /* Requests that arrived while we were writing are waiting in the stash. */
+    if (c->stash) {
+        size_t len = c->stash_len;
+        memcpy(e->in, c->stash, len);
+        free(c->stash);
+        c->stash = NULL;
+        c->stash_len = 0;
+        size_t used = conn_process(e, c, e->in, len, 0);
+        conn_settle(e, c, e->in + used, len - used);
+        return;
+    }
+    conn_settle(e, c, NULL, 0);
+}
+
+static void do_accept(sws_engine_t *e, listener_t *l)
+{
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        if (e->cnt.active >= e->lim.max_connections) {
+            listeners_enable(e, 0); /* back on when a connection closes */
+            return;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            if (errno == EMFILE || errno == ENFILE) {
+                elog(e, SWS_L_CRIT, "accept() failed (%s): pausing new connections for %d ms",
+                     strerror(errno), EMFILE_PAUSE_MS);
+                listeners_enable(e, 0);
+                e->accept_resume = e->now + EMFILE_PAUSE_MS;
+                return;
+            }
+            elog(e, SWS_L_ALERT, "accept() failed (%s)", strerror(errno));
+            return;
+        }
+        sws_conn_t *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            return;
+        }
+        c->type = T_CONN;
+        c->fd = fd;
+        c->vh = l->vh;
+        c->tlist = TL_NONE;
+        c->state = S_HEAD;
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+            c->peer_family = AF_INET;
+            memcpy(c->peer, &sin->sin_addr, 4);
+            c->peer_port = ntohs(sin->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+            c->peer_family = AF_INET6;
+            memcpy(c->peer, &sin6->sin6_addr, 16);
+            c->peer_port = ntohs(sin6->sin6_port);
+        } else {
+            c->is_unix = 1;
+        }
+        if (!c->is_unix) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        e->cnt.accepted++;
+        e->cnt.active++;
+        tl_set(e, c, TL_HEADER); /* the first request has header_timeout to arrive */
+    }
+}
+
+int sws_engine_run(sws_engine_t *e)
+{
+    update_time(e);
+    int total = 0;
+    for (int round = 0; round < RUN_ROUNDS; round++) {
+        int n = epoll_wait(e->epfd, e->ev, EV_BATCH, 0);
+        if (n <= 0)
+            break;
+        for (int i = 0; i < n; i++) {
+            int type = *(int *)e->ev[i].data.ptr;
+            if (type == T_LISTENER) {
+                listener_t *l = e->ev[i].data.ptr;
+                if (l->enabled)
+                    do_accept(e, l);
+                continue;
+            }
+            sws_conn_t *c = e->ev[i].data.ptr;
+            if (c->pend)
+                conn_write(e, c);
+            else
+                conn_read(e, c);
+        }
+        total += n;
+        if (n < EV_BATCH)
+            break;
+    }
+    if (e->alog_len && e->now - e->alog_last_flush >= e->alog_flush_ms)
+        sws_engine_flush(e);
+    return total;
+}
+
+void sws_engine_tick(sws_engine_t *e)
+{
+    update_time(e);
+    for (int which = 0; which < TL_COUNT; which++) {
+        tlist_t *l = &e->tl[which];
+        while (l->head && l->head->deadline <= e->now) {
+            sws_conn_t *c = l->head;
+            e->cnt.timeouts++;
+            if (which == TL_HEADER && c->state == S_HEAD && (c->in_head || c->stash)) {
+                /* RFC 9110 §15.5.9: the head did not arrive in time. */
+                elog(e, SWS_L_INFO, "client timed out reading the request head");
+                tl_unlink(e, c);
+                conn_error(e, c, 408, NULL, 0);
+                if (out_flush(e, c) < 0) {
+                    conn_close(e, c);
+                    continue;
+                }
+                if (!c->pend)
+                    conn_linger(e, c);
+                else
+                    tl_set(e, c, TL_SEND);
+                continue;
+            }
+            conn_close(e, c);
+        }
+    }
+    if (e->accept_paused && e->accept_resume && e->now >= e->accept_resume && !e->shutting_down) {
+        e->accept_resume = 0;
+        if (e->cnt.active < e->lim.max_connections)
+            listeners_enable(e, 1);
+    }
+    if (e->alog_len && e->now - e->alog_last_flush >= e->alog_flush_ms)
+        sws_engine_flush(e);
+}
+
+void sws_engine_shutdown(sws_engine_t *e)
+{
+    update_time(e);
+    e->shutting_down = 1;
+    listeners_enable(e, 0);
+    for (size_t i = 0; i < e->n_listeners; i++) {
+        if (e->listeners[i].fd >= 0) {
+            close(e->listeners[i].fd); /* the master keeps its copy for the next workers */
+            e->listeners[i].fd = -1;
+        }
+    }
+    /* Idle connections close now; the others finish their request. */
+    sws_conn_t *c = e->tl[TL_KEEPALIVE].head;
+    while (c) {
+        sws_conn_t *next = c->tnext;
+        conn_close(e, c);
+        c = next;
+    }
+    c = e->tl[TL_HEADER].head;
+    while (c) {
+        sws_conn_t *next = c->tnext;
+        if (c->state == S_HEAD && !c->in_head && !c->stash)
+            conn_close(e, c); /* connected, nothing sent yet */
+        c = next;
+    }
+}
+
+void sws_engine_close_all(sws_engine_t *e)
+{
+    for (int which = 0; which < TL_COUNT; which++)
+        while (e->tl[which].head)
+            conn_close(e, e->tl[which].head);
+}

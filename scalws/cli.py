@@ -1,0 +1,73 @@
+"""Entry points: `scalwsd` and (reserved) `scalws-controller`.
+
+Exit codes: 0 success; 1 configuration refused (--check-config, or at start);
+2 usage; 3 the server could not start (bind failed, ...).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scalws import __version__
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="scalwsd",
+        description="ScalWS web server. Without --config it serves a built-in "
+                    "default site on http://127.0.0.1:8080/.")
+    p.add_argument("-c", "--config", metavar="FILE", help="run with this configuration file")
+    p.add_argument("-t", "--check-config", metavar="FILE", nargs="?", const="",
+                   help="validate FILE (or the --config file) like `nginx -t`; exit 0 or 1")
+    p.add_argument("-v", "--version", action="version", version=f"scalwsd {__version__}")
+    return p
+
+
+def scalwsd_main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    from scalws.config.errors import ConfigError
+    from scalws.config.loader import default_config, load_config
+
+    if args.check_config is not None:
+        path = args.check_config or args.config
+        if not path:
+            print("scalwsd: --check-config needs a FILE (or --config FILE)", file=sys.stderr)
+            return 2
+        try:
+            load_config(path)
+        except ConfigError as exc:
+            for line in str(exc).splitlines():
+                print(f"scalwsd: [emerg] {line}", file=sys.stderr)
+            print(f"scalwsd: configuration file {path} test failed", file=sys.stderr)
+            return 1
+        print(f"scalwsd: the configuration file {path} syntax is ok")
+        print(f"scalwsd: configuration file {path} test is successful")
+        return 0
+
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            for line in str(exc).splitlines():
+                print(f"scalwsd: [emerg] {line}", file=sys.stderr)
+            return 1
+    else:
+        config = default_config()
+        print("scalwsd: no --config given: serving the built-in default site on "
+              "http://127.0.0.1:8080/", file=sys.stderr)
+
+    from scalws.control.master import Master, StartupError
+    try:
+        return Master(config, args.config).run()
+    except StartupError as exc:
+        print(f"scalwsd: [emerg] {exc}", file=sys.stderr)
+        return 3
+
+
+def controller_main(argv=None) -> int:
+    print("scalws-controller: not available in this version; run scalwsd", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(scalwsd_main())

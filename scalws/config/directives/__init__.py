@@ -1,0 +1,20 @@
+"""Config halves of the handlers, one module per handler kind.
+
+Each module exposes `compile(ctx, node, path)`, which validates the value of
+its route key (the YAML node), reports problems through `ctx` (the loader's
+context) and returns the model object the runtime half consumes, or None.
+The route walker finds the one key of a route that names a handler and calls
+its entry here. Nothing in this package imports compiled code.
+"""
+from __future__ import annotations
+
+from . import respond
+
+# Handler kinds this version can configure: route key -> compile function.
+HANDLERS = {
+    "respond": respond.compile,
+}
+
+# Handler kinds the design names but this version does not have yet; a route
+# using one is refused with a clear message rather than "unknown key".
+UNAVAILABLE_HANDLERS = ("static", "proxy", "fastcgi", "app", "cache")

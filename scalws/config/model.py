@@ -1,0 +1,102 @@
+"""The validated configuration, as the rest of ScalWS sees it.
+
+The loader (loader.py) turns a YAML document into these objects or refuses it
+with a ConfigError that names file:line:column and the key path. Everything
+here is plain data with defaults filled in and units converted (sizes in
+bytes, durations in seconds as float); nothing here imports compiled code.
+
+Every object that came from the file keeps `mark`, the (file, line, column)
+of its key, so that later stages (binding a socket, opening a log) can report
+errors against the line that asked for them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+Mark = tuple  # (file: str, line: int, column: int), 1-based
+
+
+@dataclass
+class Limits:
+    max_header_bytes: int = 16 * 1024      # request line + header block -> 431
+    max_headers: int = 100                 # header field count -> 431
+    max_uri_bytes: int = 8 * 1024          # request-target length -> 414
+    max_body_bytes: int = 10 * 1024 * 1024  # Content-Length or chunked total -> 413
+    header_timeout: float = 10.0           # first byte to end of head -> 408
+    keepalive_timeout: float = 75.0        # idle between requests -> close
+    send_timeout: float = 60.0             # no write progress -> close
+    keepalive_requests: int = 1000         # requests per connection, then close
+    max_connections: int = 10000           # per worker
+
+
+@dataclass
+class LogConfig:
+    access: Optional[str] = None           # path; None = access log off
+    format: str = "combined"               # "combined" | "json"
+    error: Optional[str] = None            # path; None = stderr
+    level: str = "notice"                  # debug|info|notice|warn|error|crit
+    buffer: int = 64 * 1024                # access-log buffer per worker
+    flush: float = 1.0                     # seconds between flushes
+
+
+@dataclass
+class Listen:
+    kind: str                              # "tcp" | "unix"
+    host: str = ""                         # "0.0.0.0", "127.0.0.1", "::1", ...
+    port: int = 0
+    path: str = ""                         # unix socket path
+    tls: bool = False                      # reserved for the TLS issue
+    default: bool = False                  # default site for this address
+    backlog: int = 511
+    text: str = ""                         # as written in the file
+    mark: Mark = ("<default>", 0, 0)
+
+    @property
+    def key(self) -> tuple:
+        """Identity of the socket: two sites naming the same key share it."""
+        if self.kind == "unix":
+            return ("unix", self.path)
+        return ("tcp", self.host, self.port)
+
+
+@dataclass
+class Respond:
+    status: int = 200
+    body: bytes = b""
+    headers: list = field(default_factory=list)   # [(name, value)] in order
+    content_type: Optional[str] = "text/plain"    # None = no Content-Type
+
+
+@dataclass
+class Route:
+    # "exact" (= /p), "prefix" (/p), "prefix_noregex" (^~ /p),
+    # "regex" (~ re), "regex_icase" (~* re)
+    match: str
+    pattern: str
+    kind: str                              # handler kind: "respond", ...
+    handler: object                        # Respond, ...
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class Site:
+    listen: list                           # [Listen]
+    server_names: list                     # ["example.com", "*.example.com"]
+    routes: list                           # [Route] in file order
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class Config:
+    source: str = "<default>"              # file the config came from
+    workers: int = 1                       # resolved: "auto" -> CPUs we may use
+    cpus: list = field(default_factory=list)  # CPU ids worker i is pinned to
+    user: Optional[str] = None
+    sandbox: bool = False
+    server_header: Optional[str] = "scalws"  # None = no Server header
+    shutdown_timeout: float = 30.0
+    pid: Optional[str] = None              # pid file path
+    log: LogConfig = field(default_factory=LogConfig)
+    limits: Limits = field(default_factory=Limits)
+    sites: list = field(default_factory=list)  # [Site]

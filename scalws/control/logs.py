@@ -1,0 +1,76 @@
+"""The error log, in nginx's shape: `2026/12/02 12:00:00 [notice] 1234#0: message`.
+
+The master opens it (a file, or stderr) before forking, so workers inherit
+the same open file; USR1 reopens it in every process (logrotate's
+`postrotate kill -USR1`). Levels are nginx's; `notice` sits between Python's
+INFO and WARNING.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+NOTICE = 25
+logging.addLevelName(NOTICE, "notice")
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": NOTICE,
+          "warn": logging.WARNING, "error": logging.ERROR, "crit": logging.CRITICAL}
+_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", NOTICE: "notice",
+          logging.WARNING: "warn", logging.ERROR: "error", logging.CRITICAL: "crit"}
+
+log = logging.getLogger("scalws")
+
+
+class _Formatter(logging.Formatter):
+    worker = "-"  # the master; workers set their index after fork
+
+    def format(self, record):
+        ts = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(record.created))
+        msg = record.getMessage()
+        if record.exc_info:
+            msg += "\n" + self.formatException(record.exc_info)
+        return f"{ts} [{_NAMES.get(record.levelno, record.levelname.lower())}] " \
+               f"{os.getpid()}#{self.worker}: {msg}"
+
+
+class ErrorLog:
+    """The process's error log; `fd` is what the C engine writes to."""
+
+    def __init__(self, path: str | None, level: str):
+        self.path = path
+        self.level = level
+        self.formatter = _Formatter()
+        self.handler = None
+        self.stream = None
+        self._open()
+        log.setLevel(LEVELS[level])
+        log.propagate = False
+
+    def _open(self):
+        if self.path:
+            self.stream = open(self.path, "a", buffering=1, encoding="utf-8",
+                               errors="backslashreplace")
+        else:
+            self.stream = sys.stderr
+        handler = logging.StreamHandler(self.stream)
+        handler.setFormatter(self.formatter)
+        for old in list(log.handlers):  # one error log per process
+            log.removeHandler(old)
+        log.addHandler(handler)
+        self.handler = handler
+
+    @property
+    def fd(self) -> int:
+        return self.stream.fileno()
+
+    def set_worker(self, index: int):
+        self.formatter.worker = str(index)
+
+    def reopen(self):
+        """USR1: open the path again (after rotation) and close the old file."""
+        if not self.path:
+            return
+        old = self.stream
+        self._open()
+        old.close()

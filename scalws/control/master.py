@@ -1,0 +1,363 @@
+"""The master process: sockets, workers, signals.
+
+The master binds every listening address once per worker (SO_REUSEPORT, so
+the kernel spreads connections over the workers' accept queues) and keeps
+those sockets for its whole life; workers are forked and inherit them.
+Because the master holds every socket, a worker that exits (crash, reload,
+kill -9) never closes an accept queue: connections queued on its socket wait
+for the worker that replaces it. Unix sockets cannot be SO_REUSEPORT: one
+socket is shared by every worker.
+
+The master is a plain loop around sigtimedwait(): signals are blocked and
+consumed synchronously, so there is no handler re-entrancy and no event loop
+to fork from. It never imports compiled code before it forks.
+
+Signals: TERM/INT graceful stop, QUIT fast stop, HUP reload, USR1 reopen logs,
+CHLD reap and restart.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import socket
+import time
+
+from scalws.config.errors import ConfigError
+from scalws.config.loader import load_config
+from scalws.control import worker as worker_mod
+from scalws.control.logs import NOTICE, ErrorLog, log
+
+SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
+           signal.SIGUSR1, signal.SIGCHLD}
+READY_TIMEOUT = 10.0      # a new worker must report ready within this
+QUICK_DEATH = 2.0         # a worker dying younger than this counts as a crash loop
+MAX_BACKOFF = 10.0
+MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
+
+
+class StartupError(Exception):
+    """The master cannot start (bind failed, ...); message names the config line."""
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by signal {sig} ({name})" + (", core dumped" if os.WCOREDUMP(status) else "")
+    return f"exited with code {os.WEXITSTATUS(status)}"
+
+
+class Slot:
+    """Worker `index` of generation `gen`."""
+
+    def __init__(self, index, gen, config):
+        self.index = index
+        self.gen = gen
+        self.config = config
+        self.pid = 0
+        self.started = 0.0
+        self.quick_deaths = 0
+        self.restart_at = None     # monotonic time of a pending restart
+        self.stopping = False
+
+
+class Master:
+    def __init__(self, config, config_path=None):
+        self.config = config
+        self.path = config_path
+        self.errlog = ErrorLog(config.log.error, config.log.level)
+        self.sockets = {}          # listen key -> [socket per worker] (unix: one, shared)
+        self.slots = {}            # index -> Slot of the current generation
+        self.children = {}         # pid -> Slot (every generation)
+        self.gen = 0
+        self.stopping = None       # None, "graceful", "fast"
+        self.stop_deadline = None
+
+    # ---- sockets -----------------------------------------------------------
+    def _bind(self, listen):
+        try:
+            if listen.kind == "unix":
+                try:
+                    os.unlink(listen.path)
+                except FileNotFoundError:
+                    pass
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.bind(listen.path)
+                os.chmod(listen.path, 0o666)
+            else:
+                family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+                s = socket.socket(family, socket.SOCK_STREAM)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                if family == socket.AF_INET6:
+                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                s.bind((listen.host, listen.port))
+            s.listen(listen.backlog)
+            s.setblocking(False)
+            return s
+        except OSError as exc:
+            f, line, col = listen.mark
+            raise StartupError(f"{f}:{line}:{col}: listen '{listen.text}': cannot bind: "
+                               f"{exc.strerror or exc}") from exc
+
+    def _listens(self, config):
+        out = {}
+        for site in config.sites:
+            for listen in site.listen:
+                out.setdefault(listen.key, listen)
+        return out
+
+    def _ensure_sockets(self, config):
+        """Binds what `config` needs that is not bound yet; returns the keys
+        no longer needed (closed once the workers that use them are gone)."""
+        wanted = self._listens(config)
+        for key, listen in wanted.items():
+            socks = self.sockets.setdefault(key, [])
+            n = 1 if listen.kind == "unix" else config.workers
+            while len(socks) < n:
+                socks.append(self._bind(listen))
+        stale = []
+        for key, socks in self.sockets.items():
+            if key not in wanted:
+                stale.append(key)
+            elif key[0] != "unix":
+                while len(socks) > config.workers:
+                    socks.pop().close()  # tcp_migrate_req moves its queue to the others
+        return stale
+
+    def _close_keys(self, keys):
+        for key in keys:
+            for s in self.sockets.pop(key, []):
+                s.close()
+            if key[0] == "unix":
+                try:
+                    os.unlink(key[1])
+                except OSError:
+                    pass
+
+    def _worker_sockets(self, config, index):
+        out = []
+        for key in self._listens(config):
+            socks = self.sockets[key]
+            out.append((key, socks[0] if key[0] == "unix" else socks[index]))
+        return out
+
+    # ---- workers -----------------------------------------------------------
+    def _spawn(self, slot):
+        """Forks worker `slot`; returns the read end of its readiness pipe."""
+        cfg = slot.config
+        rfd, wfd = os.pipe()
+        cpu = cfg.cpus[slot.index % len(cfg.cpus)] if cfg.cpus else None
+        socks = self._worker_sockets(cfg, slot.index)
+        pid = os.fork()
+        if pid == 0:
+            os.close(rfd)
+            worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd)  # never returns
+        os.close(wfd)
+        slot.pid = pid
+        slot.started = time.monotonic()
+        slot.restart_at = None
+        self.children[pid] = slot
+        log.info("worker %d started (pid %d, cpu %s)", slot.index, pid, cpu)
+        return rfd
+
+    def _await_ready(self, fds, timeout=READY_TIMEOUT):
+        """Waits until every worker whose pipe is in `fds` reported ready
+        (or died). Returns the number that reported ready."""
+        pending = set(fds)
+        ready = 0
+        deadline = time.monotonic() + timeout
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            r, _, _ = select.select(list(pending), [], [], left)
+            for fd in r:
+                if os.read(fd, 1) == b"R":
+                    ready += 1
+                pending.discard(fd)
+                os.close(fd)
+        for fd in pending:
+            os.close(fd)
+        return ready
+
+    def _start_generation(self, config):
+        self.gen += 1
+        slots = {i: Slot(i, self.gen, config) for i in range(config.workers)}
+        fds = [self._spawn(s) for s in slots.values()]
+        ready = self._await_ready(fds)
+        return slots, ready
+
+    def _signal_slots(self, slots, sig):
+        for slot in slots:
+            if slot.pid:
+                try:
+                    os.kill(slot.pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    # ---- main loop ---------------------------------------------------------
+    def _tune_sysctls(self):
+        """With tcp_migrate_req=1 the kernel moves connections queued on a
+        closing SO_REUSEPORT socket to another socket of the group, instead of
+        resetting them; it matters when a reload lowers `workers`."""
+        try:
+            with open(MIGRATE_REQ) as f:
+                if f.read().strip() == "1":
+                    return
+            if os.geteuid() == 0:
+                with open(MIGRATE_REQ, "w") as f:
+                    f.write("1")
+                log.info("set net.ipv4.tcp_migrate_req=1 (reuseport queues survive a "
+                         "worker-count reduction)")
+                return
+        except OSError:
+            pass
+        log.log(NOTICE, "net.ipv4.tcp_migrate_req is 0: lowering `workers` on reload can "
+                "reset connections queued on removed sockets (see docs/operations.md)")
+
+    def run(self) -> int:
+        cfg = self.config
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        self._ensure_sockets(cfg)
+        self._tune_sysctls()
+        self.slots, ready = self._start_generation(cfg)
+        if cfg.pid:
+            with open(cfg.pid, "w") as f:
+                f.write(f"{os.getpid()}\n")
+        addrs = ", ".join(l.text for l in self._listens(cfg).values())
+        log.log(NOTICE, "scalws started: %d of %d workers ready, listening on %s (pid %d)",
+                ready, cfg.workers, addrs, os.getpid())
+        try:
+            while True:
+                if self.stopping and not self.children:
+                    break
+                timeout = self._next_timeout()
+                info = signal.sigtimedwait(SIGNALS, timeout)
+                if info is not None:
+                    self._on_signal(info.si_signo)
+                self._reap()
+                self._restart_due()
+                self._check_stop_deadline()
+        finally:
+            self._close_keys(list(self.sockets))
+            if cfg.pid:
+                try:
+                    os.unlink(cfg.pid)
+                except OSError:
+                    pass
+        log.log(NOTICE, "scalws stopped")
+        return 0
+
+    def _next_timeout(self):
+        now = time.monotonic()
+        times = [s.restart_at for s in self.slots.values() if s.restart_at]
+        if self.stop_deadline:
+            times.append(self.stop_deadline)
+        if not times:
+            return 1.0
+        return max(0.0, min(min(times) - now, 1.0))
+
+    def _on_signal(self, sig):
+        if sig == signal.SIGCHLD:
+            return
+        if sig in (signal.SIGTERM, signal.SIGINT):
+            if not self.stopping:
+                log.log(NOTICE, "graceful stop (%s): draining workers", signal.Signals(sig).name)
+                self.stopping = "graceful"
+                self.stop_deadline = time.monotonic() + self.config.shutdown_timeout + 2.0
+                self._signal_slots(self.children.values(), signal.SIGTERM)
+        elif sig == signal.SIGQUIT:
+            log.log(NOTICE, "fast stop (SIGQUIT)")
+            self.stopping = "fast"
+            self.stop_deadline = time.monotonic() + 2.0
+            self._signal_slots(self.children.values(), signal.SIGQUIT)
+        elif sig == signal.SIGHUP:
+            if not self.stopping:
+                self.reload()
+        elif sig == signal.SIGUSR1:
+            self.errlog.reopen()
+            log.log(NOTICE, "reopening logs (SIGUSR1)")
+            self._signal_slots(self.children.values(), signal.SIGUSR1)
+
+    def reload(self):
+        if not self.path:
+            log.warning("reload (SIGHUP) ignored: running the built-in default configuration")
+            return
+        try:
+            new = load_config(self.path)
+        except ConfigError as exc:
+            log.error("reload failed, keeping the current configuration:\n%s", exc)
+            return
+        except OSError as exc:
+            log.error("reload failed, keeping the current configuration: %s", exc)
+            return
+        try:
+            stale = self._ensure_sockets(new)
+        except StartupError as exc:
+            log.error("reload failed, keeping the current configuration: %s", exc)
+            return
+        old = list(self.slots.values())
+        slots, ready = self._start_generation(new)
+        if ready < new.workers:
+            log.error("reload: only %d of %d new workers became ready; keeping the old ones",
+                      ready, new.workers)
+            for s in slots.values():
+                s.stopping = True
+            self._signal_slots(slots.values(), signal.SIGQUIT)
+            return
+        for s in old:
+            s.stopping = True
+        self._signal_slots(old, signal.SIGTERM)
+        if new.log.error != self.config.log.error or new.log.level != self.config.log.level:
+            self.errlog = ErrorLog(new.log.error, new.log.level)
+        self.config = new
+        self.slots = slots
+        self._close_keys(stale)
+        log.log(NOTICE, "reloaded %s: %d workers (generation %d)", self.path, new.workers, self.gen)
+
+    def _reap(self):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            slot = self.children.pop(pid, None)
+            if slot is None:
+                continue
+            if slot.stopping or self.stopping:
+                log.info("worker %d (pid %d, generation %d) %s", slot.index, pid, slot.gen,
+                         _describe_status(status))
+                continue
+            if self.slots.get(slot.index) is not slot:
+                continue
+            lived = time.monotonic() - slot.started
+            slot.quick_deaths = slot.quick_deaths + 1 if lived < QUICK_DEATH else 0
+            delay = 0.0 if slot.quick_deaths <= 1 else \
+                min(MAX_BACKOFF, 0.1 * 2 ** (slot.quick_deaths - 1))
+            log.error("worker %d (pid %d) %s; restarting%s", slot.index, pid,
+                      _describe_status(status), f" in {delay:.1f}s (crash loop)" if delay else "")
+            slot.pid = 0
+            slot.restart_at = time.monotonic() + delay
+
+    def _restart_due(self):
+        if self.stopping:
+            return
+        now = time.monotonic()
+        for slot in self.slots.values():
+            if slot.restart_at is not None and slot.restart_at <= now and not slot.pid:
+                fd = self._spawn(slot)
+                self._await_ready([fd], timeout=2.0)
+
+    def _check_stop_deadline(self):
+        if self.stop_deadline and time.monotonic() >= self.stop_deadline and self.children:
+            log.warning("workers did not stop in time; killing %d", len(self.children))
+            self._signal_slots(self.children.values(), signal.SIGKILL)
+            self.stop_deadline = None

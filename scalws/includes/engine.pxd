@@ -1,0 +1,67 @@
+# Declarations of csrc/include/scalws/engine.h used by Cython; contract there.
+from libc.stdint cimport uint32_t, uint64_t
+from posix.types cimport time_t
+
+from scalws.includes.router cimport sws_vhosts_t
+
+
+cdef extern from "scalws/engine.h" nogil:
+    enum:
+        SWS_H_RESPOND
+
+    ctypedef struct sws_respond_t:
+        int status
+        const char *head_a
+        size_t head_a_len
+        const char *head_b
+        size_t head_b_len
+        const char *body
+        size_t body_len
+
+    ctypedef struct sws_handler_t:
+        int kind
+        void *data
+
+    ctypedef struct sws_limits_t:
+        size_t max_header_bytes
+        size_t max_headers
+        size_t max_uri_bytes
+        uint64_t max_body_bytes
+        uint32_t header_timeout_ms
+        uint32_t keepalive_timeout_ms
+        uint32_t send_timeout_ms
+        uint32_t keepalive_requests
+        uint32_t max_connections
+
+    enum:
+        SWS_ERR_400, SWS_ERR_404, SWS_ERR_408, SWS_ERR_413, SWS_ERR_414, SWS_ERR_417,
+        SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_505, SWS_ERR_COUNT
+
+    enum:
+        SWS_LOG_OFF, SWS_LOG_COMBINED, SWS_LOG_JSON
+
+    ctypedef struct sws_counters_t:
+        uint64_t accepted
+        uint64_t handled
+        uint64_t requests
+        uint64_t active
+        uint64_t timeouts
+        uint64_t errors_4xx_close
+
+    ctypedef struct sws_engine_t:
+        pass
+
+    sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *errors_,
+                                 int worker_id)
+    void sws_engine_free(sws_engine_t *e)
+    int sws_engine_fd(const sws_engine_t *e)
+    int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts)
+    int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsize,
+                                  uint32_t flush_ms)
+    void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
+    int sws_engine_run(sws_engine_t *e)
+    void sws_engine_tick(sws_engine_t *e)
+    void sws_engine_shutdown(sws_engine_t *e)
+    void sws_engine_close_all(sws_engine_t *e)
+    void sws_engine_flush(sws_engine_t *e)
+    const sws_counters_t *sws_engine_counters(const sws_engine_t *e)

@@ -1,0 +1,215 @@
+# cython: language_level=3
+"""One worker's data plane: the C engine (csrc/engine.c) on a uvloop loop.
+
+The engine keeps its own epoll set of listeners and connections; this class
+registers that one fd with the loop, so each loop iteration with ready
+sockets costs one Python call (`_on_ready`) whatever the number of requests
+it answers, and a single timer (`_tick`, a few times a second) drives every
+connection timeout. Nothing in this file runs per request.
+
+Ownership: the C router and the prebuilt responses point into bytes objects
+held by `self._keep` for the life of the Engine.
+"""
+from cpython.mem cimport PyMem_Calloc, PyMem_Free
+from libc.errno cimport errno
+from libc.string cimport strerror
+
+from scalws.includes.engine cimport *
+from scalws.includes.router cimport *
+
+from scalws.handlers import respond as respond_handler
+
+_MATCH = {
+    "exact": SWS_MATCH_EXACT,
+    "prefix": SWS_MATCH_PREFIX,
+    "prefix_noregex": SWS_MATCH_PREFIX_NOREGEX,
+    "regex": SWS_MATCH_REGEX,
+    "regex_icase": SWS_MATCH_REGEX_ICASE,
+}
+_LOG_FORMATS = {"combined": SWS_LOG_COMBINED, "json": SWS_LOG_JSON}
+_LEVELS = {"emerg": 0, "alert": 1, "crit": 2, "error": 3, "warn": 4, "notice": 5,
+           "info": 6, "debug": 7}
+
+TICK_SECONDS = 0.25
+
+
+cdef inline uint32_t _ms(double seconds):
+    return <uint32_t>(seconds * 1000.0 + 0.5)
+
+
+cdef class Engine:
+    cdef sws_engine_t *e
+    cdef sws_router_t *router
+    cdef sws_respond_t *responds      # one per respond route, then the error pages
+    cdef sws_handler_t *handlers
+    cdef list _keep
+    cdef dict _vhosts                 # listen key -> index into self._vh
+    cdef list _vh
+    cdef object loop
+    cdef object _tick_handle
+    cdef object _on_drained
+    cdef bint _stopping
+    cdef bint _started
+
+    def __cinit__(self, config, int worker_id):
+        cdef sws_limits_t lim
+        cdef sws_respond_t errors_[SWS_ERR_COUNT]
+        self._keep = []
+        self._vhosts = {}
+        self._vh = []
+        routes = [route for site in config.sites for route in site.routes]
+        self.responds = <sws_respond_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_respond_t))
+        self.handlers = <sws_handler_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_handler_t))
+        if self.responds == NULL or self.handlers == NULL:
+            raise MemoryError()
+        server = config.server_header
+        for i, status in enumerate(respond_handler.ERROR_STATUSES):
+            self._fill(&errors_[i], respond_handler.error_page(status, server))
+
+        limits = config.limits
+        lim.max_header_bytes = limits.max_header_bytes
+        lim.max_headers = limits.max_headers
+        lim.max_uri_bytes = limits.max_uri_bytes
+        lim.max_body_bytes = limits.max_body_bytes
+        lim.header_timeout_ms = _ms(limits.header_timeout)
+        lim.keepalive_timeout_ms = _ms(limits.keepalive_timeout)
+        lim.send_timeout_ms = _ms(limits.send_timeout)
+        lim.keepalive_requests = limits.keepalive_requests
+        lim.max_connections = limits.max_connections
+        self.e = sws_engine_new(&lim, errors_, worker_id)
+        if self.e == NULL:
+            raise OSError(errno, "engine: " + strerror(errno).decode())
+        self.router = sws_router_new()
+        if self.router == NULL:
+            raise MemoryError()
+        self._build_router(config, server)
+
+    cdef _fill(self, sws_respond_t *r, pre):
+        self._keep.append(pre)
+        r.status = pre.status
+        r.head_a = pre.head_a
+        r.head_a_len = len(pre.head_a)
+        r.head_b = pre.head_b
+        r.head_b_len = len(pre.head_b)
+        r.body = pre.body
+        r.body_len = len(pre.body)
+
+    cdef _build_router(self, config, server):
+        cdef sws_site_t *site
+        cdef sws_vhosts_t *vh
+        cdef int n = 0
+        cdef bytes b
+        sites = []
+        for s in config.sites:
+            site = sws_router_site(self.router)
+            if site == NULL:
+                raise MemoryError()
+            for route in s.routes:
+                if route.kind != "respond":
+                    raise ValueError(f"handler {route.kind!r} has no runtime in this build")
+                self._fill(&self.responds[n], respond_handler.from_config(route.handler, server))
+                self.handlers[n].kind = SWS_H_RESPOND
+                self.handlers[n].data = &self.responds[n]
+                b = route.pattern.encode()
+                rc = sws_site_add_route(site, _MATCH[route.match], b, len(b), &self.handlers[n])
+                if rc != 0:
+                    raise ValueError(f"route {route.pattern!r}: cannot compile (code {rc})")
+                n += 1
+            sites.append(<size_t>site)
+        # One address table per listen key; the default site is the one marked
+        # `default`, else the first site that lists the address.
+        for idx, s in enumerate(config.sites):
+            for listen in s.listen:
+                key = listen.key
+                if key not in self._vhosts:
+                    vh = sws_router_vhosts(self.router)
+                    if vh == NULL:
+                        raise MemoryError()
+                    self._vhosts[key] = len(self._vh)
+                    self._vh.append(<size_t>vh)
+                    sws_vhosts_set_default(vh, <sws_site_t *><size_t>sites[idx])
+                vh = <sws_vhosts_t *><size_t>self._vh[self._vhosts[key]]
+                if listen.default:
+                    sws_vhosts_set_default(vh, <sws_site_t *><size_t>sites[idx])
+                for name in s.server_names:
+                    b = name.lower().encode()
+                    if sws_vhosts_add_name(vh, b, len(b), <sws_site_t *><size_t>sites[idx]) != 0:
+                        raise MemoryError()
+        sws_router_finish(self.router)
+
+    def __dealloc__(self):
+        if self.e != NULL:
+            sws_engine_free(self.e)
+        if self.router != NULL:
+            sws_router_free(self.router)
+        PyMem_Free(self.responds)
+        PyMem_Free(self.handlers)
+
+    def add_listener(self, int fd, key):
+        """Serves the listening socket `fd` (the engine owns and closes it)
+        with the sites that listen on `key` (config.model.Listen.key)."""
+        cdef sws_vhosts_t *vh = <sws_vhosts_t *><size_t>self._vh[self._vhosts[key]]
+        rc = sws_engine_add_listener(self.e, fd, vh)
+        if rc < 0:
+            raise OSError(-rc, "engine: cannot add listener")
+
+    def set_access_log(self, int fd, str fmt="combined", size_t bufsize=65536,
+                       double flush=1.0):
+        rc = sws_engine_set_access_log(self.e, fd, _LOG_FORMATS[fmt], bufsize, _ms(flush))
+        if rc < 0:
+            raise OSError(-rc, "engine: access log")
+
+    def set_error_log(self, int fd, str level="notice"):
+        sws_engine_set_error_log(self.e, fd, _LEVELS[level])
+
+    def start(self, loop):
+        self.loop = loop
+        loop.add_reader(sws_engine_fd(self.e), self._on_ready)
+        self._tick_handle = loop.call_later(TICK_SECONDS, self._tick)
+        self._started = True
+
+    def _on_ready(self):
+        sws_engine_run(self.e)
+        if self._stopping and sws_engine_counters(self.e).active == 0:
+            self._drained()
+
+    def _tick(self):
+        sws_engine_tick(self.e)
+        if self._stopping and sws_engine_counters(self.e).active == 0:
+            self._drained()
+            return
+        self._tick_handle = self.loop.call_later(TICK_SECONDS, self._tick)
+
+    def shutdown(self, on_drained):
+        """Graceful stop: no new connections; `on_drained()` runs once the
+        last in-flight request is answered and its connection closed."""
+        self._stopping = True
+        self._on_drained = on_drained
+        sws_engine_shutdown(self.e)
+        if sws_engine_counters(self.e).active == 0:
+            self.loop.call_soon(self._drained)
+
+    def _drained(self):
+        cb, self._on_drained = self._on_drained, None
+        if cb is None:
+            return
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+            self._tick_handle = None
+        if self._started:
+            self.loop.remove_reader(sws_engine_fd(self.e))
+        sws_engine_flush(self.e)
+        cb()
+
+    def close_all(self):
+        sws_engine_close_all(self.e)
+        sws_engine_flush(self.e)
+
+    def flush(self):
+        sws_engine_flush(self.e)
+
+    def counters(self):
+        cdef const sws_counters_t *c = sws_engine_counters(self.e)
+        return {"accepted": c.accepted, "handled": c.handled, "requests": c.requests,
+                "active": c.active, "timeouts": c.timeouts,
+                "refused": c.errors_4xx_close}
