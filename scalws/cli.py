@@ -36,8 +36,7 @@ def scalwsd_main(argv=None) -> int:
         try:
             load_config(path)
         except ConfigError as exc:
-            for line in str(exc).splitlines():
-                print(f"scalwsd: [emerg] {line}", file=sys.stderr)
+            print(exc, file=sys.stderr)
             print(f"scalwsd: configuration file {path} test failed", file=sys.stderr)
             return 1
         print(f"scalwsd: the configuration file {path} syntax is ok")
@@ -48,8 +47,7 @@ def scalwsd_main(argv=None) -> int:
         try:
             config = load_config(args.config)
         except ConfigError as exc:
-            for line in str(exc).splitlines():
-                print(f"scalwsd: [emerg] {line}", file=sys.stderr)
+            print(exc, file=sys.stderr)
             return 1
     else:
         config = default_config()
