@@ -1,0 +1,764 @@
+/*
+ * http1.c — HTTP/1.x request-head parser, request analysis and chunked
+ * decoder. Contracts are in scalws/http1.h; this file states only how.
+ *
+ * Every scan checks p < end before reading *p, and the SSE4.2 scans load 16
+ * bytes only while at least 16 remain, so no function reads past buf + len
+ * (tests/c places every input against a PROT_NONE page to prove it).
+ */
+#include "scalws/http1.h"
+
+#include <limits.h>
+#include <string.h>
+
+#ifdef __SSE4_2__
+#include <nmmintrin.h>
+#endif
+
+#define LIKELY(x)   __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- character classes ------------------------------------------------ */
+
+/* tchar (RFC 9110 §5.6.2): "!#$%&'*+-.^_`|~" DIGIT ALPHA. */
+static const unsigned char tchar_map[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1,
+};
+
+static inline int is_tchar(unsigned char c) { return tchar_map[c]; }
+
+/* request-target bytes: no CTL, SP or DEL; obs-text passes (the router
+ * decides what a target may contain). */
+static inline int is_target_char(unsigned char c) { return c > 0x20 && c != 0x7f; }
+
+/* field-value bytes (RFC 9110 §5.5): HTAB, SP, VCHAR, obs-text. */
+static inline int is_value_char(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
+
+static inline int is_ws(unsigned char c) { return c == ' ' || c == '\t'; }
+
+/* ---- scans ------------------------------------------------------------ */
+
+#ifdef __SSE4_2__
+/* Advances p by 16-byte blocks while a block holds no byte that `mode`
+ * selects against the ranges; stops at the first such byte, or when fewer
+ * than 16 bytes remain. The caller finishes with the scalar test, so the
+ * ranges may be a subset of what the class allows. */
+#define SSE_SKIP(p, end, ranges, nranges, mode)                                        \
+    do {                                                                               \
+        const __m128i r_ = _mm_loadu_si128((const __m128i *)(ranges));                \
+        while ((end) - (p) >= 16) {                                                    \
+            __m128i b_ = _mm_loadu_si128((const __m128i *)(p));                        \
+            int i_ = _mm_cmpestri(r_, (nranges), b_, 16, (mode));                      \
+            (p) += i_;                                                                 \
+            if (i_ != 16)                                                              \
+                break;                                                                 \
+        }                                                                              \
+    } while (0)
+
+#define SSE_FIND_IN (_SIDD_UBYTE_OPS | _SIDD_CMP_RANGES | _SIDD_LEAST_SIGNIFICANT)
+#define SSE_FIND_OUT (SSE_FIND_IN | _SIDD_NEGATIVE_POLARITY)
+
+/* Eight of the nine tchar ranges (only 8 fit a register); '~' falls to the
+ * scalar test. */
+static const char tchar_ranges[16] __attribute__((aligned(16))) =
+    "!!#'*+-.09AZ^z||";
+/* Bytes that end a request-target: CTL, SP, DEL. */
+static const char target_stop_ranges[16] __attribute__((aligned(16))) =
+    "\x00\x20\x7f\x7f";
+/* Bytes that end a field-value: CTL except HTAB, DEL. */
+static const char value_stop_ranges[16] __attribute__((aligned(16))) =
+    "\x00\x08\x0a\x1f\x7f\x7f";
+#endif
+
+/* Returns the first byte in [p, end) that is not a tchar, or end. */
+static inline const char *scan_token(const char *p, const char *end)
+{
+    for (;;) {
+#ifdef __SSE4_2__
+        SSE_SKIP(p, end, tchar_ranges, 16, SSE_FIND_OUT);
+#endif
+        if (p == end || !is_tchar((unsigned char)*p))
+            return p;
+        ++p;
+    }
+}
+
+static inline const char *scan_target(const char *p, const char *end)
+{
+#ifdef __SSE4_2__
+    SSE_SKIP(p, end, target_stop_ranges, 4, SSE_FIND_IN);
+#endif
+    while (p != end && is_target_char((unsigned char)*p))
+        ++p;
+    return p;
+}
+
+static inline const char *scan_value(const char *p, const char *end)
+{
+#ifdef __SSE4_2__
+    SSE_SKIP(p, end, value_stop_ranges, 6, SSE_FIND_IN);
+#endif
+    while (p != end && is_value_char((unsigned char)*p))
+        ++p;
+    return p;
+}
+
+/* Consumes a line end (CRLF or bare LF, RFC 9112 §2.2) at *pp.
+ * Returns 0 and advances *pp, or SWS_PARSE_INCOMPLETE / SWS_PARSE_ERROR. */
+static inline int take_eol(const char **pp, const char *end)
+{
+    const char *p = *pp;
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (*p == '\r') {
+        if (++p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (*p != '\n')
+            return SWS_PARSE_ERROR; /* bare CR */
+    } else if (*p != '\n') {
+        return SWS_PARSE_ERROR;
+    }
+    *pp = p + 1;
+    return 0;
+}
+
+/* Whether buf[0..len) holds an empty line after a line end ("\n\n" or
+ * "\n\r\n") ending at or after last_len. Only a hint: the full parse decides.
+ * A terminator ending before last_len would have been found by the call that
+ * returned INCOMPLETE at last_len, so only the last 3 old bytes are rescanned. */
+static int head_may_be_complete(const char *buf, size_t len, size_t last_len)
+{
+    const char *end = buf + len;
+    const char *p = buf + (last_len > 3 ? last_len - 3 : 0);
+
+    while (p < end && (p = memchr(p, '\n', end - p)) != NULL) {
+        if (++p == end)
+            return 0;
+        if (*p == '\n')
+            return 1;
+        if (*p == '\r' && p + 1 != end && p[1] == '\n')
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- request head ----------------------------------------------------- */
+
+int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
+                      const char **target, size_t *target_len, int *minor_version,
+                      sws_header_t *headers, size_t *num_headers, size_t last_len)
+{
+    const char *p = buf, *end = buf + len, *start;
+    size_t cap = *num_headers, n = 0;
+    int rc, major;
+
+    if (last_len != 0 && last_len <= len && !head_may_be_complete(buf, len, last_len))
+        return SWS_PARSE_INCOMPLETE;
+
+    /* RFC 9112 §2.2: empty lines before the request-line are ignored. */
+    while (p != end && (*p == '\r' || *p == '\n'))
+        if ((rc = take_eol(&p, end)) != 0)
+            return rc;
+
+    /* method SP (RFC 9112 §3) */
+    start = p;
+    p = scan_token(p, end);
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (p == start || *p != ' ')
+        return SWS_PARSE_ERROR;
+    *method = start;
+    *method_len = (size_t)(p - start);
+    ++p;
+
+    /* request-target SP: exactly one SP on each side (RFC 9112 §3). */
+    start = p;
+    p = scan_target(p, end);
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (p == start || *p != ' ')
+        return SWS_PARSE_ERROR;
+    *target = start;
+    *target_len = (size_t)(p - start);
+    ++p;
+
+    /* HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 §2.3), case-sensitive. */
+    {
+        static const char proto[] = "HTTP/";
+        for (int i = 0; i < 5; ++i, ++p) {
+            if (p == end)
+                return SWS_PARSE_INCOMPLETE;
+            if (*p != proto[i])
+                return SWS_PARSE_ERROR;
+        }
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if ((unsigned char)(*p - '0') > 9)
+            return SWS_PARSE_ERROR;
+        major = *p++ - '0';
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (*p++ != '.')
+            return SWS_PARSE_ERROR;
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if ((unsigned char)(*p - '0') > 9)
+            return SWS_PARSE_ERROR;
+        *minor_version = *p++ - '0';
+        if ((rc = take_eol(&p, end)) != 0)
+            return rc;
+        if (major != 1)
+            return major == 0 ? SWS_PARSE_ERROR : SWS_PARSE_VERSION;
+    }
+
+    /* *( field-line CRLF ) CRLF (RFC 9112 §5) */
+    for (;;) {
+        const char *name, *value, *vend;
+
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (*p == '\r' || *p == '\n') {
+            if ((rc = take_eol(&p, end)) != 0)
+                return rc;
+            break;
+        }
+        if (UNLIKELY(n == cap))
+            return SWS_PARSE_TOO_MANY_HEADERS;
+
+        /* field-name ":" with nothing between (RFC 9112 §5.1). A line that
+         * starts with SP/HTAB (obs-fold, §5.2) fails here as an empty name. */
+        name = p;
+        p = scan_token(p, end);
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (p == name || *p != ':')
+            return SWS_PARSE_ERROR;
+        headers[n].name = name;
+        headers[n].name_len = (size_t)(p - name);
+        ++p;
+
+        while (p != end && is_ws((unsigned char)*p))
+            ++p;
+        value = p;
+        p = scan_value(p, end);
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (*p != '\r' && *p != '\n')
+            return SWS_PARSE_ERROR; /* NUL, CTL or DEL in the value */
+        vend = p;
+        while (vend != value && is_ws((unsigned char)vend[-1]))
+            --vend;
+        if ((rc = take_eol(&p, end)) != 0)
+            return rc;
+        headers[n].value = value;
+        headers[n].value_len = (size_t)(vend - value);
+        ++n;
+    }
+
+    if (UNLIKELY(p - buf > INT_MAX))
+        return SWS_PARSE_ERROR; /* cannot report the length; callers cap heads far below */
+    *num_headers = n;
+    return (int)(p - buf);
+}
+
+int sws_method_id(const char *m, size_t len)
+{
+#define M_IS(s) (memcmp(m, s, sizeof(s) - 1) == 0)
+    switch (len) {
+    case 3:
+        if (M_IS("GET"))
+            return SWS_M_GET;
+        if (M_IS("PUT"))
+            return SWS_M_PUT;
+        break;
+    case 4:
+        if (M_IS("POST"))
+            return SWS_M_POST;
+        if (M_IS("HEAD"))
+            return SWS_M_HEAD;
+        break;
+    case 5:
+        if (M_IS("PATCH"))
+            return SWS_M_PATCH;
+        if (M_IS("TRACE"))
+            return SWS_M_TRACE;
+        break;
+    case 6:
+        if (M_IS("DELETE"))
+            return SWS_M_DELETE;
+        break;
+    case 7:
+        if (M_IS("OPTIONS"))
+            return SWS_M_OPTIONS;
+        if (M_IS("CONNECT"))
+            return SWS_M_CONNECT;
+        break;
+    }
+    return SWS_M_OTHER;
+#undef M_IS
+}
+
+/* ---- request analysis ------------------------------------------------- */
+
+static inline unsigned char ascii_lower(unsigned char c)
+{
+    return (unsigned char)(c - 'A') < 26 ? (unsigned char)(c | 0x20) : c;
+}
+
+/* Whether s[0..len) equals the lower-case literal lit, ignoring ASCII case. */
+static int eq_ci(const char *s, size_t len, const char *lit, size_t lit_len)
+{
+    if (len != lit_len)
+        return 0;
+    for (size_t i = 0; i < len; ++i)
+        if (ascii_lower((unsigned char)s[i]) != (unsigned char)lit[i])
+            return 0;
+    return 1;
+}
+#define EQ_CI(s, len, lit) eq_ci((s), (len), lit, sizeof(lit) - 1)
+
+/* Iterates a #rule list (RFC 9110 §5.6.1): sets [*el, *el + *el_len) to the
+ * next non-empty element with OWS trimmed and returns 1, or returns 0 at the
+ * end. Empty elements (", ,") are skipped as the RFC requires of recipients. */
+static int next_element(const char **pp, const char *end, const char **el, size_t *el_len)
+{
+    const char *p = *pp;
+    for (;;) {
+        const char *s, *e;
+        while (p != end && (is_ws((unsigned char)*p) || *p == ','))
+            ++p;
+        if (p == end) {
+            *pp = p;
+            return 0;
+        }
+        s = p;
+        while (p != end && *p != ',')
+            ++p;
+        e = p;
+        while (e != s && is_ws((unsigned char)e[-1]))
+            --e;
+        if (e != s) {
+            *el = s;
+            *el_len = (size_t)(e - s);
+            *pp = p;
+            return 1;
+        }
+    }
+}
+
+/* Host = uri-host [ ":" port ] (RFC 9110 §7.2): bytes of reg-name
+ * (unreserved, pct-encoded, sub-delims), IP-literal brackets and ":". */
+static int host_value_ok(const char *v, size_t len)
+{
+    static const unsigned char ok[256] = {
+        ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['%'] = 1,
+        ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1, [')'] = 1,
+        ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1,
+        [':'] = 1, ['['] = 1, [']'] = 1,
+        ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+        ['8'] = 1, ['9'] = 1,
+        ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+        ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+        ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+        ['Y'] = 1, ['Z'] = 1,
+        ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+        ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+        ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+        ['y'] = 1, ['z'] = 1,
+    };
+    for (size_t i = 0; i < len; ++i)
+        if (!ok[(unsigned char)v[i]])
+            return 0;
+    return 1;
+}
+
+/* Content-Length = 1*DIGIT (RFC 9110 §8.6); a list, even of equal values,
+ * is refused rather than collapsed. Returns 0 or -1. */
+static int parse_content_length(const char *v, size_t len, uint64_t *out)
+{
+    uint64_t n = 0;
+    if (len == 0)
+        return -1;
+    for (size_t i = 0; i < len; ++i) {
+        unsigned d = (unsigned char)v[i] - '0';
+        if (d > 9 || n > (SWS_MAX_CONTENT_LENGTH - d) / 10)
+            return -1;
+        n = n * 10 + d;
+    }
+    *out = n;
+    return 0;
+}
+
+int sws_analyze_request(const char *method, size_t method_len, int minor_version,
+                        const sws_header_t *headers, size_t num_headers,
+                        sws_request_info_t *info)
+{
+    int bad = 0, unknown_coding = 0, bad_expect = 0;
+    int te_seen = 0, te_codings = 0, chunked_seen = 0, chunked_last = 0;
+    int host_count = 0, conn_close = 0, conn_keepalive = 0, conn_upgrade = 0;
+    int upgrade_field = 0, expect_continue = 0;
+
+    memset(info, 0, sizeof(*info));
+    info->method = sws_method_id(method, method_len);
+
+    for (size_t i = 0; i < num_headers; ++i) {
+        const sws_header_t *h = &headers[i];
+        const char *p = h->value, *end = h->value + h->value_len, *el;
+        size_t el_len;
+
+        switch (h->name_len) {
+        case 4:
+            if (EQ_CI(h->name, h->name_len, "host")) {
+                if (++host_count == 1) {
+                    info->host = h->value;
+                    info->host_len = h->value_len;
+                    info->has_host = 1;
+                }
+                if (host_count > 1 || !host_value_ok(h->value, h->value_len))
+                    bad = 1;
+            }
+            break;
+        case 6:
+            if (EQ_CI(h->name, h->name_len, "expect")) {
+                while (next_element(&p, end, &el, &el_len)) {
+                    if (EQ_CI(el, el_len, "100-continue"))
+                        expect_continue = 1;
+                    else
+                        bad_expect = 1;
+                }
+            }
+            break;
+        case 7:
+            if (EQ_CI(h->name, h->name_len, "upgrade") && h->value_len != 0)
+                upgrade_field = 1;
+            break;
+        case 10:
+            if (EQ_CI(h->name, h->name_len, "connection")) {
+                while (next_element(&p, end, &el, &el_len)) {
+                    if (EQ_CI(el, el_len, "close"))
+                        conn_close = 1;
+                    else if (EQ_CI(el, el_len, "keep-alive"))
+                        conn_keepalive = 1;
+                    else if (EQ_CI(el, el_len, "upgrade"))
+                        conn_upgrade = 1;
+                }
+            }
+            break;
+        case 14:
+            if (EQ_CI(h->name, h->name_len, "content-length")) {
+                /* Any second Content-Length is refused (RFC 9112 §6.3 p5). */
+                if (info->has_content_length ||
+                    parse_content_length(h->value, h->value_len, &info->content_length) != 0)
+                    bad = 1;
+                info->has_content_length = 1;
+            }
+            break;
+        case 17:
+            if (EQ_CI(h->name, h->name_len, "transfer-encoding")) {
+                te_seen = 1;
+                /* transfer-coding = token *( OWS ";" OWS transfer-parameter ) */
+                while (next_element(&p, end, &el, &el_len)) {
+                    const char *q = scan_token(el, el + el_len);
+                    size_t name_len = (size_t)(q - el);
+                    int has_params = 0;
+                    ++te_codings;
+                    while (q != el + el_len && is_ws((unsigned char)*q))
+                        ++q;
+                    if (q != el + el_len) {
+                        if (*q != ';')
+                            bad = 1;
+                        has_params = 1;
+                    }
+                    if (name_len == 0)
+                        bad = 1;
+                    if (chunked_last)
+                        bad = 1; /* a coding after chunked (RFC 9112 §6.3 p4) */
+                    if (EQ_CI(el, name_len, "chunked")) {
+                        if (chunked_seen || has_params)
+                            bad = 1;
+                        chunked_seen = chunked_last = 1;
+                    } else {
+                        chunked_last = 0;
+                        unknown_coding = 1;
+                    }
+                }
+            }
+            break;
+        }
+    }
+
+    if (te_seen) {
+        /* RFC 9112 §6.1: HTTP/1.0 framing with Transfer-Encoding is faulty;
+         * §6.3 p3: CL with TE is a smuggling attempt until proven otherwise. */
+        if (minor_version == 0 || info->has_content_length || te_codings == 0)
+            bad = 1;
+        info->chunked = chunked_last ? 1 : 0;
+    }
+    if (minor_version >= 1 && host_count == 0)
+        bad = 1; /* RFC 9112 §3.2 */
+
+    info->keepalive = conn_close ? 0 : (minor_version >= 1 || conn_keepalive);
+    info->upgrade = (conn_upgrade && upgrade_field) ? 1 : 0;
+    /* RFC 9110 §10.1.1: a 100-continue expectation in HTTP/1.0 is ignored. */
+    info->expect_continue = (expect_continue && minor_version >= 1) ? 1 : 0;
+
+    if (bad)
+        return 400;
+    if (unknown_coding)
+        return 501;
+    if (bad_expect)
+        return 417;
+    return 0;
+}
+
+/* ---- chunked decoder -------------------------------------------------- */
+
+enum {
+    CS_SIZE = 0,      /* chunk-size digits; zeroed decoder starts here */
+    CS_EXT_BWS,       /* BWS seen after the size or a value: ";" must follow */
+    CS_EXT_NAME_BWS,  /* after ";": BWS, then chunk-ext-name */
+    CS_EXT_NAME,      /* in chunk-ext-name */
+    CS_EXT_NAME_END,  /* BWS after the name: "=" or ";" must follow */
+    CS_EXT_VAL_BWS,   /* after "=": BWS, then token or quoted-string */
+    CS_EXT_VAL_TOKEN, /* in a token value */
+    CS_EXT_VAL_QUOTED,/* in a quoted-string value */
+    CS_EXT_VAL_QPAIR, /* after "\" in a quoted-string */
+    CS_EXT_VAL_END,   /* after the closing quote */
+    CS_SIZE_LF,       /* CR of the size line seen */
+    CS_DATA,          /* chunk-data */
+    CS_DATA_CR,       /* CRLF after chunk-data */
+    CS_DATA_LF,
+    CS_TRAILER_START, /* start of a trailer field line or of the final CRLF */
+    CS_TRAILER_NAME,
+    CS_TRAILER_VALUE,
+    CS_TRAILER_LF,    /* CR of a trailer line seen */
+    CS_END_LF,        /* CR of the final empty line seen */
+    CS_DONE,
+    CS_ERROR
+};
+
+static inline int hex_value(unsigned char c)
+{
+    if ((unsigned char)(c - '0') < 10)
+        return c - '0';
+    c = ascii_lower(c);
+    if ((unsigned char)(c - 'a') < 6)
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* qdtext and the second byte of quoted-pair (RFC 9110 §5.6.4). */
+static inline int is_qdtext(unsigned char c)
+{
+    return c == '\t' || c == ' ' || c == 0x21 || (c >= 0x23 && c <= 0x5b) ||
+           (c >= 0x5d && c <= 0x7e) || c >= 0x80;
+}
+static inline int is_qpair_char(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
+
+ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz)
+{
+    size_t src = 0, dst = 0, len = *bufsz;
+    int state = d->state;
+
+    if (state == CS_ERROR)
+        goto error;
+
+    while (src < len) {
+        unsigned char c;
+
+        if (state == CS_DATA) {
+            size_t n = len - src;
+            if (n > d->bytes_left_in_chunk)
+                n = (size_t)d->bytes_left_in_chunk;
+            if (dst != src)
+                memmove(buf + dst, buf + src, n);
+            dst += n;
+            src += n;
+            d->bytes_left_in_chunk -= n;
+            d->total += n;
+            if (d->bytes_left_in_chunk == 0)
+                state = CS_DATA_CR;
+            continue;
+        }
+        if (state == CS_DONE)
+            break;
+
+        c = (unsigned char)buf[src++];
+
+        /* chunk-ext (RFC 9112 §7.1.1) is skipped but bounded. */
+        if (state >= CS_EXT_BWS && state <= CS_EXT_VAL_END &&
+            ++d->framing_bytes > SWS_CHUNK_EXT_MAX)
+            goto error;
+        if (state >= CS_TRAILER_START && state <= CS_END_LF &&
+            ++d->framing_bytes > SWS_CHUNK_TRAILER_MAX)
+            goto error;
+
+        switch (state) {
+        case CS_SIZE: {
+            int h = hex_value(c);
+            if (h >= 0) {
+                if (++d->hex_count > 16)
+                    goto error;
+                d->bytes_left_in_chunk = (d->bytes_left_in_chunk << 4) | (unsigned)h;
+                break;
+            }
+            if (d->hex_count == 0)
+                goto error;
+            if (c == '\r')
+                state = CS_SIZE_LF;
+            else if (c == ';')
+                state = CS_EXT_NAME_BWS;
+            else if (is_ws(c))
+                state = CS_EXT_BWS;
+            else
+                goto error;
+            break;
+        }
+        case CS_EXT_BWS:
+            if (c == ';')
+                state = CS_EXT_NAME_BWS;
+            else if (!is_ws(c))
+                goto error;
+            break;
+        case CS_EXT_NAME_BWS:
+            if (is_tchar(c))
+                state = CS_EXT_NAME;
+            else if (!is_ws(c))
+                goto error;
+            break;
+        case CS_EXT_NAME:
+            if (is_tchar(c))
+                break;
+            if (c == '\r')
+                state = CS_SIZE_LF;
+            else if (c == ';')
+                state = CS_EXT_NAME_BWS;
+            else if (c == '=')
+                state = CS_EXT_VAL_BWS;
+            else if (is_ws(c))
+                state = CS_EXT_NAME_END;
+            else
+                goto error;
+            break;
+        case CS_EXT_NAME_END:
+            if (c == '=')
+                state = CS_EXT_VAL_BWS;
+            else if (c == ';')
+                state = CS_EXT_NAME_BWS;
+            else if (!is_ws(c))
+                goto error;
+            break;
+        case CS_EXT_VAL_BWS:
+            if (c == '"')
+                state = CS_EXT_VAL_QUOTED;
+            else if (is_tchar(c))
+                state = CS_EXT_VAL_TOKEN;
+            else if (!is_ws(c))
+                goto error;
+            break;
+        case CS_EXT_VAL_TOKEN:
+        case CS_EXT_VAL_END:
+            if (state == CS_EXT_VAL_TOKEN && is_tchar(c))
+                break;
+            if (c == '\r')
+                state = CS_SIZE_LF;
+            else if (c == ';')
+                state = CS_EXT_NAME_BWS;
+            else if (is_ws(c))
+                state = CS_EXT_BWS;
+            else
+                goto error;
+            break;
+        case CS_EXT_VAL_QUOTED:
+            if (c == '"')
+                state = CS_EXT_VAL_END;
+            else if (c == '\\')
+                state = CS_EXT_VAL_QPAIR;
+            else if (!is_qdtext(c))
+                goto error;
+            break;
+        case CS_EXT_VAL_QPAIR:
+            if (!is_qpair_char(c))
+                goto error;
+            state = CS_EXT_VAL_QUOTED;
+            break;
+        case CS_SIZE_LF:
+            if (c != '\n')
+                goto error;
+            /* total must stay representable (the caller enforces its limit). */
+            if (d->bytes_left_in_chunk > UINT64_MAX - d->total)
+                goto error;
+            d->hex_count = 0;
+            d->framing_bytes = 0;
+            state = d->bytes_left_in_chunk == 0 ? CS_TRAILER_START : CS_DATA;
+            break;
+        case CS_DATA_CR:
+            if (c != '\r')
+                goto error;
+            state = CS_DATA_LF;
+            break;
+        case CS_DATA_LF:
+            if (c != '\n')
+                goto error;
+            state = CS_SIZE;
+            break;
+        case CS_TRAILER_START:
+            /* trailer-section = *( field-line CRLF ) (RFC 9112 §7.1.2) */
+            if (c == '\r')
+                state = CS_END_LF;
+            else if (is_tchar(c))
+                state = CS_TRAILER_NAME;
+            else
+                goto error;
+            break;
+        case CS_TRAILER_NAME:
+            if (c == ':')
+                state = CS_TRAILER_VALUE;
+            else if (!is_tchar(c))
+                goto error;
+            break;
+        case CS_TRAILER_VALUE:
+            if (c == '\r')
+                state = CS_TRAILER_LF;
+            else if (!is_value_char(c))
+                goto error;
+            break;
+        case CS_TRAILER_LF:
+            if (c != '\n')
+                goto error;
+            state = CS_TRAILER_START;
+            break;
+        case CS_END_LF:
+            if (c != '\n')
+                goto error;
+            state = CS_DONE;
+            break;
+        default:
+            goto error;
+        }
+    }
+
+    d->state = state;
+    *bufsz = dst;
+    if (state != CS_DONE)
+        return SWS_PARSE_INCOMPLETE;
+    if (src < len && dst != src)
+        memmove(buf + dst, buf + src, len - src);
+    return (ssize_t)(len - src);
+
+error:
+    d->state = CS_ERROR;
+    *bufsz = dst;
+    return SWS_PARSE_ERROR;
+}

@@ -1,0 +1,194 @@
+/*
+ * scalws/http1.h — HTTP/1.x request-head parser, request analysis and
+ * chunked-body decoder (RFC 9110, RFC 9112).
+ *
+ * Ownership: nothing here allocates, keeps a pointer between calls, or calls
+ * back. The caller owns every buffer and the header array; every pointer the
+ * parser returns points into the caller's buffer and is valid as long as that
+ * buffer is. All lengths are in bytes.
+ *
+ * Return codes shared by the parser and the chunked decoder:
+ *   >= 0                       success (meaning given per function)
+ *   SWS_PARSE_ERROR            malformed input; answer 400 and close
+ *   SWS_PARSE_INCOMPLETE       need more input; call again with a longer buffer
+ *   SWS_PARSE_VERSION          HTTP major version 2..9; answer 505 and close
+ *   SWS_PARSE_TOO_MANY_HEADERS more fields than the caller's array; answer 431
+ *
+ * The parser is strict where RFC 9112 allows a choice, because a lenient
+ * parser in front of a stricter (or differently lenient) one is how requests
+ * are smuggled. What it accepts and rejects is listed on sws_parse_request.
+ *
+ * Built with -msse4.2 the scans use SSE4.2 (PCMPESTRI) 16 bytes at a time,
+ * never reading past buf + len; without it a scalar loop gives identical
+ * results (tests/c builds and compares both).
+ */
+#ifndef SCALWS_HTTP1_H
+#define SCALWS_HTTP1_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SWS_PARSE_ERROR            (-1)
+#define SWS_PARSE_INCOMPLETE       (-2)
+#define SWS_PARSE_VERSION          (-3)
+#define SWS_PARSE_TOO_MANY_HEADERS (-4)
+
+/* One header field; name and value point into the parsed buffer. The value
+ * has leading and trailing OWS removed (RFC 9112 §5.1). */
+typedef struct {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+} sws_header_t;
+
+/*
+ * Parses a request head (request-line and header section, RFC 9112 §2-§5)
+ * from buf[0..len).
+ *
+ * Returns the number of bytes the head occupies, counting any empty lines
+ * skipped before the request-line and the empty line ending the head (> 0);
+ * or SWS_PARSE_INCOMPLETE, SWS_PARSE_ERROR, SWS_PARSE_VERSION,
+ * SWS_PARSE_TOO_MANY_HEADERS. On success method, target, minor_version and
+ * headers[0..*num_headers) are set; on any other return their contents are
+ * unspecified. *num_headers is the capacity of headers on entry.
+ *
+ * last_len is len at the previous call on the same growing buffer that
+ * returned SWS_PARSE_INCOMPLETE (0 on the first call): when it is not 0 the
+ * parser first looks for the end of the head in the new bytes only and
+ * returns SWS_PARSE_INCOMPLETE without parsing when it is absent. A
+ * consequence: with last_len != 0 a malformed head is reported when its end
+ * arrives, not earlier.
+ *
+ * Accepted grammar (anything else is SWS_PARSE_ERROR):
+ *   *( [CR] LF ) method SP request-target SP HTTP-version [CR] LF
+ *   *( field-name ":" OWS field-value OWS [CR] LF )
+ *   [CR] LF
+ * - method and field-name are 1*tchar (RFC 9110 §5.1, §5.6.2, §9.1).
+ * - request-target is 1*( %x21-7E / %x80-FF ) minus DEL: no CTL, no SP.
+ *   Its finer grammar (origin-form etc.) is the router's business.
+ * - exactly one SP between the parts of the request-line (RFC 9112 §3).
+ * - HTTP-version is "HTTP/" DIGIT "." DIGIT: major 1 gives minor_version =
+ *   the minor digit; major 2..9 is SWS_PARSE_VERSION; major 0 an error.
+ * - a bare LF ends a line (RFC 9112 §2.2 allows it); a CR not followed by LF
+ *   is an error anywhere.
+ * - no whitespace between field-name and ":" (RFC 9112 §5.1), no obs-fold
+ *   (a field line starting with SP or HTAB, RFC 9112 §5.2), which also
+ *   rejects whitespace between the request-line and the first field
+ *   (RFC 9112 §2.2).
+ * - field-value bytes are HTAB, SP, VCHAR or obs-text (%x80-FF); NUL, other
+ *   CTLs and DEL are errors (RFC 9110 §5.5).
+ * - empty lines before the request-line are skipped (RFC 9112 §2.2).
+ */
+int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
+                      const char **target, size_t *target_len, int *minor_version,
+                      sws_header_t *headers, size_t *num_headers, size_t last_len);
+
+/* Method identifiers; SWS_M_OTHER for any other token. */
+enum {
+    SWS_M_OTHER = 0,
+    SWS_M_GET,
+    SWS_M_HEAD,
+    SWS_M_POST,
+    SWS_M_PUT,
+    SWS_M_DELETE,
+    SWS_M_OPTIONS,
+    SWS_M_PATCH,
+    SWS_M_CONNECT,
+    SWS_M_TRACE
+};
+
+/* Returns the SWS_M_* of m[0..len); method names are case-sensitive
+ * (RFC 9110 §9.1), so "get" is SWS_M_OTHER. */
+int sws_method_id(const char *m, size_t len);
+
+/* Largest Content-Length accepted: the value must fit an off_t/ssize_t. */
+#define SWS_MAX_CONTENT_LENGTH ((uint64_t)INT64_MAX)
+
+typedef struct {
+    uint64_t content_length;   /* valid when has_content_length */
+    const char *host;          /* Host value as sent, NULL if absent */
+    size_t host_len;
+    int method;                /* SWS_M_* */
+    unsigned has_content_length:1, chunked:1, keepalive:1, expect_continue:1, upgrade:1,
+        has_host:1;
+} sws_request_info_t;
+
+/*
+ * Framing and connection semantics of a parsed request (RFC 9112 §6, §9.3;
+ * RFC 9110 §7.2, §10.1.1). Reads headers[0..num_headers) as produced by
+ * sws_parse_request; fills *info in every case.
+ *
+ * Returns 0 when the request is acceptable, else the status to refuse it with
+ * (the caller answers and closes the connection):
+ *  400  Content-Length together with Transfer-Encoding (RFC 9112 §6.3 p3);
+ *       more than one Content-Length, even with equal values ("5, 5" too);
+ *       Content-Length not 1*DIGIT or above SWS_MAX_CONTENT_LENGTH;
+ *       Transfer-Encoding in HTTP/1.0 (RFC 9112 §6.1); "chunked" not the
+ *       last coding, or present twice, or with parameters; a
+ *       Transfer-Encoding with no coding or a coding that is not a token;
+ *       HTTP/1.1 without Host, more than one Host, or a Host value with
+ *       bytes outside reg-name / IP-literal / port (RFC 9110 §7.2,
+ *       RFC 3986 §3.2.2).
+ *  501  a transfer coding other than chunked (RFC 9112 §6.1).
+ *  417  an expectation other than 100-continue (RFC 9110 §10.1.1).
+ * Checks run in that order, so a request with several faults gets the first.
+ *
+ * keepalive: on by default for HTTP/1.1 (any minor >= 1), off for 1.0;
+ * Connection options (comma lists, case-insensitive, any number of fields):
+ * "close" turns it off and wins, "keep-alive" turns it on for 1.0
+ * (RFC 9112 §9.3). upgrade: a Connection "upgrade" option together with an
+ * Upgrade field (RFC 9110 §7.8). expect_continue: "Expect: 100-continue"
+ * in HTTP/1.1; ignored in 1.0 as RFC 9110 §10.1.1 requires.
+ */
+int sws_analyze_request(const char *method, size_t method_len, int minor_version,
+                        const sws_header_t *headers, size_t num_headers,
+                        sws_request_info_t *info);
+
+/* Framing limits of the chunked decoder: chunk extensions are skipped, not
+ * stored, so these bound the work a peer can make us do without sending
+ * body bytes. Exceeding either is SWS_PARSE_ERROR. */
+#define SWS_CHUNK_EXT_MAX      4096  /* bytes of chunk-ext on one size line */
+#define SWS_CHUNK_TRAILER_MAX 16384  /* bytes of the whole trailer section */
+
+/* State of a chunked decoder; zero it (memset or = {0}) to start. */
+typedef struct {
+    uint64_t bytes_left_in_chunk; /* chunk-data bytes still to come */
+    uint64_t total;               /* decoded body bytes so far, all calls */
+    int state;                    /* private */
+    int hex_count;                /* hex digits read of the current size */
+    uint32_t framing_bytes;       /* chunk-ext or trailer bytes, for the limits */
+} sws_chunked_decoder_t;
+
+/*
+ * Decodes a chunked message body (RFC 9112 §7.1) in place, incrementally.
+ * buf[0..*bufsz) is the next stretch of input; on return buf[0..*bufsz) holds
+ * the body bytes it decoded (possibly 0). Trailer fields are checked and
+ * discarded.
+ *
+ * Returns SWS_PARSE_INCOMPLETE when every input byte was used and the body
+ * goes on; >= 0 when the body ended: the return value is the number of input
+ * bytes that followed it (the next request, pipelined), which have been moved
+ * to buf + *bufsz; SWS_PARSE_ERROR for malformed framing: a size that is not
+ * 1*HEXDIG or has more than 16 digits, total overflow, data not followed by
+ * CRLF, a CR not followed by LF, a bare LF, a malformed chunk-ext (RFC 9112
+ * §7.1.1) or trailer field (§7.1.2), or exceeding the limits above. The
+ * decoder stays in the error state. Called again after the end, it treats
+ * all input as following the body.
+ *
+ * Lines here must end in CRLF: RFC 9112 §2.2's bare-LF allowance covers only
+ * the start-line and header fields, and body framing is where a proxy and a
+ * server that disagree get smuggled past.
+ */
+ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SCALWS_HTTP1_H */

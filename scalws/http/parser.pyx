@@ -1,0 +1,120 @@
+# cython: language_level=3
+"""Test-facing wrapper of the C HTTP/1 parser (csrc/http1.c).
+
+It copies bytes in and out, so it is for tests and tools, not the request
+path (scalws.server.engine calls the C API directly). Return codes are the
+C ones: INCOMPLETE, ERROR, VERSION, TOO_MANY_HEADERS.
+"""
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset, memcpy
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+from http1 cimport (
+    SWS_PARSE_ERROR, SWS_PARSE_INCOMPLETE, SWS_PARSE_VERSION, SWS_PARSE_TOO_MANY_HEADERS,
+    sws_header_t, sws_parse_request, sws_request_info_t, sws_analyze_request,
+    sws_chunked_decoder_t, sws_decode_chunked,
+)
+
+INCOMPLETE = SWS_PARSE_INCOMPLETE
+ERROR = SWS_PARSE_ERROR
+VERSION = SWS_PARSE_VERSION
+TOO_MANY_HEADERS = SWS_PARSE_TOO_MANY_HEADERS
+
+
+def parse_request(bytes data, size_t last_len=0, size_t max_headers=100):
+    """Parse a request head.
+
+    Returns the C error code (int < 0), or
+    (consumed, method, target, minor_version, [(name, value), ...]).
+    """
+    cdef const char *buf = PyBytes_AS_STRING(data)
+    cdef size_t n = <size_t>PyBytes_GET_SIZE(data)
+    cdef const char *m = NULL
+    cdef const char *t = NULL
+    cdef size_t ml = 0, tl = 0, nh = max_headers, i
+    cdef int minor = 0, rc
+    cdef sws_header_t *h = <sws_header_t *>malloc(sizeof(sws_header_t) * (max_headers + 1))
+    if h == NULL:
+        raise MemoryError()
+    try:
+        rc = sws_parse_request(buf, n, &m, &ml, &t, &tl, &minor, h, &nh, last_len)
+        if rc < 0:
+            return rc
+        headers = [(PyBytes_FromStringAndSize(h[i].name, h[i].name_len),
+                    PyBytes_FromStringAndSize(h[i].value, h[i].value_len)) for i in range(nh)]
+        return (rc, PyBytes_FromStringAndSize(m, ml), PyBytes_FromStringAndSize(t, tl), minor, headers)
+    finally:
+        free(h)
+
+
+def analyze(bytes method, int minor, headers):
+    """Run sws_analyze_request over (name, value) byte pairs.
+
+    Returns (status, info) where status is 0 or the HTTP status to refuse
+    with, and info a dict of the sws_request_info_t fields.
+    """
+    cdef list hs = [(bytes(k), bytes(v)) for k, v in headers]  # keep the bytes alive
+    cdef size_t n = len(hs), i
+    cdef sws_header_t *h = <sws_header_t *>malloc(sizeof(sws_header_t) * (n + 1))
+    cdef sws_request_info_t info
+    cdef bytes k, v
+    cdef int status
+    if h == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            k, v = hs[i]
+            h[i].name = PyBytes_AS_STRING(k)
+            h[i].name_len = PyBytes_GET_SIZE(k)
+            h[i].value = PyBytes_AS_STRING(v)
+            h[i].value_len = PyBytes_GET_SIZE(v)
+        status = sws_analyze_request(PyBytes_AS_STRING(method), PyBytes_GET_SIZE(method), minor,
+                                     h, n, &info)
+        return status, {
+            "content_length": info.content_length if info.has_content_length else None,
+            "host": PyBytes_FromStringAndSize(info.host, info.host_len) if info.has_host else None,
+            "method": info.method,
+            "has_content_length": bool(info.has_content_length),
+            "chunked": bool(info.chunked),
+            "keepalive": bool(info.keepalive),
+            "expect_continue": bool(info.expect_continue),
+            "upgrade": bool(info.upgrade),
+            "has_host": bool(info.has_host),
+        }
+    finally:
+        free(h)
+
+
+cdef class ChunkedDecoder:
+    """Incremental chunked-body decoder (sws_decode_chunked)."""
+    cdef sws_chunked_decoder_t d
+
+    def __cinit__(self):
+        memset(&self.d, 0, sizeof(self.d))
+
+    @property
+    def total(self):
+        """Decoded body bytes so far."""
+        return self.d.total
+
+    def feed(self, bytes data):
+        """Decode the next piece of input.
+
+        Returns (status, decoded, rest): status INCOMPLETE, ERROR, or >= 0
+        when the body ended (then rest holds the status bytes that followed
+        it); decoded holds the body bytes this piece produced.
+        """
+        cdef size_t n = <size_t>PyBytes_GET_SIZE(data)
+        cdef size_t sz = n
+        cdef ssize_t rc
+        cdef char *buf = <char *>malloc(n + 1)
+        if buf == NULL:
+            raise MemoryError()
+        try:
+            memcpy(buf, PyBytes_AS_STRING(data), n)
+            rc = sws_decode_chunked(&self.d, buf, &sz)
+            decoded = PyBytes_FromStringAndSize(buf, sz)
+            rest = PyBytes_FromStringAndSize(buf + sz, rc) if rc > 0 else b""
+            return rc, decoded, rest
+        finally:
+            free(buf)

@@ -1,0 +1,809 @@
+/*
+ * test_http1.c — unit tests of csrc/http1.c (scalws/http1.h).
+ *
+ * Every input is placed against a PROT_NONE page (guard.h), so an over-read
+ * by one byte crashes the run. Each parse case runs whole, at every prefix
+ * without last_len, and as a buffer growing one byte at a time with
+ * last_len; each chunked case runs whole, split at every byte, and one byte
+ * per call. The Makefile builds this file with and without SSE4.2 and
+ * compares the `--digest` output of both builds over a pseudo-random corpus.
+ *
+ * Usage: test_http1            run the tests, print "N passed, M failed"
+ *        test_http1 --digest   print a hash of results over a generated corpus
+ */
+#include "scalws/http1.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+
+#include "guard.h"
+
+#define B(s) s, sizeof(s) - 1
+#define ALL  1000000 /* expected rc: success consuming the whole input */
+#define MAXH 64
+
+/* ---- request parser -------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    const char *in;
+    size_t in_len;
+    int rc;               /* ALL, a byte count, or SWS_PARSE_* */
+    const char *method;   /* checked when rc > 0 */
+    const char *target;
+    int minor;
+    const char *hdrs[16]; /* name, value, name, value, ..., NULL */
+    size_t cap;           /* header capacity; 0 means MAXH */
+} pcase_t;
+
+/* A parse result with pointers turned into offsets, so results from
+ * different placements of the same input compare equal. */
+typedef struct {
+    int rc, minor;
+    size_t m_off, m_len, t_off, t_len, nh;
+    size_t h[MAXH][4];
+} presult_t;
+
+static presult_t run_parse(const char *buf, size_t len, size_t cap, size_t last_len)
+{
+    presult_t r;
+    const char *m = NULL, *t = NULL;
+    sws_header_t h[MAXH];
+    memset(&r, 0, sizeof(r));
+    r.nh = cap;
+    r.rc = sws_parse_request(buf, len, &m, &r.m_len, &t, &r.t_len, &r.minor, h, &r.nh, last_len);
+    if (r.rc > 0) {
+        r.m_off = (size_t)(m - buf);
+        r.t_off = (size_t)(t - buf);
+        for (size_t i = 0; i < r.nh; ++i) {
+            r.h[i][0] = (size_t)(h[i].name - buf);
+            r.h[i][1] = h[i].name_len;
+            r.h[i][2] = (size_t)(h[i].value - buf);
+            r.h[i][3] = h[i].value_len;
+        }
+    } else {
+        r.m_len = r.t_len = r.nh = 0;
+        r.minor = 0;
+    }
+    return r;
+}
+
+static int same_result(const presult_t *a, const presult_t *b)
+{
+    if (a->rc != b->rc)
+        return 0;
+    if (a->rc <= 0)
+        return 1;
+    if (a->minor != b->minor || a->m_off != b->m_off || a->m_len != b->m_len ||
+        a->t_off != b->t_off || a->t_len != b->t_len || a->nh != b->nh)
+        return 0;
+    return memcmp(a->h, b->h, sizeof(a->h[0]) * a->nh) == 0;
+}
+
+static int has_head_end(const char *s, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; ++i)
+        if (s[i] == '\n' && (s[i + 1] == '\n' || (s[i + 1] == '\r' && i + 2 < len && s[i + 2] == '\n')))
+            return 1;
+    return 0;
+}
+
+static void check_parse_case(const pcase_t *c)
+{
+    /* cap: 0 in the table means MAXH, (size_t)-1 means a capacity of 0 */
+    size_t cap = c->cap == 0 ? MAXH : c->cap == (size_t)-1 ? 0 : c->cap;
+    int want = c->rc == ALL ? (int)c->in_len : c->rc;
+    const char *buf = guard_place(c->in, c->in_len);
+    presult_t whole = run_parse(buf, c->in_len, cap, 0);
+
+    CHECK(whole.rc == want, "[%s] rc %d, want %d", c->name, whole.rc, want);
+    if (whole.rc > 0 && whole.rc == want) {
+        size_t i = 0;
+        CHECK(whole.m_len == strlen(c->method) && memcmp(buf + whole.m_off, c->method, whole.m_len) == 0,
+              "[%s] method %.*s", c->name, (int)whole.m_len, buf + whole.m_off);
+        CHECK(whole.t_len == strlen(c->target) && memcmp(buf + whole.t_off, c->target, whole.t_len) == 0,
+              "[%s] target %.*s", c->name, (int)whole.t_len, buf + whole.t_off);
+        CHECK(whole.minor == c->minor, "[%s] minor %d", c->name, whole.minor);
+        for (; c->hdrs[2 * i] != NULL; ++i) {
+            const char *n = c->hdrs[2 * i], *v = c->hdrs[2 * i + 1];
+            CHECK(i < whole.nh, "[%s] header %zu missing", c->name, i);
+            if (i >= whole.nh)
+                break;
+            CHECK(whole.h[i][1] == strlen(n) && memcmp(buf + whole.h[i][0], n, whole.h[i][1]) == 0,
+                  "[%s] header %zu name %.*s", c->name, i, (int)whole.h[i][1], buf + whole.h[i][0]);
+            CHECK(whole.h[i][3] == strlen(v) && memcmp(buf + whole.h[i][2], v, whole.h[i][3]) == 0,
+                  "[%s] header %zu value '%.*s'", c->name, i, (int)whole.h[i][3], buf + whole.h[i][2]);
+        }
+        CHECK(i == whole.nh, "[%s] %zu headers, want %zu", c->name, whole.nh, i);
+    }
+
+    /* Every prefix, no last_len: INCOMPLETE, or the final result once it is
+     * decided (a decided prefix stays decided). */
+    {
+        int decided = 0;
+        for (size_t k = 0; k < c->in_len; ++k) {
+            const char *p = guard_place(c->in, k);
+            presult_t r = run_parse(p, k, cap, 0);
+            if (r.rc == SWS_PARSE_INCOMPLETE) {
+                CHECK(!decided, "[%s] prefix %zu incomplete after being decided", c->name, k);
+            } else {
+                decided = 1;
+                CHECK(same_result(&r, &whole), "[%s] prefix %zu rc %d, whole %d", c->name, k, r.rc,
+                      whole.rc);
+            }
+            if (whole.rc > 0)
+                CHECK((r.rc == SWS_PARSE_INCOMPLETE) == (k < (size_t)whole.rc),
+                      "[%s] prefix %zu rc %d", c->name, k, r.rc);
+        }
+    }
+
+    /* Growing buffer with last_len, as the connection reads: INCOMPLETE until
+     * the end of the head arrives, then the whole-input result. */
+    {
+        size_t last = 0;
+        presult_t r = {0};
+        r.rc = SWS_PARSE_INCOMPLETE;
+        for (size_t k = 1; k <= c->in_len; ++k) {
+            const char *p = guard_place(c->in, k);
+            r = run_parse(p, k, cap, last);
+            if (r.rc != SWS_PARSE_INCOMPLETE) {
+                CHECK(same_result(&r, &whole), "[%s] grown to %zu rc %d, whole %d", c->name, k, r.rc,
+                      whole.rc);
+                if (whole.rc > 0)
+                    CHECK(k == (size_t)whole.rc, "[%s] completed at %zu", c->name, k);
+                break;
+            }
+            last = k;
+        }
+        if (r.rc == SWS_PARSE_INCOMPLETE && whole.rc != SWS_PARSE_INCOMPLETE)
+            /* Documented: with last_len an error is only seen with the head's end. */
+            CHECK(whole.rc < 0 && !has_head_end(c->in, c->in_len), "[%s] never completed", c->name);
+    }
+    t_end();
+}
+
+#define H(...) { __VA_ARGS__, NULL }
+
+static const pcase_t parse_cases[] = {
+    /* accepted */
+    {"simple", B("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), ALL, "GET", "/", 1, H("Host", "a")},
+    {"http10 no headers", B("GET /x HTTP/1.0\r\n\r\n"), ALL, "GET", "/x", 0, H(NULL)},
+    {"bare LF", B("GET / HTTP/1.1\nHost: a\nB: c\n\n"), ALL, "GET", "/", 1, H("Host", "a", "B", "c")},
+    {"mixed line ends", B("GET / HTTP/1.1\r\nHost: a\n\r\n"), ALL, "GET", "/", 1, H("Host", "a")},
+    {"leading CRLFs", B("\r\n\r\nGET / HTTP/1.1\r\n\r\n"), ALL, "GET", "/", 1, H(NULL)},
+    {"leading LFs", B("\n\nGET / HTTP/1.1\r\n\r\n"), ALL, "GET", "/", 1, H(NULL)},
+    {"OWS trimmed", B("GET / HTTP/1.1\r\nX: \t v a l \t \r\n\r\n"), ALL, "GET", "/", 1, H("X", "v a l")},
+    {"empty value", B("GET / HTTP/1.1\r\nX:\r\nY:   \r\n\r\n"), ALL, "GET", "/", 1, H("X", "", "Y", "")},
+    {"obs-text value", B("GET / HTTP/1.1\r\nX: caf\xc3\xa9\xff\r\n\r\n"), ALL, "GET", "/", 1,
+     H("X", "caf\xc3\xa9\xff")},
+    {"obs-text target", B("GET /caf\xc3\xa9 HTTP/1.1\r\n\r\n"), ALL, "GET", "/caf\xc3\xa9", 1, H(NULL)},
+    {"htab in value", B("GET / HTTP/1.1\r\nX: a\tb\r\n\r\n"), ALL, "GET", "/", 1, H("X", "a\tb")},
+    {"tchar method and name", B("!#$%&'*+-.^_`|~09azAZ / HTTP/1.1\r\n!#$%&'*+-.^_`|~09azAZ: v\r\n\r\n"),
+     ALL, "!#$%&'*+-.^_`|~09azAZ", "/", 1, H("!#$%&'*+-.^_`|~09azAZ", "v")},
+    {"lowercase method is a token", B("get / HTTP/1.1\r\n\r\n"), ALL, "get", "/", 1, H(NULL)},
+    {"M-SEARCH", B("M-SEARCH * HTTP/1.1\r\n\r\n"), ALL, "M-SEARCH", "*", 1, H(NULL)},
+    {"long name and value",
+     B("POST /a/very/long/path/that/spans/more/than/sixteen/bytes?q=1&r=2 HTTP/1.1\r\n"
+       "X-A-Rather-Long-Header-Name~With~Tildes: a value that is longer than thirty-two bytes \x80\r\n"
+       "\r\n"),
+     ALL, "POST", "/a/very/long/path/that/spans/more/than/sixteen/bytes?q=1&r=2", 1,
+     H("X-A-Rather-Long-Header-Name~With~Tildes", "a value that is longer than thirty-two bytes \x80")},
+    {"HTTP/1.5 minor", B("GET / HTTP/1.5\r\n\r\n"), ALL, "GET", "/", 5, H(NULL)},
+    {"HTTP/1.9 minor", B("GET / HTTP/1.9\r\n\r\n"), ALL, "GET", "/", 9, H(NULL)},
+    {"pipelined", B("GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n"), 19, "GET", "/1", 1, H(NULL)},
+    {"body follows", B("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"), 38, "POST", "/", 1,
+     H("Content-Length", "3")},
+    {"absolute-form", B("GET http://a.example:80/x?y HTTP/1.1\r\n\r\n"), ALL, "GET",
+     "http://a.example:80/x?y", 1, H(NULL)},
+    {"authority-form", B("CONNECT a.example:443 HTTP/1.1\r\n\r\n"), ALL, "CONNECT", "a.example:443", 1,
+     H(NULL)},
+    {"headers == capacity", B("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"), ALL, "GET", "/", 1,
+     H("A", "1", "B", "2", "C", "3"), 3},
+    {"no headers, capacity 0", B("GET / HTTP/1.1\r\n\r\n"), ALL, "GET", "/", 1, H(NULL), (size_t)-1},
+    {"colon in value", B("GET / HTTP/1.1\r\nX: a:b: c\r\n\r\n"), ALL, "GET", "/", 1, H("X", "a:b: c")},
+
+    /* incomplete */
+    {"empty input", B(""), SWS_PARSE_INCOMPLETE},
+    {"only CRLF", B("\r\n"), SWS_PARSE_INCOMPLETE},
+    {"no final empty line", B("GET / HTTP/1.1\r\nHost: a\r\n"), SWS_PARSE_INCOMPLETE},
+    {"ends in CR", B("GET / HTTP/1.1\r\nHost: a\r\n\r"), SWS_PARSE_INCOMPLETE},
+
+    /* method: 1*tchar then exactly one SP */
+    {"empty method", B(" / HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"method non-tchar", B("GE(T / HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"method obs-text", B("G\x80T / HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"method NUL", B("G\0T / HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"method HTAB sep", B("GET\t/ HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"two SP after method", B("GET  / HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"two SP after target", B("GET /  HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"SP after version", B("GET / HTTP/1.1 \r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/0.9 request", B("GET /\r\n\r\n"), SWS_PARSE_ERROR},
+    {"method only", B("GET\r\n\r\n"), SWS_PARSE_ERROR},
+
+    /* request-target: no CTL, SP, DEL */
+    {"target NUL", B("GET /\0 HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"target DEL", B("GET /\x7f HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"target CTL", B("GET /\x01 HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"target HTAB", B("GET /\ta HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"target long with NUL", B("GET /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\0 HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+
+    /* HTTP-version */
+    {"lowercase http", B("GET / http/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/1.10", B("GET / HTTP/1.10\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/1", B("GET / HTTP/1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/1.x", B("GET / HTTP/1.x\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/11.1", B("GET / HTTP/11.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/0.9", B("GET / HTTP/0.9\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/2.0", B("GET / HTTP/2.0\r\n\r\n"), SWS_PARSE_VERSION},
+    {"HTTP/3.0", B("GET / HTTP/3.0\r\nHost: a\r\n\r\n"), SWS_PARSE_VERSION},
+    {"HTTP/9.9", B("GET / HTTP/9.9\r\n\r\n"), SWS_PARSE_VERSION},
+    {"h2 preface", B("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), SWS_PARSE_VERSION},
+    {"HTTP/2.0 then junk", B("GET / HTTP/2.0 x\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/1.1 bare CR", B("GET / HTTP/1.1\rX\r\n\r\n"), SWS_PARSE_ERROR},
+
+    /* field lines */
+    {"SP before colon", B("GET / HTTP/1.1\r\nHost : a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTAB before colon", B("GET / HTTP/1.1\r\nHost\t: a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"obs-fold", B("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"), SWS_PARSE_ERROR},
+    {"obs-fold HTAB", B("GET / HTTP/1.1\r\nX: a\r\n\tb\r\n\r\n"), SWS_PARSE_ERROR},
+    {"SP before first field", B("GET / HTTP/1.1\r\n Host: a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"empty name", B("GET / HTTP/1.1\r\n: a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"name non-tchar", B("GET / HTTP/1.1\r\nX(: a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"name obs-text", B("GET / HTTP/1.1\r\nX\x80: a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"name with SP", B("GET / HTTP/1.1\r\nX Y: a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"no colon", B("GET / HTTP/1.1\r\nHost\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value NUL", B("GET / HTTP/1.1\r\nX: a\0b\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value SOH", B("GET / HTTP/1.1\r\nX: a\x01\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value VT", B("GET / HTTP/1.1\r\nX: a\x0b\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value DEL", B("GET / HTTP/1.1\r\nX: a\x7f\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value ESC long", B("GET / HTTP/1.1\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaa\x1b\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value bare CR", B("GET / HTTP/1.1\r\nX: a\rb\r\n\r\n"), SWS_PARSE_ERROR},
+    {"bare CR end of head", B("GET / HTTP/1.1\r\nX: a\r\n\rX\r\n"), SWS_PARSE_ERROR},
+    {"bare CR leading", B("\rGET / HTTP/1.1\r\n\r\n"), SWS_PARSE_ERROR},
+    {"bare CR line end", B("GET / HTTP/1.1\r\nX: a\r\r\n\r\n"), SWS_PARSE_ERROR},
+
+    /* header capacity */
+    {"too many headers", B("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"), SWS_PARSE_TOO_MANY_HEADERS,
+     NULL, NULL, 0, H(NULL), 2},
+    {"one header, capacity 0", B("GET / HTTP/1.1\r\nA: 1\r\n\r\n"), SWS_PARSE_TOO_MANY_HEADERS, NULL, NULL,
+     0, H(NULL), (size_t)-1},
+};
+
+/* Scans of 1..40-byte tokens, targets and values with one bad byte at every
+ * position, so each SSE block boundary and the scalar tail see it. */
+static void check_scan_boundaries(void)
+{
+    char req[256];
+    static const unsigned char bad_value[] = {0x00, 0x01, 0x08, 0x0b, 0x1f, 0x7f, '\r'};
+    static const unsigned char ok_value[] = {'\t', ' ', '~', 0x80, 0xff};
+    static const unsigned char bad_token[] = {' ', '"', '(', ',', '/', ':', '@', '[', ']', '{', '}',
+                                              0x7f, 0x80, 0x00};
+    static const unsigned char ok_token[] = {'~', '!', '|', '^', '`', 'z', '0', '\''};
+    for (size_t n = 1; n <= 40; ++n) {
+        for (size_t pos = 0; pos < n; ++pos) {
+            /* field-value */
+            for (size_t b = 0; b < sizeof(bad_value) + sizeof(ok_value); ++b) {
+                int ok = b >= sizeof(bad_value);
+                unsigned char c = ok ? ok_value[b - sizeof(bad_value)] : bad_value[b];
+                int len = snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nX: v");
+                memset(req + len, 'v', n);
+                req[len + pos] = (char)c;
+                len += (int)n;
+                len += snprintf(req + len, sizeof(req) - len, "v\r\n\r\n");
+                presult_t r = run_parse(guard_place(req, len), len, MAXH, 0);
+                CHECK(ok ? r.rc == len : r.rc == SWS_PARSE_ERROR, "value n=%zu pos=%zu byte %02x rc %d", n,
+                      pos, c, r.rc);
+            }
+            /* field-name and method */
+            for (size_t b = 0; b < sizeof(bad_token) + sizeof(ok_token); ++b) {
+                int ok = b >= sizeof(bad_token);
+                unsigned char c = ok ? ok_token[b - sizeof(bad_token)] : bad_token[b];
+                int len = snprintf(req, sizeof(req), "GET / HTTP/1.1\r\n");
+                memset(req + len, 'N', n);
+                req[len + pos] = (char)c;
+                len += (int)n;
+                len += snprintf(req + len, sizeof(req) - len, ": v\r\n\r\n");
+                presult_t r = run_parse(guard_place(req, len), len, MAXH, 0);
+                /* "NN:N: v" is name "NN", value "N: v" */
+                int name_ok = ok || (c == ':' && pos > 0);
+                CHECK(name_ok ? r.rc == len : r.rc == SWS_PARSE_ERROR, "name n=%zu pos=%zu byte %02x rc %d", n, pos,
+                      c, r.rc);
+                if (c == ' ')
+                    continue; /* SP ends the method: "NN N / ..." is another error path */
+                memset(req, 'M', n);
+                req[pos] = (char)c;
+                len = (int)n + snprintf(req + n, sizeof(req) - n, " / HTTP/1.1\r\n\r\n");
+                r = run_parse(guard_place(req, len), len, MAXH, 0);
+                CHECK(ok ? r.rc == len : r.rc == SWS_PARSE_ERROR, "method n=%zu pos=%zu byte %02x rc %d", n,
+                      pos, c, r.rc);
+            }
+            /* request-target */
+            for (int c = 0; c < 256; c += 1) {
+                int ok = c > 0x20 && c != 0x7f;
+                int len = snprintf(req, sizeof(req), "GET /");
+                memset(req + len, 't', n);
+                req[len + pos] = (char)c;
+                len += (int)n;
+                len += snprintf(req + len, sizeof(req) - len, " HTTP/1.1\r\n\r\n");
+                presult_t r = run_parse(guard_place(req, len), len, MAXH, 0);
+                if (c == ' ')
+                    ok = 0; /* "/tt t HTTP/1.1": junk where the version goes */
+                CHECK(ok ? r.rc == len : r.rc == SWS_PARSE_ERROR, "target n=%zu pos=%zu byte %02x rc %d", n,
+                      pos, c, r.rc);
+            }
+        }
+    }
+    t_end();
+}
+
+/* ---- method ids and analysis ---------------------------------------- */
+
+static void check_method_ids(void)
+{
+    static const struct { const char *m; int id; } t[] = {
+        {"GET", SWS_M_GET},         {"HEAD", SWS_M_HEAD},       {"POST", SWS_M_POST},
+        {"PUT", SWS_M_PUT},         {"DELETE", SWS_M_DELETE},   {"OPTIONS", SWS_M_OPTIONS},
+        {"PATCH", SWS_M_PATCH},     {"CONNECT", SWS_M_CONNECT}, {"TRACE", SWS_M_TRACE},
+        {"get", SWS_M_OTHER},       {"GETS", SWS_M_OTHER},      {"", SWS_M_OTHER},
+        {"PROPFIND", SWS_M_OTHER},  {"POS", SWS_M_OTHER},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); ++i) {
+        const char *m = guard_place(t[i].m, strlen(t[i].m));
+        CHECK(sws_method_id(m, strlen(t[i].m)) == t[i].id, "method %s", t[i].m);
+    }
+    t_end();
+}
+
+typedef struct {
+    const char *name;
+    const char *head; /* request head; parsed first */
+    int status;
+    long long cl;     /* -1: no Content-Length expected */
+    int chunked, keepalive, expect, upgrade;
+    const char *host; /* NULL: no Host expected */
+    int method;
+} acase_t;
+
+static const acase_t analyze_cases[] = {
+    {"get 1.1", "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 0, -1, 0, 1, 0, 0, "a", SWS_M_GET},
+    {"1.1 no host", "GET / HTTP/1.1\r\n\r\n", 400, -1, 0, 1, 0, 0, NULL, SWS_M_GET},
+    {"1.5 no host", "GET / HTTP/1.5\r\n\r\n", 400, -1, 0, 1, 0, 0, NULL, SWS_M_GET},
+    {"1.0 no host", "GET / HTTP/1.0\r\n\r\n", 0, -1, 0, 0, 0, 0, NULL, SWS_M_GET},
+    {"1.0 keep-alive", "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 0, -1, 0, 1, 0, 0, NULL, SWS_M_GET},
+    {"1.0 Keep-Alive case", "GET / HTTP/1.0\r\nconnection: Keep-Alive\r\n\r\n", 0, -1, 0, 1, 0, 0, NULL,
+     SWS_M_GET},
+    {"1.0 keep-alive, close", "GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n", 0, -1, 0, 0, 0, 0,
+     NULL, SWS_M_GET},
+    {"1.1 close", "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 0, -1, 0, 0, 0, 0, "a", SWS_M_GET},
+    {"1.1 close in list", "GET / HTTP/1.1\r\nHost: a\r\nConnection: foo , CLOSE,\r\n\r\n", 0, -1, 0, 0, 0, 0,
+     "a", SWS_M_GET},
+    {"1.1 close 2nd field", "GET / HTTP/1.1\r\nHost: a\r\nConnection: a\r\nConnection: close\r\n\r\n", 0, -1,
+     0, 0, 0, 0, "a", SWS_M_GET},
+    {"1.1 closed not close", "GET / HTTP/1.1\r\nHost: a\r\nConnection: closed\r\n\r\n", 0, -1, 0, 1, 0, 0,
+     "a", SWS_M_GET},
+    {"CL 5", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n", 0, 5, 0, 1, 0, 0, "a", SWS_M_POST},
+    {"CL 0", "POST / HTTP/1.1\r\nHost: a\r\ncontent-length: 0\r\n\r\n", 0, 0, 0, 1, 0, 0, "a", SWS_M_POST},
+    {"CL 007", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 007\r\n\r\n", 0, 7, 0, 1, 0, 0, "a", SWS_M_POST},
+    {"CL max", "PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775807\r\n\r\n", 0,
+     9223372036854775807LL, 0, 1, 0, 0, "a", SWS_M_PUT},
+    {"CL max+1", "PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775808\r\n\r\n", 400, -2, 0, 1, 0,
+     0, "a", SWS_M_PUT},
+    {"CL 20 digits", "PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n", 400, -2, 0,
+     1, 0, 0, "a", SWS_M_PUT},
+    {"CL dup equal", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", 400, -2,
+     0, 1, 0, 0, "a", SWS_M_POST},
+    {"CL list equal", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n", 400, -2, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"CL list nospace", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5,5\r\n\r\n", 400, -2, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"CL alpha", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", 400, -2, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"CL negative", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400, -2, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"CL plus", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n", 400, -2, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"CL inner space", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5 5\r\n\r\n", 400, -2, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"CL empty", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n", 400, -2, 0, 1, 0, 0, "a", SWS_M_POST},
+    {"CL and TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+     5, 1, 1, 0, 0, "a", SWS_M_POST},
+    {"TE chunked", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", 0, -1, 1, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"TE Chunked case", "POST / HTTP/1.1\r\nHost: a\r\ntransfer-encoding: CHUNKED\r\n\r\n", 0, -1, 1, 1, 0, 0,
+     "a", SWS_M_POST},
+    {"TE in 1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, -1, 1, 0, 0, 0, NULL,
+     SWS_M_POST},
+    {"TE gzip, chunked", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, -1, 1,
+     1, 0, 0, "a", SWS_M_POST},
+    {"TE gzip", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501, -1, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"TE x", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: x\r\n\r\n", 501, -1, 0, 1, 0, 0, "a", SWS_M_POST},
+    {"TE gzip;q, chunked", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip;a=1, chunked\r\n\r\n", 501,
+     -1, 1, 1, 0, 0, "a", SWS_M_POST},
+    {"TE chunked, gzip", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400, -1, 0,
+     1, 0, 0, "a", SWS_M_POST},
+    {"TE chunked twice", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 400, -1,
+     1, 1, 0, 0, "a", SWS_M_POST},
+    {"TE chunked two fields",
+     "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400, -1,
+     1, 1, 0, 0, "a", SWS_M_POST},
+    {"TE gzip then chunked fields",
+     "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", 501, -1, 1,
+     1, 0, 0, "a", SWS_M_POST},
+    {"TE chunked then gzip fields",
+     "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n", 400, -1, 0,
+     1, 0, 0, "a", SWS_M_POST},
+    {"TE empty", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n\r\n", 400, -1, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"TE comma", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ,\r\n\r\n", 400, -1, 0, 1, 0, 0, "a",
+     SWS_M_POST},
+    {"TE chunked params", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked;a=b\r\n\r\n", 400, -1, 1,
+     1, 0, 0, "a", SWS_M_POST},
+    {"TE chu nked", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chu nked\r\n\r\n", 400, -1, 0, 1, 0, 0,
+     "a", SWS_M_POST},
+    {"TE gzip + CL is 400", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\nContent-Length: 1\r\n\r\n",
+     400, 1, 0, 1, 0, 0, "a", SWS_M_POST},
+    {"host dup", "GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, -1, 0, 1, 0, 0, "a", SWS_M_GET},
+    {"host dup 1.0", "GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n", 400, -1, 0, 0, 0, 0, "a", SWS_M_GET},
+    {"host space", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400, -1, 0, 1, 0, 0, "a b", SWS_M_GET},
+    {"host slash", "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, -1, 0, 1, 0, 0, "a/b", SWS_M_GET},
+    {"host at", "GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", 400, -1, 0, 1, 0, 0, "u@a", SWS_M_GET},
+    {"host obs-text", "GET / HTTP/1.1\r\nHost: caf\xc3\xa9\r\n\r\n", 400, -1, 0, 1, 0, 0, "caf\xc3\xa9",
+     SWS_M_GET},
+    {"host ipv6 port", "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 0, -1, 0, 1, 0, 0, "[::1]:8080", SWS_M_GET},
+    {"host reg-name chars", "GET / HTTP/1.1\r\nHost: a-b.c_d~%41!$&'()*+,;=:80\r\n\r\n", 0, -1, 0, 1, 0, 0,
+     "a-b.c_d~%41!$&'()*+,;=:80", SWS_M_GET},
+    {"host empty", "GET / HTTP/1.1\r\nHost:\r\n\r\n", 0, -1, 0, 1, 0, 0, "", SWS_M_GET},
+    {"expect 100", "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n", 0, -1, 0, 1, 1, 0, "a",
+     SWS_M_PUT},
+    {"expect 100 case", "PUT / HTTP/1.1\r\nHost: a\r\nexpect: 100-Continue\r\n\r\n", 0, -1, 0, 1, 1, 0, "a",
+     SWS_M_PUT},
+    {"expect foo", "PUT / HTTP/1.1\r\nHost: a\r\nExpect: foo\r\n\r\n", 417, -1, 0, 1, 0, 0, "a", SWS_M_PUT},
+    {"expect 100, foo", "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue, foo\r\n\r\n", 417, -1, 0, 1, 1, 0,
+     "a", SWS_M_PUT},
+    {"expect in 1.0 ignored", "PUT / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n", 0, -1, 0, 0, 0, 0, NULL,
+     SWS_M_PUT},
+    {"expect foo + bad host", "PUT / HTTP/1.1\r\nHost: a b\r\nExpect: foo\r\n\r\n", 400, -1, 0, 1, 0, 0, "a b",
+     SWS_M_PUT},
+    {"expect foo + gzip", "PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\nExpect: foo\r\n\r\n", 501,
+     -1, 0, 1, 0, 0, "a", SWS_M_PUT},
+    {"upgrade", "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 0, -1, 0, 1,
+     0, 1, "a", SWS_M_GET},
+    {"upgrade in list", "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, upgrade\r\nupgrade: h2c\r\n\r\n",
+     0, -1, 0, 1, 0, 1, "a", SWS_M_GET},
+    {"upgrade no token", "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", 0, -1, 0, 1, 0, 0, "a",
+     SWS_M_GET},
+    {"upgrade token no field", "GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n", 0, -1, 0, 1, 0, 0,
+     "a", SWS_M_GET},
+    {"other method", "PROPFIND / HTTP/1.1\r\nHost: a\r\n\r\n", 0, -1, 0, 1, 0, 0, "a", SWS_M_OTHER},
+};
+
+static void check_analyze_case(const acase_t *c)
+{
+    const char *m, *t;
+    size_t ml, tl, nh = MAXH, len = strlen(c->head);
+    int minor;
+    sws_header_t h[MAXH];
+    sws_request_info_t info;
+    const char *buf = guard_place(c->head, len);
+    int rc = sws_parse_request(buf, len, &m, &ml, &t, &tl, &minor, h, &nh, 0);
+    CHECK(rc == (int)len, "[%s] parse rc %d", c->name, rc);
+    if (rc != (int)len) {
+        t_end();
+        return;
+    }
+    int st = sws_analyze_request(m, ml, minor, h, nh, &info);
+    CHECK(st == c->status, "[%s] status %d, want %d", c->name, st, c->status);
+    if (c->cl >= 0)
+        CHECK(info.has_content_length && info.content_length == (uint64_t)c->cl, "[%s] content_length %" PRIu64,
+              c->name, info.content_length);
+    else if (c->cl == -1)
+        CHECK(!info.has_content_length, "[%s] has_content_length", c->name);
+    CHECK(info.chunked == c->chunked, "[%s] chunked %u", c->name, info.chunked);
+    CHECK(info.keepalive == c->keepalive, "[%s] keepalive %u", c->name, info.keepalive);
+    CHECK(info.expect_continue == c->expect, "[%s] expect_continue %u", c->name, info.expect_continue);
+    CHECK(info.upgrade == c->upgrade, "[%s] upgrade %u", c->name, info.upgrade);
+    CHECK(info.method == c->method, "[%s] method %d", c->name, info.method);
+    if (c->host) {
+        CHECK(info.has_host && info.host_len == strlen(c->host) && memcmp(info.host, c->host, info.host_len) == 0,
+              "[%s] host '%.*s'", c->name, (int)info.host_len, info.host ? info.host : "");
+    } else {
+        CHECK(!info.has_host && info.host == NULL, "[%s] has_host", c->name);
+    }
+    t_end();
+}
+
+/* ---- chunked decoder -------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    const char *in;
+    size_t in_len;
+    int rc;            /* bytes after the body, or SWS_PARSE_ERROR / INCOMPLETE */
+    const char *body;  /* decoded bytes expected (before an error, a prefix of them) */
+} ccase_t;
+
+static char big_ext[SWS_CHUNK_EXT_MAX + 64];
+static char big_trailer[SWS_CHUNK_TRAILER_MAX + 64];
+static char ok_ext[SWS_CHUNK_EXT_MAX + 64];
+
+static ccase_t chunked_cases[] = {
+    {"one chunk", B("5\r\nhello\r\n0\r\n\r\n"), 0, "hello"},
+    {"two chunks", B("3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"), 0, "abcde"},
+    {"hex upper", B("A\r\n0123456789\r\n0\r\n\r\n"), 0, "0123456789"},
+    {"hex lower", B("a\r\n0123456789\r\n0\r\n\r\n"), 0, "0123456789"},
+    {"hex 0x20", B("20\r\n0123456789abcdef0123456789ABCDEF\r\n0\r\n\r\n"), 0,
+     "0123456789abcdef0123456789ABCDEF"},
+    {"leading zeros", B("0005\r\nhello\r\n000\r\n\r\n"), 0, "hello"},
+    {"16 digits", B("0000000000000005\r\nhello\r\n0\r\n\r\n"), 0, "hello"},
+    {"17 digits", B("00000000000000005\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"max size incomplete", B("ffffffffffffffff\r\nabc"), SWS_PARSE_INCOMPLETE, "abc"},
+    {"total overflow", B("1\r\na\r\nffffffffffffffff\r\n"), SWS_PARSE_ERROR, "a"},
+    {"empty body", B("0\r\n\r\n"), 0, ""},
+    {"rest follows", B("1\r\na\r\n0\r\n\r\nGET / HTTP/1.1\r\n\r\n"), 18, "a"},
+    {"ext", B("5;a=b\r\nhello\r\n0;x\r\n\r\n"), 0, "hello"},
+    {"ext BWS", B("5 ; a = b ;c\t;d=\"\"\r\nhello\r\n0\r\n\r\n"), 0, "hello"},
+    {"ext quoted", B("5;a=\"q \\\" s\\\\;\x80\"\r\nhello\r\n0\r\n\r\n"), 0, "hello"},
+    {"ext quoted then more", B("5;a=\"x\" ;b=c\r\nhello\r\n0\r\n\r\n"), 0, "hello"},
+    {"ext empty name", B("5;\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"ext trailing SP", B("5 \r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"ext empty value", B("5;a=\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"ext unterminated quote", B("5;a=\"x\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"ext CTL in quote", B("5;a=\"\x01\"\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"ext name SP name", B("5;a b\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"ext bad name", B("5;@\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"ext value junk", B("5;a=b\"c\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"trailer", B("0\r\nX: y\r\n\r\n"), 0, ""},
+    {"trailers", B("2\r\nab\r\n0\r\nX: y\r\nZ:\r\nW: \x80\t\r\n\r\nNEXT"), 4, "ab"},
+    {"trailer SP before colon", B("0\r\nX : y\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"trailer obs-fold", B("0\r\nX: y\r\n z\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"trailer NUL", B("0\r\nX: a\0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"trailer no colon", B("0\r\nX\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"trailer bare LF", B("0\r\nX: y\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"data not followed by CRLF", B("5\r\nhelloX\r\n0\r\n\r\n"), SWS_PARSE_ERROR, "hello"},
+    {"data then LF", B("5\r\nhello\n0\r\n\r\n"), SWS_PARSE_ERROR, "hello"},
+    {"data then CR X", B("5\r\nhello\rX0\r\n\r\n"), SWS_PARSE_ERROR, "hello"},
+    {"size bare CR", B("5\rX"), SWS_PARSE_ERROR, ""},
+    {"final bare CR", B("5\r\nhello\r\n0\r\n\rX"), SWS_PARSE_ERROR, "hello"},
+    {"size bare LF", B("5\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"final bare LF", B("0\r\n\n"), SWS_PARSE_ERROR, ""},
+    {"bad hex", B("g\r\n"), SWS_PARSE_ERROR, ""},
+    {"empty size", B("\r\n"), SWS_PARSE_ERROR, ""},
+    {"negative", B("-5\r\n"), SWS_PARSE_ERROR, ""},
+    {"0x prefix", B("0x5\r\nhello\r\n0\r\n\r\n"), SWS_PARSE_ERROR, ""},
+    {"incomplete data", B("5\r\nhel"), SWS_PARSE_INCOMPLETE, "hel"},
+    {"incomplete trailer", B("5\r\nhello\r\n0\r\n"), SWS_PARSE_INCOMPLETE, "hello"},
+    {"ext too long", big_ext, sizeof(big_ext), SWS_PARSE_ERROR, ""},
+    {"ext at limit", ok_ext, 0, 0, "a"},
+    {"trailer too long", big_trailer, sizeof(big_trailer), SWS_PARSE_ERROR, ""},
+};
+
+static void build_big_inputs(ccase_t *cases, size_t n)
+{
+    /* "1;" + name: SWS_CHUNK_EXT_MAX - 1 + 2 bytes of extension. */
+    memcpy(big_ext, "1;", 2);
+    memset(big_ext + 2, 'a', sizeof(big_ext) - 2);
+    /* "1;" + name: exactly SWS_CHUNK_EXT_MAX bytes of chunk-ext, then CRLF. */
+    size_t len = 0;
+    memcpy(ok_ext, "1;", 2);
+    len = 2;
+    memset(ok_ext + len, 'e', SWS_CHUNK_EXT_MAX - 1);
+    len += SWS_CHUNK_EXT_MAX - 1;
+    memcpy(ok_ext + len, "\r\na\r\n0\r\n\r\n", 10);
+    len += 10;
+    for (size_t i = 0; i < n; ++i)
+        if (cases[i].in == ok_ext)
+            cases[i].in_len = len;
+    memcpy(big_trailer, "0\r\nX: ", 6);
+    memset(big_trailer + 6, 'v', sizeof(big_trailer) - 6);
+}
+
+/* Feeds the pieces split at the given offsets (ascending, ending at len);
+ * returns the final status, the decoded body and the rest. */
+static int feed_chunked(const char *in, size_t len, const size_t *cuts, size_t ncuts, char *body,
+                        size_t *body_len, char *rest, size_t *rest_len, uint64_t *total)
+{
+    sws_chunked_decoder_t d;
+    size_t from = 0;
+    ssize_t rc = SWS_PARSE_INCOMPLETE;
+    memset(&d, 0, sizeof(d));
+    *body_len = *rest_len = 0;
+    for (size_t i = 0; i < ncuts; ++i) {
+        size_t n = cuts[i] - from;
+        char *buf = guard_place(in + from, n);
+        size_t sz = n;
+        rc = sws_decode_chunked(&d, buf, &sz);
+        if (sz > n)
+            return 99;
+        memcpy(body + *body_len, buf, sz);
+        *body_len += sz;
+        from = cuts[i];
+        if (rc >= 0) {
+            if ((size_t)rc + sz > n)
+                return 98;
+            memcpy(rest, buf + sz, (size_t)rc);
+            memcpy(rest + rc, in + from, len - from);
+            *rest_len = (size_t)rc + (len - from);
+            rc = (ssize_t)*rest_len; /* bytes after the body, over all pieces */
+            break;
+        }
+        if (rc == SWS_PARSE_ERROR)
+            break;
+    }
+    *total = d.total;
+    return (int)rc;
+}
+
+static void check_chunked_case(const ccase_t *c)
+{
+    static char body[2 * GUARD_MAX / 16], rest[2 * GUARD_MAX / 16];
+    static size_t cuts[SWS_CHUNK_TRAILER_MAX + 256];
+    size_t blen, rlen, want_body = strlen(c->body);
+    uint64_t total;
+    int rc;
+
+    /* whole, then split once at every offset, then one byte per call */
+    for (size_t mode = 0; mode <= c->in_len + 1; ++mode) {
+        size_t ncuts;
+        if (mode == 0 || mode == c->in_len) {
+            cuts[0] = c->in_len;
+            ncuts = 1;
+        } else if (mode < c->in_len) {
+            cuts[0] = mode;
+            cuts[1] = c->in_len;
+            ncuts = 2;
+        } else {
+            for (ncuts = 0; ncuts < c->in_len; ++ncuts)
+                cuts[ncuts] = ncuts + 1;
+        }
+        if (c->in_len > 2000 && mode > 0 && mode <= c->in_len)
+            continue; /* the large limit cases run whole and byte by byte only */
+        rc = feed_chunked(c->in, c->in_len, cuts, ncuts, body, &blen, rest, &rlen, &total);
+        CHECK(rc == c->rc, "[%s] mode %zu rc %d, want %d", c->name, mode, rc, c->rc);
+        if (c->rc == SWS_PARSE_ERROR)
+            CHECK(blen <= want_body && memcmp(body, c->body, blen) == 0, "[%s] mode %zu body before error",
+                  c->name, mode);
+        else
+            CHECK(blen == want_body && memcmp(body, c->body, blen) == 0 && total == want_body,
+                  "[%s] mode %zu body '%.*s'", c->name, mode, (int)blen, body);
+        if (rc >= 0)
+            CHECK(rlen == (size_t)c->rc &&
+                      memcmp(rest, c->in + c->in_len - rlen, rlen) == 0,
+                  "[%s] mode %zu rest", c->name, mode);
+    }
+    t_end();
+}
+
+static void check_chunked_after_end(void)
+{
+    sws_chunked_decoder_t d = {0};
+    char *buf = guard_place(B("0\r\n\r\nXY"));
+    size_t sz = 7;
+    CHECK(sws_decode_chunked(&d, buf, &sz) == 2 && sz == 0 && memcmp(buf, "XY", 2) == 0, "first");
+    buf = guard_place(B("abc"));
+    sz = 3;
+    CHECK(sws_decode_chunked(&d, buf, &sz) == 3 && sz == 0, "after end: all input follows the body");
+    /* an error is sticky */
+    memset(&d, 0, sizeof(d));
+    buf = guard_place(B("z"));
+    sz = 1;
+    CHECK(sws_decode_chunked(&d, buf, &sz) == SWS_PARSE_ERROR, "error");
+    buf = guard_place(B("0\r\n\r\n"));
+    sz = 5;
+    CHECK(sws_decode_chunked(&d, buf, &sz) == SWS_PARSE_ERROR && sz == 0, "error is sticky");
+    /* an empty call changes nothing */
+    memset(&d, 0, sizeof(d));
+    buf = guard_place("", 0);
+    sz = 0;
+    CHECK(sws_decode_chunked(&d, buf, &sz) == SWS_PARSE_INCOMPLETE && sz == 0, "empty");
+    t_end();
+}
+
+/* ---- digest: SSE and scalar builds must agree ------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; ++i)
+        h = (h ^ s[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static int digest(void)
+{
+    static const char *seeds[] = {
+        "GET /index.html?a=b HTTP/1.1\r\nHost: example.com\r\nUser-Agent: scalws-test/1.0 (x86_64)\r\n"
+        "Accept: */*\r\nX-Long-Header-Name-For-SSE~: value with\ttab and \x80\xff obs-text\r\n\r\n",
+        "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: keep-alive, Upgrade\r\n"
+        "Upgrade: websocket\r\nExpect: 100-continue\r\n\r\nhello",
+        "PUT /x HTTP/1.0\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        "5;ext=\"v\"\r\nhello\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\n",
+    };
+    static const char noise[] = " \t\r\n\0:;,\"\x7f\x80\xff~!/?HTP10.";
+    char in[512];
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int iter = 0; iter < 300000; ++iter) {
+        const char *s = seeds[rng() % 4];
+        size_t len = strlen(s);
+        memcpy(in, s, len);
+        for (int k = (int)(rng() % 4); k > 0; --k) {
+            size_t pos = rng() % len;
+            switch (rng() % 3) {
+            case 0:
+                in[pos] = noise[rng() % (sizeof(noise) - 1)];
+                break;
+            case 1:
+                if (len < sizeof(in) - 1) {
+                    memmove(in + pos + 1, in + pos, len - pos);
+                    in[pos] = noise[rng() % (sizeof(noise) - 1)];
+                    ++len;
+                }
+                break;
+            default:
+                memmove(in + pos, in + pos + 1, len - pos - 1);
+                --len;
+            }
+        }
+        {
+            presult_t r = run_parse(guard_place(in, len), len, 8, 0);
+            h = fnv(h, &r.rc, sizeof(r.rc));
+            if (r.rc > 0) {
+                sws_request_info_t info;
+                const char *buf = guard_place(in, len);
+                sws_header_t hd[8];
+                h = fnv(h, &r.minor, sizeof(r.minor));
+                h = fnv(h, &r.m_len, sizeof(r.m_len));
+                h = fnv(h, &r.t_len, sizeof(r.t_len));
+                h = fnv(h, r.h, sizeof(r.h[0]) * r.nh);
+                for (size_t i = 0; i < r.nh; ++i) {
+                    hd[i].name = buf + r.h[i][0];
+                    hd[i].name_len = r.h[i][1];
+                    hd[i].value = buf + r.h[i][2];
+                    hd[i].value_len = r.h[i][3];
+                }
+                int st = sws_analyze_request(buf + r.m_off, r.m_len, r.minor, hd, r.nh, &info);
+                unsigned flags = info.has_content_length | info.chunked << 1 | info.keepalive << 2 |
+                                 info.expect_continue << 3 | info.upgrade << 4 | info.has_host << 5;
+                h = fnv(h, &st, sizeof(st));
+                h = fnv(h, &flags, sizeof(flags));
+            }
+        }
+        {
+            sws_chunked_decoder_t d = {0};
+            char *buf = guard_place(in, len);
+            size_t sz = len;
+            ssize_t rc = sws_decode_chunked(&d, buf, &sz);
+            h = fnv(h, &rc, sizeof(rc));
+            h = fnv(h, buf, sz);
+        }
+    }
+    printf("%016" PRIx64 "\n", h);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--digest") == 0)
+        return digest();
+
+    for (size_t i = 0; i < sizeof(parse_cases) / sizeof(parse_cases[0]); ++i)
+        check_parse_case(&parse_cases[i]);
+    check_scan_boundaries();
+    check_method_ids();
+    for (size_t i = 0; i < sizeof(analyze_cases) / sizeof(analyze_cases[0]); ++i)
+        check_analyze_case(&analyze_cases[i]);
+    build_big_inputs(chunked_cases, sizeof(chunked_cases) / sizeof(chunked_cases[0]));
+    for (size_t i = 0; i < sizeof(chunked_cases) / sizeof(chunked_cases[0]); ++i)
+        check_chunked_case(&chunked_cases[i]);
+    check_chunked_after_end();
+    return t_summary();
+}
