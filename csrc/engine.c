@@ -713,12 +713,14 @@ static void split_target(reqview_t *r, const char **path, size_t *path_len)
     *path_len = q ? (size_t)(q - t) : n;
 }
 
-/* Parses and answers the requests in buf[0..len) until one is incomplete,
- * output backs up, or the connection is to close. Returns bytes consumed. */
-static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t len,
+/* Parses and answers the requests in buf[0..*lenp) until one is incomplete,
+ * output backs up, or the connection is to close. Returns bytes consumed;
+ * the unconsumed rest is buf[ret..*lenp) (*lenp shrinks when a chunked body
+ * is decoded in place). */
+static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *lenp,
                            size_t last_len)
 {
-    size_t off = 0;
+    size_t off = 0, len = *lenp;
     while (off < len && !c->close_after && !c->pend) {
         if (c->state == S_LINGER) {
             c->linger_bytes += len - off;
@@ -745,6 +747,7 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t len
                 /* The bytes after the body now sit at buf + off + n. */
                 off += n;
                 len = off + (size_t)rest;
+                *lenp = len;
             }
             c->state = S_HEAD;
             tl_set(e, c, TL_HEADER);
@@ -912,7 +915,7 @@ static void conn_read(sws_engine_t *e, sws_conn_t *c)
             conn_close(e, c);
         return;
     }
-    size_t used = conn_process(e, c, e->in, len, last_len);
+    size_t used = conn_process(e, c, e->in, &len, last_len);
     conn_settle(e, c, e->in + used, len - used);
 }
 
@@ -954,7 +957,7 @@ static void conn_write(sws_engine_t *e, sws_conn_t *c)
         free(c->stash);
         c->stash = NULL;
         c->stash_len = 0;
-        size_t used = conn_process(e, c, e->in, len, 0);
+        size_t used = conn_process(e, c, e->in, &len, 0);
         conn_settle(e, c, e->in + used, len - used);
         return;
     }

@@ -1,0 +1,164 @@
+"""End-to-end fixtures: real scalwsd processes from inline YAML on free ports.
+
+`server(yaml)` writes the config (with `{port}`, `{port2}`, ... and `{tmp}`
+filled in), starts `python -m scalws --config FILE`, and returns once the
+master has logged that its workers are ready. At teardown every server still
+running gets SIGTERM and must exit 0 within its shutdown timeout, with no
+traceback in its error log.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port(host="127.0.0.1", family=socket.AF_INET) -> int:
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, config_path, log_path, ports, tmp):
+        self.config_path = config_path
+        self.log_path = log_path
+        self.ports = ports
+        self.port = ports[0]
+        self.tmp = tmp
+        self.proc = None
+
+    def start(self, wait=True):
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "scalws", "--config", self.config_path],
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        if wait:
+            self.wait_log("scalws started", timeout=15)
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def wait_log(self, text, timeout=10.0, count=1):
+        """Returns once `text` occurs `count` times in the error log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.log().count(text) >= count:
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"scalwsd exited ({self.proc.returncode}):\n{self.log()}")
+            time.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {text!r} in the log:\n{self.log()}")
+
+    def workers(self) -> list[int]:
+        """PIDs of the master's live children."""
+        try:
+            with open(f"/proc/{self.pid}/task/{self.pid}/children") as f:
+                return [int(p) for p in f.read().split()]
+        except FileNotFoundError:
+            return []
+
+    def kill(self, sig):
+        os.kill(self.pid, sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"scalwsd did not stop within {timeout}s:\n{self.log()}")
+        self._log.close()
+        return code
+
+
+@pytest.fixture
+def server(tmp_path):
+    started = []
+
+    def make(yaml_text, start=True, nports=3, **fmt):
+        ports = [free_port() for _ in range(nports)]
+        values = {"tmp": str(tmp_path), "port": ports[0]}
+        values.update({f"port{i + 1}": p for i, p in enumerate(ports)})
+        values.update(fmt)
+        cfg = tmp_path / f"scalws-{len(started)}.yaml"
+        cfg.write_text(textwrap.dedent(yaml_text).format(**values))
+        srv = Server(str(cfg), str(tmp_path / f"error-{len(started)}.log"), ports, tmp_path)
+        started.append(srv)
+        if start:
+            srv.start()
+        return srv
+
+    yield make
+    for srv in started:
+        if srv.proc is not None and srv.proc.poll() is None:
+            code = srv.stop()
+            assert code == 0, f"scalwsd exited {code}:\n{srv.log()}"
+        if srv.proc is not None:
+            assert "Traceback" not in srv.log(), srv.log()
+
+
+def raw(port, data: bytes, host="127.0.0.1", timeout=5.0, shut=False) -> bytes:
+    """Sends `data` on a new connection and reads until the server closes."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(data)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            try:
+                b = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
+
+
+def read_response(sock, buf=b""):
+    """Reads one Content-Length-framed response from `sock`.
+    Returns (status, headers dict lowercased, body, leftover bytes)."""
+    while b"\r\n\r\n" not in buf:
+        b = sock.recv(65536)
+        if not b:
+            raise EOFError(f"connection closed mid-head: {buf!r}")
+        buf += b
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    n = int(headers.get("content-length", 0))
+    while len(rest) < n:
+        b = sock.recv(65536)
+        if not b:
+            raise EOFError("connection closed mid-body")
+        rest += b
+    return status, headers, rest[:n], rest[n:]
+
+
+STATUS_RE = re.compile(rb"^HTTP/1\.1 (\d{3}) ", re.M)
+
+
+def statuses(data: bytes) -> list[int]:
+    return [int(m.group(1)) for m in STATUS_RE.finditer(data)]
