@@ -43,8 +43,12 @@ pytest: build
 
 test: sysdeps build ctest pytest
 
+# Quick side-by-side pass (2 s warm-up + 5 s) on the scenarios ScalWS can run
+# today (scalwsd --check-config decides); the others are listed as n/a.
 bench-quick: build
-	MODE=quick bench/run.sh
+	mkdir -p results/quick
+	MODE=quick SERVERS="scalws nginx" ONLY_WHERE=scalws \
+	  OUT=results/quick/$$(date +%Y%m%d-%H%M%S).csv bench/run.sh
 
 clean:
 	rm -rf build *.egg-info scalws/*/*.so scalws/*/*.c tests/c/bin

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Write the ScalWS config for one benchmark scenario (YAML on stdout).
+
+The keys follow docs/DESIGN.md's configuration sketch. Handlers that scalwsd
+does not implement yet are still generated: bench/lib/servers.sh runs
+`scalwsd --check-config` on the result and reports the scenario `n/a`
+("scalws: handler not available yet") while scalwsd refuses it, so each
+scenario turns on by itself the day its handler lands.
+
+Routes use path "/" so that the URL layout every server shares
+(/respond, /static/1k.html, /proxy/, /cache/, /php/hello.php, /node/,
+/python/) works whatever the static root semantics turn out to be.
+"""
+import argparse
+import json
+import sys
+
+
+def q(s):
+    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(str(s))
+
+
+def emit(obj, indent=0):
+    """A small block-style YAML emitter for dicts, lists and scalars."""
+    pad = "  " * indent
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, (dict, list)) and v:
+                out.append(f"{pad}{k}:")
+                out.extend(emit(v, indent + 1))
+            else:
+                out.append(f"{pad}{k}: {scalar(v)}")
+    elif isinstance(obj, list):
+        for item in obj:
+            if isinstance(item, dict) and item:
+                sub = emit(item, indent + 1)
+                first = sub[0].lstrip()
+                out.append(f"{pad}- {first}")
+                out.extend(sub[1:])
+            else:
+                out.append(f"{pad}- {scalar(item)}")
+    return out
+
+
+def scalar(v):
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, dict) and not v:
+        return "{}"
+    if isinstance(v, list) and not v:
+        return "[]"
+    if v in ("on", "off"):
+        return v
+    return q(v)
+
+
+def build(a):
+    hello = {"respond": {"status": 200, "body": "hello world", "content_type": "text/plain"}}
+    static = {"static": {"root": a.www}}
+    upstreams = {}
+    listen = [f"{h}:{a.http_port}" for h in a.addr]
+    site = {"listen": listen}
+    s = a.scenario
+    if s == "respond":
+        route = hello
+    elif s in ("static-small", "static-1m"):
+        route = static
+    elif s == "tls-h2-static-small":
+        site["listen"] = [f"{h}:{a.https_port} tls" for h in a.addr]
+        site["tls"] = {"cert": a.cert, "key": a.key}
+        route = static
+    elif s == "proxy":
+        upstreams["up"] = {"servers": [f"127.0.0.1:{a.up_port}"], "keepalive": 64}
+        route = {"proxy": {"upstream": "up"}}
+    elif s == "cache-hit":
+        upstreams["up"] = {"servers": [f"127.0.0.1:{a.up_port}"], "keepalive": 64}
+        route = {"proxy": {"upstream": "up", "cache": {"max_size": "256m"}}}
+    elif s == "php":
+        route = {"fastcgi": {"connect": f"127.0.0.1:{a.php_port}", "root": a.www}}
+    elif s == "node":
+        upstreams["node"] = {"servers": [f"127.0.0.1:{a.node_port}"], "keepalive": 64}
+        route = {"proxy": {"upstream": "node"}}
+    elif s == "python":
+        # The other servers proxy to the same external uvicorn on CPU_LOAD;
+        # ScalWS does the same here (not a managed `app:`) so all compare alike.
+        upstreams["pyapp"] = {"servers": [f"127.0.0.1:{a.pyapp_port}"], "keepalive": 64}
+        route = {"proxy": {"upstream": "pyapp"}}
+    else:
+        sys.exit(f"gen_scalws: unknown scenario {s}")
+
+    path = "~ \\.php$" if s == "php" else "/"
+    site["routes"] = [dict({"path": path}, **route)]
+    if len(site["listen"]) == 1:          # the form every scalwsd accepts
+        site["listen"] = site["listen"][0]
+    cfg = {"workers": a.workers, "log": {"access": False}}
+    # h2load does not reconnect after GOAWAY: no per-connection request
+    # limit, set alike on every server (nginx keepalive_requests 1000000)
+    limits = {"keepalive_requests": 1000000}
+    if a.max_connections:
+        limits["max_connections"] = a.max_connections
+    cfg["limits"] = limits
+    if upstreams:
+        cfg["upstreams"] = upstreams
+    cfg["sites"] = [site]
+    return cfg
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("scenario")
+    p.add_argument("--www", required=True)
+    p.add_argument("--addr", action="append", default=[], help="listen address (repeatable)")
+    p.add_argument("--http-port", type=int, default=18300)
+    p.add_argument("--https-port", type=int, default=18301)
+    p.add_argument("--up-port", type=int, default=18310)
+    p.add_argument("--php-port", type=int, default=18311)
+    p.add_argument("--node-port", type=int, default=18312)
+    p.add_argument("--pyapp-port", type=int, default=18313)
+    p.add_argument("--cert", default="")
+    p.add_argument("--key", default="")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--max-connections", type=int, default=0)
+    a = p.parse_args()
+    if not a.addr:
+        a.addr = ["127.0.0.1"]
+    print("# generated by bench/lib/gen_scalws.py for scenario " + a.scenario)
+    print("\n".join(emit(build(a))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+# shellcheck shell=bash
+# Server adapters: what each server under test supports, how it is
+# configured and started. Sourced after common.sh.
+#
+# Inputs (globals): RUN_DIR, WWW, CERT, KEY and
+#   S_TAG      instance tag, makes state dirs unique (default main)
+#   S_ADDRS    listen addresses, space separated (default 127.0.0.1)
+#   S_WORKERS  worker processes / threads (default 1)
+#   S_MAXCONN  connections per worker (default 4096)
+#   S_CPU      taskset CPU list (default $CPU_SERVER)
+#   S_CGROUP   cgroup v1 cpu directory to start the server in (optional)
+# srv_start sets LAST_PID (the root of the server's process tree) and S_DIR.
+
+KNOWN_SERVERS="scalws nginx h2o lighttpd"
+
+srv_reset_opts() {
+    S_TAG=main S_ADDRS=127.0.0.1 S_WORKERS=1 S_MAXCONN=4096 S_CPU=$CPU_SERVER S_CGROUP=
+}
+srv_reset_opts
+
+# scenario -> URL path, port and expected answer; the same on every server
+scen_path() {
+    case $1 in
+        static-small | tls-h2-static-small) echo /static/1k.html ;;
+        static-1m) echo /static/1m.bin ;;
+        respond) echo /respond ;;
+        proxy) echo /proxy/ ;;
+        cache-hit) echo /cache/ ;;
+        php) echo /php/hello.php ;;
+        node) echo /node/ ;;
+        python) echo /python/ ;;
+        *) return 1 ;;
+    esac
+}
+scen_url() {  # scen_url SCENARIO [ADDR]
+    local addr=${2:-127.0.0.1}
+    case $1 in
+        tls-h2-*) echo "https://$addr:$HTTPS_PORT$(scen_path "$1")" ;;
+        *) echo "http://$addr:$HTTP_PORT$(scen_path "$1")" ;;
+    esac
+}
+scen_port() { case $1 in tls-h2-*) echo "$HTTPS_PORT" ;; *) echo "$HTTP_PORT" ;; esac; }
+scen_expected_file() {  # the file whose bytes the answer must equal, or "" for "hello world"
+    case $1 in
+        static-small | tls-h2-static-small) echo "$WWW/static/1k.html" ;;
+        static-1m) echo "$WWW/static/1m.bin" ;;
+        *) echo "" ;;
+    esac
+}
+
+srv_binary() {
+    case $1 in
+        scalws) echo "$SCALWSD" ;; nginx) echo "$NGINX" ;; h2o) echo "$H2O" ;; lighttpd) echo "$LIGHTTPD" ;;
+        *) return 1 ;;
+    esac
+}
+
+srv_version() {
+    local b
+    b=$(srv_binary "$1") || { echo unknown; return; }
+    [ -x "$b" ] || { echo "not installed"; return; }
+    case $1 in
+        scalws) "$b" --version 2>/dev/null | head -1 ||
+            "$BENCH_PY" -c 'import scalws; print("scalws", scalws.__version__)' 2>/dev/null || echo "scalwsd (no --version)" ;;
+        nginx) "$b" -v 2>&1 | sed 's/^nginx version: //' ;;
+        h2o) "$b" --version 2>&1 | head -1 ;;
+        lighttpd) "$b" -v 2>&1 | head -1 | cut -d' ' -f1 ;;
+    esac
+}
+
+scalws_gen() {  # scalws_gen SCENARIO OUTFILE
+    local args=() a
+    for a in $S_ADDRS; do args+=(--addr "$a"); done
+    "$BENCH_PY" "$BENCH_DIR/lib/gen_scalws.py" "$1" --www "$WWW" "${args[@]}" \
+        --http-port "$HTTP_PORT" --https-port "$HTTPS_PORT" --up-port "$UP_PORT" \
+        --php-port "$PHP_PORT" --node-port "$NODE_PORT" --pyapp-port "$PYAPP_PORT" \
+        --cert "$CERT" --key "$KEY" --workers "$S_WORKERS" \
+        $([ "$S_MAXCONN" != 4096 ] && echo --max-connections "$S_MAXCONN") >"$2"
+}
+
+# srv_supports SERVER SCENARIO: exit 0 if it can run it, else print why (n/a).
+srv_supports() {
+    local srv=$1 scen=$2 b
+    b=$(srv_binary "$srv") || { echo "$srv: unknown server (known: $KNOWN_SERVERS)"; return 1; }
+    case $srv in
+        scalws)
+            if [ ! -x "$b" ]; then echo "scalws: scalwsd not built ($b missing; make build)"; return 1; fi
+            # ScalWS declares what it supports through --check-config: the
+            # scenario's generated config is either accepted or not (yet).
+            local d="$RUN_DIR/scalws-check"
+            mkdir -p "$d"
+            scalws_gen "$scen" "$d/$scen.yaml"
+            if ! "$b" --check-config "$d/$scen.yaml" >"$d/$scen.check.log" 2>&1; then
+                log "scalws --check-config refused $scen: $(head -c 300 "$d/$scen.check.log" | tr '\n' ' ')"
+                echo "scalws: handler not available yet"
+                return 1
+            fi
+            ;;
+        nginx) [ -x "$b" ] || { echo "nginx: not installed"; return 1; } ;;
+        h2o)
+            [ -x "$b" ] || { echo "h2o: not installed (apt-get install h2o)"; return 1; }
+            case $scen in cache-hit) echo "h2o: no proxy cache in h2o 2.2"; return 1 ;; esac
+            ;;
+        lighttpd)
+            [ -x "$b" ] || { echo "lighttpd: not installed (apt-get install lighttpd)"; return 1; }
+            case $scen in
+                respond) echo "lighttpd: no fixed-response directive (mod_magnet is not packaged)"; return 1 ;;
+                cache-hit) echo "lighttpd: no proxy cache"; return 1 ;;
+            esac
+            ;;
+    esac
+    return 0
+}
+
+_listen_blocks() {  # the LISTEN placeholder for SERVER
+    local a first=1
+    LISTEN=
+    for a in $S_ADDRS; do
+        case $1 in
+            nginx)
+                LISTEN+="        listen $a:$HTTP_PORT reuseport backlog=4096;"$'\n'
+                LISTEN+="        listen $a:$HTTPS_PORT ssl http2 reuseport backlog=4096;"$'\n'
+                ;;
+            h2o)
+                LISTEN+="listen:"$'\n'"  host: $a"$'\n'"  port: $HTTP_PORT"$'\n'
+                LISTEN+="listen:"$'\n'"  host: $a"$'\n'"  port: $HTTPS_PORT"$'\n'"  ssl:"$'\n'
+                LISTEN+="    certificate-file: $CERT"$'\n'"    key-file: $KEY"$'\n'"    ocsp-update-interval: 0"$'\n'
+                ;;
+            lighttpd)
+                if [ $first = 1 ]; then
+                    LISTEN+="server.bind = \"$a\""$'\n'"server.port = $HTTP_PORT"$'\n'
+                else
+                    LISTEN+="\$SERVER[\"socket\"] == \"$a:$HTTP_PORT\" { }"$'\n'
+                fi
+                LISTEN+="\$SERVER[\"socket\"] == \"$a:$HTTPS_PORT\" { ssl.engine = \"enable\" ssl.pemfile = \"$CERT\" ssl.privkey = \"$KEY\" }"$'\n'
+                ;;
+        esac
+        first=0
+    done
+    export LISTEN
+}
+
+# srv_start SERVER SCENARIO: start it, wait until the scenario's port answers.
+srv_start() {
+    local srv=$1 scen=$2 cmd=() hard
+    S_DIR="$RUN_DIR/srv-$srv-$S_TAG"
+    rm -rf "$S_DIR"
+    mkdir -p "$S_DIR/tmp"
+    hard=$(ulimit -Hn)
+    export SDIR=$S_DIR WWW CERT KEY UP_PORT PHP_PORT NODE_PORT PYAPP_PORT
+    export WORKERS=$S_WORKERS MAXCONN=$S_MAXCONN RLIMIT=$hard
+    # servers keep the invoking user (as root: no switch to nobody, which
+    # could not read the run dir); the same for every server
+    export NGINX_USER_LINE= H2O_USER_LINE=
+    if [ "$(id -u)" = 0 ]; then NGINX_USER_LINE="user root;" H2O_USER_LINE="user: root"; fi
+    export LT_WORKERS=$([ "$S_WORKERS" = 1 ] && echo 0 || echo "$S_WORKERS")
+    case $srv in
+        nginx)
+            _listen_blocks nginx
+            render "$BENCH_DIR/configs/nginx.conf.tmpl" "$S_DIR/nginx.conf" || return 1
+            cmd=("$NGINX" -p "$S_DIR/" -e "$S_DIR/error.log" -c "$S_DIR/nginx.conf")
+            ;;
+        h2o)
+            _listen_blocks h2o
+            render "$BENCH_DIR/configs/h2o.conf.tmpl" "$S_DIR/h2o.conf" || return 1
+            cmd=("$H2O" -m worker -c "$S_DIR/h2o.conf")
+            ;;
+        lighttpd)
+            _listen_blocks lighttpd
+            MAXCONN=$((S_MAXCONN < hard / 3 ? S_MAXCONN : hard / 3)) \
+                render "$BENCH_DIR/configs/lighttpd.conf.tmpl" "$S_DIR/lighttpd.conf" || return 1
+            cmd=("$LIGHTTPD" -D -f "$S_DIR/lighttpd.conf")
+            ;;
+        scalws)
+            scalws_gen "$scen" "$S_DIR/scalws.yaml" || return 1
+            cmd=("$SCALWSD" --config "$S_DIR/scalws.yaml")
+            ;;
+        *) die "unknown server $srv" ;;
+    esac
+    if [ -n "$S_CGROUP" ]; then
+        # enter the cgroup before exec, so every process the server forks is in it
+        cmd=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$S_CGROUP" "${cmd[@]}")
+    fi
+    printf '%q ' "${cmd[@]}" >"$S_DIR/command"
+    start_bg "$S_CPU" "$S_DIR/stdout.log" "${cmd[@]}"
+    local a
+    for a in $S_ADDRS; do
+        if ! wait_port "$a" "$(scen_port "$scen")" "$LAST_PID" 20; then
+            log "$srv did not start for $scen; its log:"
+            tail -n 20 "$S_DIR/stdout.log" "$S_DIR/error.log" 2>/dev/null >&2 || true
+            stop_pid "$LAST_PID"
+            return 1
+        fi
+    done
+    return 0
+}
+
+srv_start_failure() {  # one line explaining why the last srv_start failed
+    { cat "$S_DIR/stdout.log" "$S_DIR/error.log" 2>/dev/null || true; } | grep -v '^\s*$' | tail -n 2 | tr '\n,' '  ' | cut -c1-200
+}
+
+# ---------------------------------------------------------------- preflight
+# The URL must answer 200 with exactly the expected body (and h2 on TLS).
+preflight() {  # preflight SCENARIO [ADDR]: prints the problem and fails
+    local scen=$1 url body="$RUN_DIR/preflight.body" code want
+    url=$(scen_url "$scen" "${2:-127.0.0.1}")
+    local opts=(-s -o "$body" --max-time 10 -w '%{http_code} %{http_version}')
+    case $scen in tls-h2-*) opts+=(-k --http2) ;; esac
+    for _ in 1 2; do  # twice: the first answer fills a cache
+        code=$(curl "${opts[@]}" "$url" 2>&1) || { echo "preflight: curl $url failed ($code)"; return 1; }
+    done
+    case $scen in tls-h2-*) want="200 2" ;; *) want="200 1.1" ;; esac
+    [ "$code" = "$want" ] || { echo "preflight: $url answered '$code', expected '$want'"; return 1; }
+    want=$(scen_expected_file "$scen")
+    if [ -n "$want" ]; then
+        cmp -s "$body" "$want" || { echo "preflight: $url body differs from $(basename "$want")"; return 1; }
+    elif [ "$(cat "$body")" != "hello world" ]; then
+        echo "preflight: $url body is '$(head -c 60 "$body")', expected 'hello world'"
+        return 1
+    fi
+}
+

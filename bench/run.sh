@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# One benchmark pass: every scenario on every server, side by side.
+#
+#   SERVERS="scalws nginx" SCENARIOS="respond static-small" MODE=quick bench/run.sh
+#   OUT=results/x.csv MODE=release bench/run.sh
+#
+# Env: SERVERS (default "scalws nginx"), SCENARIOS (default all), MODE
+# quick|release (2+5 s | 10+30 s; WARMUP=/DURATION= override), CONNS (64),
+# THREADS (1), H2_CONNS (64), H2_STREAMS (10), CPU_SERVER (0), CPU_LOAD (1),
+# PORT_BASE (18300), ROTATE (rotate server order by this many places),
+# OUT (CSV file; default stdout), KEEP_RUN_DIR=1, BENCH_LOCK (or "none"),
+# ONLY_WHERE=SERVER (scenarios SERVER cannot run are reported n/a for it and
+# `skipped` for the others instead of being measured: make bench-quick).
+# Output: CSV with '# ' header lines; see docs/benchmarks/README.md.
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+source "$BENCH_DIR/lib/servers.sh"
+
+MODE=${MODE:-quick}
+case $MODE in
+    quick) WARMUP=${WARMUP:-2} DURATION=${DURATION:-5} ;;
+    release) WARMUP=${WARMUP:-10} DURATION=${DURATION:-30} ;;
+    *) die "MODE must be quick or release" ;;
+esac
+SERVERS=${SERVERS:-scalws nginx}
+SCENARIOS=${SCENARIOS:-$ALL_SCENARIOS}
+CONNS=${CONNS:-64} THREADS=${THREADS:-1} H2_CONNS=${H2_CONNS:-64} H2_STREAMS=${H2_STREAMS:-10}
+WRK_TIMEOUT=${WRK_TIMEOUT:-5}
+ROTATE=${ROTATE:-0}
+OUT=${OUT:-}
+PHP_CHILDREN=${PHP_CHILDREN:-$CONNS}  # one child per client connection: no queueing behind kept-alive FastCGI connections
+BENCH_COMMAND=${BENCH_COMMAND:-$(printf 'SERVERS="%s" SCENARIOS="%s" MODE=%s CPU_SERVER=%s CPU_LOAD=%s ROTATE=%s bench/run.sh' \
+    "$SERVERS" "$SCENARIOS" "$MODE" "$CPU_SERVER" "$CPU_LOAD" "$ROTATE")}
+
+for s in $SCENARIOS; do scen_path "$s" >/dev/null || die "unknown scenario $s (known: $ALL_SCENARIOS)"; done
+[ -n "$WRK" ] || die "wrk not installed (apt-get install wrk)"
+[ -n "$H2LOAD" ] || die "h2load not installed (apt-get install nghttp2-client)"
+
+RUN_DIR=$(mktemp -d /tmp/scalws-bench.XXXXXX)
+chmod 755 "$RUN_DIR"
+install_traps
+ulimit -n "$(ulimit -Hn)"
+# this shell and everything it starts (load, upstreams, apps, helpers) on CPU_LOAD;
+# servers are started with their own taskset on CPU_SERVER
+taskset -pc "$CPU_LOAD" $$ >/dev/null
+WWW=$RUN_DIR/www CERT=$RUN_DIR/cert.pem KEY=$RUN_DIR/key.pem
+prepare_content "$RUN_DIR"
+make_cert "$RUN_DIR"
+
+if [ -n "$OUT" ]; then mkdir -p "$(dirname "$OUT")"; exec 3>"$OUT"; else exec 3>&1; fi
+
+has() { case " $SCENARIOS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# ---------------------------------------------------------------- header
+tool_versions() {
+    local v=()
+    for s in $SERVERS; do v+=("$s: $(srv_version "$s")"); done
+    v+=("wrk: $($WRK -v 2>&1 | head -1 | awk '{print $2}')")
+    v+=("h2load: $($H2LOAD --version 2>&1 | head -1 | awk '{print $2}')")
+    v+=("upstream nginx: $($NGINX -v 2>&1 | sed 's/^nginx version: //')")
+    [ -n "$PHP_FPM" ] && v+=("php-fpm: $($PHP_FPM -v 2>/dev/null | head -1 | awk '{print $2}')")
+    [ -n "$NODE" ] && v+=("node: $($NODE --version 2>/dev/null)")
+    [ -x "$UVICORN" ] && v+=("uvicorn: $("$BENCH_PY" -c 'import uvicorn; print(uvicorn.__version__)' 2>/dev/null)")
+    v+=("python: $("$BENCH_PY" -c 'import platform; print(platform.python_version())')")
+    v+=("openssl: $(openssl version | awk '{print $2}')")
+    local IFS=';'
+    echo "${v[*]}" | sed 's/;/; /g'
+}
+git_desc() {
+    local c dirty
+    c=$(git -C "$REPO_DIR" rev-parse --short=12 HEAD 2>/dev/null) || c="none (no commits yet)"
+    dirty=$(git -C "$REPO_DIR" status --porcelain 2>/dev/null | wc -l)
+    echo "$c, $dirty uncommitted paths"
+}
+{
+    echo "# ScalWS benchmark: bench/run.sh"
+    echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "# git_commit: $(git_desc)"
+    echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(getconf _NPROCESSORS_ONLN) CPUs; mem $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+    echo "# kernel: $(uname -sr)"
+    echo "# pinning: servers on CPU $CPU_SERVER; load generator, upstream, php-fpm, node, uvicorn on CPU $CPU_LOAD"
+    echo "# mode: $MODE, warm-up ${WARMUP}s + measurement ${DURATION}s; HTTP/1.1: wrk -t$THREADS -c$CONNS --timeout ${WRK_TIMEOUT}s; h2: h2load -t1 -c$H2_CONNS -m$H2_STREAMS"
+    echo "# versions: $(tool_versions)"
+    echo "# command: $BENCH_COMMAND"
+    "$BENCH_PY" "$BENCHLIB" columns
+} >&3
+
+# ---------------------------------------------------------------- backends
+declare -A BACKEND_FAIL=()
+UP_PID=
+backend() {  # backend NAME HOST PORT CMD...: start on CPU_LOAD, wait for its port
+    local name=$1 port=$2
+    shift 2
+    require_free_port 127.0.0.1 "$port"
+    start_bg "$CPU_LOAD" "$RUN_DIR/$name.log" "$@"
+    if ! wait_port 127.0.0.1 "$port" "$LAST_PID" 20; then
+        log "$name did not start: $(tail -n 3 "$RUN_DIR/$name.log" | tr '\n' ' ')"
+        return 1
+    fi
+}
+if has proxy || has cache-hit; then
+    mkdir -p "$RUN_DIR/upstream/tmp"
+    SDIR=$RUN_DIR/upstream UP_PORT=$UP_PORT render "$BENCH_DIR/configs/upstream-nginx.conf.tmpl" "$RUN_DIR/upstream/nginx.conf"
+    if backend upstream "$UP_PORT" "$NGINX" -p "$RUN_DIR/upstream/" -e "$RUN_DIR/upstream/error.log" -c "$RUN_DIR/upstream/nginx.conf"; then
+        UP_PID=$LAST_PID
+    else
+        BACKEND_FAIL[proxy]="upstream nginx did not start" BACKEND_FAIL[cache-hit]="upstream nginx did not start"
+    fi
+fi
+if has php; then
+    if [ -z "$PHP_FPM" ]; then
+        BACKEND_FAIL[php]="php-fpm not installed (apt-get install php-fpm)"
+    else
+        mkdir -p "$RUN_DIR/php-fpm"
+        SDIR=$RUN_DIR/php-fpm USER=$(id -un) GROUP=$(id -gn) PHP_CHILDREN=$PHP_CHILDREN PHP_PORT=$PHP_PORT \
+            render "$BENCH_DIR/configs/php-fpm.conf.tmpl" "$RUN_DIR/php-fpm/php-fpm.conf"
+        root_flag=()
+        [ "$(id -u)" = 0 ] && root_flag=(-R)
+        backend php-fpm "$PHP_PORT" "$PHP_FPM" -F "${root_flag[@]}" -y "$RUN_DIR/php-fpm/php-fpm.conf" ||
+            BACKEND_FAIL[php]="php-fpm did not start"
+    fi
+fi
+if has node; then
+    if [ -z "$NODE" ]; then
+        BACKEND_FAIL[node]="node not installed (apt-get install nodejs)"
+    else
+        backend node "$NODE_PORT" "$NODE" "$BENCH_DIR/apps/hello.js" "$NODE_PORT" || BACKEND_FAIL[node]="node did not start"
+    fi
+fi
+if has python; then
+    if [ ! -x "$UVICORN" ]; then
+        BACKEND_FAIL[python]="uvicorn not installed (.venv/bin/pip install uvicorn)"
+    else
+        backend uvicorn "$PYAPP_PORT" "$UVICORN" hello_asgi:app --app-dir "$BENCH_DIR/apps" \
+            --host 127.0.0.1 --port "$PYAPP_PORT" --no-access-log --log-level warning \
+            --timeout-keep-alive 75 || BACKEND_FAIL[python]="uvicorn did not start"
+    fi
+fi
+
+upstream_count() {  # requests the upstream nginx has served so far
+    [ -n "$UP_PID" ] || return 0
+    curl -s --max-time 2 "http://127.0.0.1:$UP_PORT/__status" | awk 'NR == 3 {print $3}'
+}
+
+# ---------------------------------------------------------------- measure
+load_run() {  # load_run SCENARIO SECONDS OUTFILE [H2LOGFILE]
+    local scen=$1 secs=$2 out=$3 h2log=${4:-} url
+    url=$(scen_url "$scen")
+    case $scen in
+        tls-h2-*)
+            local extra=()
+            [ -n "$h2log" ] && extra=(--log-file "$h2log")
+            "$H2LOAD" -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -D "$secs" "${extra[@]}" "$url" >"$out" 2>&1 & ;;
+        *)
+            "$WRK" -t"$THREADS" -c"$CONNS" -d"${secs}s" --timeout "${WRK_TIMEOUT}s" \
+                -s "$BENCH_DIR/lib/report.lua" "$url" >"$out" 2>&1 & ;;
+    esac
+    # in the background + wait: a TERM/Ctrl-C runs the cleanup trap at once
+    local lp=$!
+    BENCH_PIDS+=("$lp")
+    wait "$lp" || true
+    stop_pid "$lp"
+}
+
+emit() {
+    if [ -n "$OUT" ]; then "$BENCH_PY" "$BENCHLIB" row "$@" | tee -a /dev/stderr >&3
+    else "$BENCH_PY" "$BENCHLIB" row "$@" >&3; fi
+}
+
+ONLY_WHERE=${ONLY_WHERE:-}
+declare -A SKIP=()
+if [ -n "$ONLY_WHERE" ]; then
+    for scen in $SCENARIOS; do
+        if ! reason=$(srv_supports "$ONLY_WHERE" "$scen"); then SKIP[$scen]=$reason; fi
+    done
+fi
+
+measure() {  # measure SERVER SCENARIO ORDER
+    local srv=$1 scen=$2 order=$3 reason pid before after ub ua tool=wrk
+    local base="$RUN_DIR/$srv-$scen"
+    if [ -n "${SKIP[$scen]:-}" ]; then
+        if [ "$srv" = "$ONLY_WHERE" ]; then
+            emit --server "$srv" --scenario "$scen" --order "$order" --status n/a --reason "${SKIP[$scen]}"
+        else
+            emit --server "$srv" --scenario "$scen" --order "$order" --status skipped \
+                --reason "not measured: $ONLY_WHERE cannot run it (ONLY_WHERE=$ONLY_WHERE)"
+        fi
+        return
+    fi
+    if [ -n "${BACKEND_FAIL[$scen]:-}" ]; then
+        emit --server "$srv" --scenario "$scen" --order "$order" --status failed --reason "${BACKEND_FAIL[$scen]}"
+        return
+    fi
+    if ! reason=$(srv_supports "$srv" "$scen"); then
+        emit --server "$srv" --scenario "$scen" --order "$order" --status n/a --reason "$reason"
+        return
+    fi
+    srv_reset_opts
+    if ! srv_start "$srv" "$scen"; then
+        emit --server "$srv" --scenario "$scen" --order "$order" --status failed \
+            --reason "did not start: $(srv_start_failure)"
+        return
+    fi
+    pid=$LAST_PID
+    if ! reason=$(preflight "$scen"); then
+        stop_pid "$pid"
+        emit --server "$srv" --scenario "$scen" --order "$order" --status failed --reason "$reason"
+        return
+    fi
+    case $scen in tls-h2-*) tool=h2load ;; esac
+    log "$srv $scen: warm-up ${WARMUP}s, measurement ${DURATION}s"
+    lock_acquire
+    load_run "$scen" "$WARMUP" "$base.warmup.txt"
+    ub= ua=
+    case $scen in proxy | cache-hit) ub=$(upstream_count) ;; esac
+    before=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" "$pid")
+    load_run "$scen" "$DURATION" "$base.load.txt" "$base.h2log"
+    after=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" "$pid")
+    case $scen in proxy | cache-hit) ua=$(upstream_count) ;; esac
+    lock_release
+    stop_pid "$pid"
+    emit --server "$srv" --scenario "$scen" --order "$order" --tool "$tool" --out "$base.load.txt" \
+        --h2log "$base.h2log" --before "$before" --after "$after" \
+        --upstream-before "$ub" --upstream-after "$ua" --expect-cpus "$CPU_SERVER"
+    rm -f "$base.h2log"
+}
+
+read -r -a ORDERED <<<"$(rotate_list "$ROTATE" $SERVERS)"
+log "run dir $RUN_DIR; servers in order: ${ORDERED[*]}; scenarios: $SCENARIOS"
+for scen in $SCENARIOS; do
+    i=0
+    for srv in "${ORDERED[@]}"; do
+        i=$((i + 1))
+        measure "$srv" "$scen" "$i"
+    done
+done
+log "done"
