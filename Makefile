@@ -6,7 +6,7 @@ PIP    := $(VENV)/bin/pip
 SYSPKGS := curl wrk nghttp2-client php-fpm nginx-light gcc make
 STAMP_VENV := $(VENV)/.deps-stamp
 
-.PHONY: all build run test ctest pytest sysdeps clean bench-quick
+.PHONY: all build run test ctest pytest sysdeps clean bench-quick bench-deps
 
 all: build
 
@@ -43,9 +43,19 @@ pytest: build
 
 test: sysdeps build ctest pytest
 
+# What only the benchmarks use: the other servers Debian packages (h2o,
+# lighttpd; their scenarios report n/a without them), uvicorn for the python
+# scenario, matplotlib for the charts.
+BENCH_SYSPKGS := h2o lighttpd
+bench-deps: sysdeps $(STAMP_VENV)
+	@missing=""; for p in $(BENCH_SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
+	$(PIP) install -q uvicorn matplotlib
+
 # Quick side-by-side pass (2 s warm-up + 5 s) on the scenarios ScalWS can run
 # today (scalwsd --check-config decides); the others are listed as n/a.
-bench-quick: build
+bench-quick: build bench-deps
 	mkdir -p results/quick
 	MODE=quick SERVERS="scalws nginx" ONLY_WHERE=scalws \
 	  OUT=results/quick/$$(date +%Y%m%d-%H%M%S).csv bench/run.sh
