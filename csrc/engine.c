@@ -31,11 +31,12 @@
 #define LINGER_MS 2000        /* wait for the peer's FIN after our last response */
 #define LINGER_BYTES (1 << 20)
 #define EMFILE_PAUSE_MS 500
+#define STOP_GRACE_MS 500    /* see sws_engine_shutdown */
 #define IN_EXTRA (64 * 1024)  /* read buffer = max_header_bytes + this */
 
 enum { T_LISTENER = 1, T_CONN = 2 };
 enum { S_HEAD, S_BODY, S_LINGER };
-enum { TL_NONE = -1, TL_HEADER, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_COUNT };
+enum { TL_NONE = -1, TL_HEADER, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_GRACE, TL_COUNT };
 
 typedef struct {
     int type; /* T_LISTENER: must be first, as in sws_conn */
@@ -225,6 +226,7 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
     e->tl[TL_KEEPALIVE].ms = limits->keepalive_timeout_ms;
     e->tl[TL_SEND].ms = limits->send_timeout_ms;
     e->tl[TL_LINGER].ms = LINGER_MS;
+    e->tl[TL_GRACE].ms = STOP_GRACE_MS;
     e->alog_fd = -1;
     e->elog_fd = -1;
     e->elog_level = SWS_L_NOTICE;
@@ -874,12 +876,14 @@ static void conn_settle(sws_engine_t *e, sws_conn_t *c, const char *rest, size_t
         conn_linger(e, c);
         return;
     }
-    if (c->state == S_HEAD && !c->in_head)
-        tl_set(e, c, e->shutting_down ? TL_LINGER : TL_KEEPALIVE);
-    else if (c->state == S_BODY)
+    if (c->state == S_HEAD && !c->in_head) {
+        if (!e->shutting_down)
+            tl_set(e, c, TL_KEEPALIVE);
+        else if (c->tlist != TL_GRACE)
+            conn_close(e, c); /* idle, and we are stopping */
+    } else if (c->state == S_BODY) {
         tl_set(e, c, TL_HEADER); /* body progress restarts the read timeout */
-    if (e->shutting_down && c->state == S_HEAD && !c->in_head && !c->stash)
-        conn_close(e, c); /* idle, and we are stopping */
+    }
 }
 
 static void conn_read(sws_engine_t *e, sws_conn_t *c)
@@ -1096,7 +1100,9 @@ void sws_engine_tick(sws_engine_t *e)
 
 void sws_engine_shutdown(sws_engine_t *e)
 {
-    update_time(e);
+    /* Answer what already sits in socket buffers first: closing a connection
+     * with a request unread would reset it. */
+    sws_engine_run(e);
     e->shutting_down = 1;
     listeners_enable(e, 0);
     for (size_t i = 0; i < e->n_listeners; i++) {
@@ -1105,18 +1111,33 @@ void sws_engine_shutdown(sws_engine_t *e)
             e->listeners[i].fd = -1;
         }
     }
-    /* Idle connections close now; the others finish their request. */
+    /* Connections idle for a while close now. One that was answered or
+     * accepted in the last STOP_GRACE_MS gets that long again: a busy client
+     * is likely sending its next request right now, and closing under it is
+     * the keep-alive race that loses a request (RFC 9112 §9.3.1 lets a client
+     * retry, but not every client does). Its next request is answered with
+     * Connection: close; if none comes, the grace list closes it. The others
+     * finish their request. */
+    uint64_t ka = e->tl[TL_KEEPALIVE].ms;
     sws_conn_t *c = e->tl[TL_KEEPALIVE].head;
     while (c) {
         sws_conn_t *next = c->tnext;
-        conn_close(e, c);
+        if (c->deadline - ka + STOP_GRACE_MS <= e->now)
+            conn_close(e, c);
+        else
+            tl_set(e, c, TL_GRACE);
         c = next;
     }
+    uint64_t ht = e->tl[TL_HEADER].ms;
     c = e->tl[TL_HEADER].head;
     while (c) {
         sws_conn_t *next = c->tnext;
-        if (c->state == S_HEAD && !c->in_head && !c->stash)
-            conn_close(e, c); /* connected, nothing sent yet */
+        if (c->state == S_HEAD && !c->in_head && !c->stash) { /* connected, nothing sent yet */
+            if (c->deadline - ht + STOP_GRACE_MS <= e->now)
+                conn_close(e, c);
+            else
+                tl_set(e, c, TL_GRACE);
+        }
         c = next;
     }
 }

@@ -272,11 +272,13 @@ class Master:
                 self.stopping = "graceful"
                 self.stop_deadline = time.monotonic() + self.config.shutdown_timeout + 2.0
                 self._signal_slots(self.children.values(), signal.SIGTERM)
+                self._close_listeners()
         elif sig == signal.SIGQUIT:
             log.log(NOTICE, "fast stop (SIGQUIT)")
             self.stopping = "fast"
             self.stop_deadline = time.monotonic() + 2.0
             self._signal_slots(self.children.values(), signal.SIGQUIT)
+            self._close_listeners()
         elif sig == signal.SIGHUP:
             if not self.stopping:
                 self.reload()
@@ -284,6 +286,12 @@ class Master:
             self.errlog.reopen()
             log.log(NOTICE, "reopening logs (SIGUSR1)")
             self._signal_slots(self.children.values(), signal.SIGUSR1)
+
+    def _close_listeners(self):
+        """On stop, as nginx's master does: once the workers have closed their
+        copies too, the sockets are gone, so new connections are refused at
+        once instead of waiting in an accept queue nobody will serve."""
+        self._close_keys(list(self.sockets))
 
     def reload(self):
         if not self.path:

@@ -27,6 +27,11 @@ _ALL_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
                 signal.SIGUSR1, signal.SIGCHLD}
 
 
+class StartupError(Exception):
+    """The configuration is valid but this worker cannot start (its access
+    log's folder was removed, ...): logged in one line, without a traceback."""
+
+
 def _open_access_log(path):
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
@@ -77,7 +82,11 @@ class Worker:
             self.engine.add_listener(fd, key)
             sock.close()  # the engine owns the dup; the master keeps the original
         self.engine.set_error_log(self.errlog.fd, cfg.log.level)
-        self._open_logs()
+        try:
+            self._open_logs()
+        except OSError as exc:
+            raise StartupError(f"cannot open the access log {cfg.log.access}: "
+                               f"{exc.strerror or exc}") from exc
         if cfg.user:
             _drop_privileges(cfg.user)
 
@@ -131,6 +140,11 @@ def run(config, index, cpu, sockets, errlog, ready_fd) -> "NoReturn":
     code = 0
     try:
         code = Worker(config, index, cpu, sockets, errlog, ready_fd).run()
+    except StartupError as exc:
+        try:
+            log.critical("worker %d cannot start: %s", index, exc)
+        finally:
+            code = EXIT_STARTUP
     except BaseException:
         try:
             log.critical("worker %d failed to start or crashed:\n%s", index, traceback.format_exc())
