@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import select
 import signal
 import socket
@@ -221,9 +222,27 @@ class Master:
         log.log(NOTICE, "net.ipv4.tcp_migrate_req is 0: lowering `workers` on reload can "
                 "reset connections queued on removed sockets (see docs/operations.md)")
 
+    def _raise_nofile(self):
+        """Each connection is a descriptor: lift the soft limit to the hard
+        one (nginx's worker_rlimit_nofile), inherited by the workers, and say
+        so when max_connections cannot fit."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < hard:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+                soft = hard
+            except (ValueError, OSError):
+                pass
+        need = self.config.limits.max_connections + 64
+        if need > soft:
+            log.warning("limits.max_connections is %d but a worker may open only %d files "
+                        "(RLIMIT_NOFILE); connections beyond that are refused with EMFILE",
+                        self.config.limits.max_connections, soft)
+
     def run(self) -> int:
         cfg = self.config
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        self._raise_nofile()
         self._ensure_sockets(cfg)
         self._tune_sysctls()
         self.slots, ready = self._start_generation(cfg)
