@@ -28,6 +28,7 @@
 #define OUT_BUF (64 * 1024)   /* per-engine response batch */
 #define OUT_IOV 64
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
+#define COPY_HEAD_MAX 8192    /* head parts up to this too; longer ones are referenced */
 #define LINGER_MS 2000        /* wait for the peer's FIN after our last response */
 #define LINGER_BYTES (1 << 20)
 #define EMFILE_PAUSE_MS 500
@@ -60,7 +61,8 @@ struct sws_conn {
     uint64_t deadline;         /* monotonic ms */
     signed char tlist;
     unsigned char state;       /* S_* */
-    unsigned char chunked : 1, close_after : 1, in_head : 1, want_out : 1, is_unix : 1;
+    unsigned char chunked : 1, close_after : 1, in_head : 1, want_out : 1, is_unix : 1,
+        head_armed : 1; /* the TL_HEADER deadline belongs to the current head */
     uint32_t requests;
     uint64_t req_start;        /* monotonic ms when the current head began */
     uint32_t stash_len;
@@ -82,6 +84,7 @@ typedef struct {
 
 struct sws_engine {
     int epfd;
+    int wait_ms;              /* first epoll_wait of a run may block this long */
     int worker_id;
     int shutting_down;
     sws_limits_t lim;
@@ -239,6 +242,14 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
 
 int sws_engine_fd(const sws_engine_t *e) { return e->epfd; }
 
+int sws_engine_run_wait(sws_engine_t *e, int ms)
+{
+    e->wait_ms = ms;
+    int n = sws_engine_run(e);
+    e->wait_ms = 0;
+    return n;
+}
+
 static void conn_close(sws_engine_t *e, sws_conn_t *c);
 
 void sws_engine_free(sws_engine_t *e)
@@ -276,8 +287,11 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts)
     l->vh = vhosts;
     l->enabled = 1;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
-    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
-        return -errno;
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
     e->n_listeners++;
     return 0;
 }
@@ -417,6 +431,11 @@ static char *put_peer(char *p, const sws_conn_t *c)
     return p;
 }
 
+/* Bytes of a line besides its five client-supplied fields: literals (about
+ * 200 in JSON), times, a 39-character IPv6 peer, numbers, request id. */
+#define LOG_FIXED 512
+#define LOG_FIELDS 5
+
 static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int status,
                        size_t body_bytes)
 {
@@ -424,12 +443,19 @@ static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int s
         return;
     const sws_header_t *ref = r ? find_header(r, "referer", 7) : NULL;
     const sws_header_t *ua = r ? find_header(r, "user-agent", 10) : NULL;
-    size_t need = 256 + 4 * 6 * ((r ? r->method_len + r->target_len + r->host_len : 0) +
-                                 (ref ? ref->value_len : 0) + (ua ? ua->value_len : 0));
+    /* Escaping grows a byte to at most 4 (combined) or 6 (JSON) bytes; each
+     * client field is cut to `fmax` so a line always fits the buffer and is
+     * never dropped (a long User-Agent cannot hide a request). */
+    size_t grow = e->alog_format == SWS_LOG_JSON ? 6 : 4;
+    size_t fmax = (e->alog_cap - LOG_FIXED) / (grow * LOG_FIELDS);
+    size_t ml = r ? (r->method_len < fmax ? r->method_len : fmax) : 0;
+    size_t tl = r ? (r->target_len < fmax ? r->target_len : fmax) : 0;
+    size_t hl = r && r->host ? (r->host_len < fmax ? r->host_len : fmax) : 0;
+    size_t rl = ref ? (ref->value_len < fmax ? ref->value_len : fmax) : 0;
+    size_t ul = ua ? (ua->value_len < fmax ? ua->value_len : fmax) : 0;
+    size_t need = LOG_FIXED + grow * (ml + tl + hl + rl + ul);
     if (e->alog_len + need > e->alog_cap)
         sws_engine_flush(e);
-    if (need > e->alog_cap)
-        return; /* one absurd line is not worth a larger buffer */
     char *p = e->alog + e->alog_len;
     uint64_t rid = e->rid_base ^ (++e->rid_seq * 0x9E3779B97F4A7C15ull);
     char ridtxt[16];
@@ -449,20 +475,20 @@ static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int s
         memcpy(p, "] \"", 3);
         p += 3;
         if (r) {
-            p = esc_combined(p, r->method, r->method_len);
+            p = esc_combined(p, r->method, ml);
             *p++ = ' ';
-            p = esc_combined(p, r->target, r->target_len);
+            p = esc_combined(p, r->target, tl);
             p += sprintf(p, " HTTP/1.%d", r->minor);
         }
         p += sprintf(p, "\" %d %zu \"", status, body_bytes);
         if (ref)
-            p = esc_combined(p, ref->value, ref->value_len);
+            p = esc_combined(p, ref->value, rl);
         else
             *p++ = '-';
         memcpy(p, "\" \"", 3);
         p += 3;
         if (ua)
-            p = esc_combined(p, ua->value, ua->value_len);
+            p = esc_combined(p, ua->value, ul);
         else
             *p++ = '-';
         p += sprintf(p, "\" %s %.16s\n", reqt, ridtxt);
@@ -471,24 +497,24 @@ static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int s
         p = put_peer(p, c);
         p += sprintf(p, "\",\"request_id\":\"%.16s\",\"method\":\"", ridtxt);
         if (r)
-            p = esc_json(p, r->method, r->method_len);
+            p = esc_json(p, r->method, ml);
         memcpy(p, "\",\"uri\":\"", 9);
         p += 9;
         if (r)
-            p = esc_json(p, r->target, r->target_len);
+            p = esc_json(p, r->target, tl);
         p += sprintf(p, "\",\"protocol\":\"HTTP/1.%d\",\"status\":%d,\"body_bytes_sent\":%zu,"
                         "\"request_time\":%s,\"host\":\"",
                      r ? r->minor : 1, status, body_bytes, reqt);
         if (r && r->host)
-            p = esc_json(p, r->host, r->host_len);
+            p = esc_json(p, r->host, hl);
         memcpy(p, "\",\"referer\":\"", 13);
         p += 13;
         if (ref)
-            p = esc_json(p, ref->value, ref->value_len);
+            p = esc_json(p, ref->value, rl);
         memcpy(p, "\",\"user_agent\":\"", 16);
         p += 16;
         if (ua)
-            p = esc_json(p, ua->value, ua->value_len);
+            p = esc_json(p, ua->value, ul);
         memcpy(p, "\"}\n", 3);
         p += 3;
     }
@@ -522,7 +548,14 @@ static void out_ref(sws_engine_t *e, const char *p, size_t n)
 /* Room for one more response of `need` copied bytes and two iovecs? */
 static int out_room(const sws_engine_t *e, size_t need)
 {
-    return e->out_len + need <= OUT_BUF && e->niov + 3 <= OUT_IOV;
+    return e->out_len + need <= OUT_BUF && e->niov + 5 <= OUT_IOV;
+}
+
+/* writev that cannot raise SIGPIPE, whatever the process's disposition. */
+static ssize_t send_iov(int fd, struct iovec *iov, int n)
+{
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n)};
+    return sendmsg(fd, &m, MSG_NOSIGNAL);
 }
 
 static int conn_set_events(sws_engine_t *e, sws_conn_t *c, int want_out)
@@ -542,7 +575,7 @@ static int out_flush(sws_engine_t *e, sws_conn_t *c)
     struct iovec *iov = e->iov;
     int niov = e->niov;
     while (niov > 0) {
-        ssize_t w = writev(c->fd, iov, niov > IOV_MAX ? IOV_MAX : niov);
+        ssize_t w = send_iov(c->fd, iov, niov);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -600,9 +633,15 @@ static size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_onl
 {
     static const char KA10[] = "Connection: keep-alive\r\n";
     static const char CLOSE[] = "Connection: close\r\n";
-    out_copy(e, r->head_a, r->head_a_len);
+    if (r->head_a_len <= COPY_HEAD_MAX)
+        out_copy(e, r->head_a, r->head_a_len);
+    else
+        out_ref(e, r->head_a, r->head_a_len);
     out_copy(e, e->date, SWS_HTTP_DATE_LEN);
-    out_copy(e, r->head_b, r->head_b_len);
+    if (r->head_b_len <= COPY_HEAD_MAX)
+        out_copy(e, r->head_b, r->head_b_len);
+    else
+        out_ref(e, r->head_b, r->head_b_len);
     if (!keepalive)
         out_copy(e, CLOSE, sizeof CLOSE - 1);
     else if (minor == 0)
@@ -617,9 +656,12 @@ static size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_onl
     return r->body_len;
 }
 
+/* Batch bytes put_response copies for r (at most 2 * COPY_HEAD_MAX +
+ * COPY_BODY_MAX + 90, well inside OUT_BUF), and room for 100 Continue. */
 static size_t response_copy_size(const sws_respond_t *r)
 {
-    return r->head_a_len + SWS_HTTP_DATE_LEN + r->head_b_len + 32 + 26 +
+    return (r->head_a_len <= COPY_HEAD_MAX ? r->head_a_len : 0) + SWS_HTTP_DATE_LEN +
+           (r->head_b_len <= COPY_HEAD_MAX ? r->head_b_len : 0) + 32 + 26 +
            (r->body_len <= COPY_BODY_MAX ? r->body_len : 0);
 }
 
@@ -764,12 +806,17 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
         if (!c->in_head) {
             c->in_head = 1;
             c->req_start = e->now;
-            if (c->tlist != TL_HEADER || c->requests > 0)
-                tl_set(e, c, TL_HEADER);
         }
         int n = sws_parse_request(buf + off, len - off, &r.method, &r.method_len, &r.target,
                                   &r.target_len, &r.minor, hdrs, &nh, off ? 0 : last_len);
         if (n == SWS_PARSE_INCOMPLETE) {
+            /* header_timeout runs from the head's first byte (from the accept
+             * for a connection's first request), not from the last read: a
+             * client dribbling a byte a second still gets its 408. */
+            if (!c->head_armed) {
+                c->head_armed = 1;
+                tl_set(e, c, TL_HEADER);
+            }
             size_t avail = len - off;
             if (avail > e->lim.max_header_bytes) {
                 /* RFC 9112 §3: a request-line longer than any URI we take
@@ -790,20 +837,34 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
         r.h = hdrs;
         r.nh = nh;
         c->in_head = 0;
+        c->head_armed = 0;
         off += (size_t)n;
+        int method = sws_method_id(r.method, r.method_len);
+        int head_only = method == SWS_M_HEAD;
         if ((size_t)n > e->lim.max_header_bytes) {
-            conn_error(e, c, r.target_len > e->lim.max_uri_bytes ? 414 : 431, &r, 0);
+            conn_error(e, c, r.target_len > e->lim.max_uri_bytes ? 414 : 431, &r, head_only);
             return len;
         }
         if (r.target_len > e->lim.max_uri_bytes) {
-            conn_error(e, c, 414, &r, 0);
+            conn_error(e, c, 414, &r, head_only);
             return len;
         }
         sws_request_info_t info;
         int status = sws_analyze_request(r.method, r.method_len, r.minor, hdrs, nh, &info);
         r.host = info.host;
         r.host_len = info.host_len;
-        int head_only = info.method == SWS_M_HEAD;
+        /* RFC 9112 §3.2: origin-form, absolute-form, or "*" for OPTIONS; we
+         * are not a forward proxy, so CONNECT (authority-form) is 501 rather
+         * than a 2xx that would put intermediaries into tunnel mode. */
+        if (!status) {
+            if (method == SWS_M_CONNECT)
+                status = 501;
+            else if (r.target[0] != '/' &&
+                     !(r.target_len == 1 && r.target[0] == '*' && method == SWS_M_OPTIONS) &&
+                     !(r.target_len > 7 && strncasecmp(r.target, "http://", 7) == 0) &&
+                     !(r.target_len > 8 && strncasecmp(r.target, "https://", 8) == 0))
+                status = 400;
+        }
         if (status) {
             conn_error(e, c, status, &r, head_only);
             return len;
@@ -834,8 +895,8 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
                 return off;
             }
         }
-        if (info.expect_continue && has_body)
-            out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        if (info.expect_continue && has_body && keepalive)
+            out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25); /* we will read the body */
         size_t sent = put_response(e, resp, head_only, r.minor, keepalive);
         e->cnt.requests++;
         access_log(e, c, &r, resp->status, sent);
@@ -880,7 +941,8 @@ static void conn_settle(sws_engine_t *e, sws_conn_t *c, const char *rest, size_t
         if (!e->shutting_down)
             tl_set(e, c, TL_KEEPALIVE);
         else if (c->tlist != TL_GRACE)
-            conn_close(e, c); /* idle, and we are stopping */
+            tl_set(e, c, TL_GRACE); /* answered during the stop: its next request gets
+                                       Connection: close, or the grace list closes it */
     } else if (c->state == S_BODY) {
         tl_set(e, c, TL_HEADER); /* body progress restarts the read timeout */
     }
@@ -928,7 +990,7 @@ static void conn_write(sws_engine_t *e, sws_conn_t *c)
     pend_t *p = c->pend;
     while (p->idx < p->niov) {
         int cnt = p->niov - p->idx;
-        ssize_t w = writev(c->fd, p->iov + p->idx, cnt > IOV_MAX ? IOV_MAX : cnt);
+        ssize_t w = send_iov(c->fd, p->iov + p->idx, cnt);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -983,7 +1045,7 @@ static void do_accept(sws_engine_t *e, listener_t *l)
                 return;
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
-            if (errno == EMFILE || errno == ENFILE) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 elog(e, SWS_L_CRIT, "accept() failed (%s): pausing new connections for %d ms",
                      strerror(errno), EMFILE_PAUSE_MS);
                 listeners_enable(e, 0);
@@ -1029,6 +1091,7 @@ static void do_accept(sws_engine_t *e, listener_t *l)
         e->cnt.accepted++;
         e->cnt.active++;
         tl_set(e, c, TL_HEADER); /* the first request has header_timeout to arrive */
+        c->head_armed = 1;
     }
 }
 
@@ -1037,7 +1100,7 @@ int sws_engine_run(sws_engine_t *e)
     update_time(e);
     int total = 0;
     for (int round = 0; round < RUN_ROUNDS; round++) {
-        int n = epoll_wait(e->epfd, e->ev, EV_BATCH, 0);
+        int n = epoll_wait(e->epfd, e->ev, EV_BATCH, round == 0 ? e->wait_ms : 0);
         if (n <= 0)
             break;
         for (int i = 0; i < n; i++) {
@@ -1102,7 +1165,8 @@ void sws_engine_shutdown(sws_engine_t *e)
 {
     /* Answer what already sits in socket buffers first: closing a connection
      * with a request unread would reset it. */
-    sws_engine_run(e);
+    while (sws_engine_run(e) >= RUN_ROUNDS * EV_BATCH)
+        ;
     e->shutting_down = 1;
     listeners_enable(e, 0);
     for (size_t i = 0; i < e->n_listeners; i++) {

@@ -180,16 +180,12 @@ void *sws_site_route(const sws_site_t *s, const char *path, size_t len)
     if (prefix && prefix->match == SWS_MATCH_PREFIX_NOREGEX)
         return prefix->handler;
     size_t n_regex = s->n - s->n_exact - s->n_prefix;
-    if (n_regex) {
-        char buf[8192 + 1];
-        if (len < sizeof buf) {
-            memcpy(buf, path, len);
-            buf[len] = '\0';
-            const route_t *rx = s->routes + s->n_exact + s->n_prefix;
-            for (size_t i = 0; i < n_regex; i++, rx++)
-                if (regexec(&rx->re, buf, 0, NULL, 0) == 0)
-                    return rx->handler;
-        }
+    const route_t *rx = s->routes + s->n_exact + s->n_prefix;
+    for (size_t i = 0; i < n_regex; i++, rx++) {
+        /* REG_STARTEND (glibc, BSD): match path[0..len) in place, any length. */
+        regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)len};
+        if (regexec(&rx->re, path, 1, &m, REG_STARTEND) == 0)
+            return rx->handler;
     }
     return prefix ? prefix->handler : NULL;
 }

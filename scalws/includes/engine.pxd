@@ -60,6 +60,7 @@ cdef extern from "scalws/engine.h" nogil:
                                   uint32_t flush_ms)
     void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
     int sws_engine_run(sws_engine_t *e)
+    int sws_engine_run_wait(sws_engine_t *e, int ms)
     void sws_engine_tick(sws_engine_t *e)
     void sws_engine_shutdown(sws_engine_t *e)
     void sws_engine_close_all(sws_engine_t *e)

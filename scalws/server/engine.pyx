@@ -34,7 +34,9 @@ TICK_SECONDS = 0.25
 
 
 cdef inline uint32_t _ms(double seconds):
-    return <uint32_t>(seconds * 1000.0 + 0.5)
+    # Clamped: a float beyond uint32 would be undefined in the cast.
+    cdef double ms = seconds * 1000.0 + 0.5
+    return <uint32_t>(ms if ms < 4294967295.0 else 4294967295.0)
 
 
 cdef class Engine:
@@ -172,6 +174,13 @@ cdef class Engine:
         sws_engine_run(self.e)
         if self._stopping and sws_engine_counters(self.e).active == 0:
             self._drained()
+
+    def run_blocking(self, double seconds):
+        """Experiment (ADR 0001): block in the inner epoll, no uvloop."""
+        cdef int ms = <int>(seconds * 1000)
+        with nogil:
+            sws_engine_run_wait(self.e, ms)
+        sws_engine_tick(self.e)
 
     def _tick(self):
         sws_engine_tick(self.e)

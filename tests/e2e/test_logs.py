@@ -278,3 +278,16 @@ def test_error_log_default_level_is_notice(server, tmp_path):
     text = open(error).read()
     assert "[notice]" in text and "scalws started" in text
     assert "[info]" not in text and "started (pid" not in text
+
+
+def test_long_fields_are_cut_not_dropped(server, tmp_path):
+    # With a 4 KiB buffer a request with a 6 KB User-Agent is still logged,
+    # its fields cut so the line fits: a long header cannot hide a request.
+    log = tmp_path / "access.json"
+    srv = server(logged(f"{{{{access: {log}, format: json, buffer: 4k, flush: 100ms}}}}"))
+    assert get(srv.port, "/long", {"User-Agent": "u" * 6000, "Referer": "r" * 6000})[0] == 200
+    assert get(srv.port, "/short")[0] == 200
+    recs = [json.loads(line) for line in wait_lines(log, 2)]
+    assert [r["uri"] for r in recs] == ["/long", "/short"]
+    cut = (4096 - 512) // (6 * 5)
+    assert recs[0]["user_agent"] == "u" * cut and recs[0]["referer"] == "r" * cut

@@ -64,6 +64,9 @@ BAD = [
     ("long-uri", b"GET /" + b"a" * 2000 + b" HTTP/1.1\r\nHost: a\r\n\r\n", 414),
     ("long-uri-unfinished", b"GET /" + b"a" * 8000, 414),
     ("big-headers", b"GET / HTTP/1.1\r\nHost: a\r\n" + b"X-Big: " + b"b" * 5000 + b"\r\n\r\n", 431),
+    ("connect", b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 501),
+    ("authority-form-get", b"GET example.com:80 HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    ("asterisk-not-options", b"GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400),
     ("too-many-headers", b"GET / HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(30)) + b"\r\n", 431),
 ]
 
@@ -291,3 +294,25 @@ def test_large_response_to_slow_reader(server):
         assert status == 200 and body == b"x" * 3_000_000
         status, _, body, rest = read_response(s, rest)
         assert status == 200 and len(body) == 3_000_000
+
+
+def test_options_asterisk_is_routed(srv):
+    # "*" is a valid target for OPTIONS (RFC 9112 §3.2.4); no route matches it.
+    data = raw(srv.port, b"OPTIONS * HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert statuses(data) == [404]
+
+
+def test_head_refused_has_no_body(srv):
+    data = raw(srv.port, b"HEAD /" + b"a" * 2000 + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert statuses(data) == [414]
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"Content-Length: " in head and body == b""
+
+
+def test_no_100_continue_when_the_body_will_not_be_read(srv):
+    # Connection: close means the body would be discarded: do not invite it.
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n"
+                  b"Expect: 100-continue\r\nConnection: close\r\n\r\n")
+        status, headers, body, rest = read_response(s)
+        assert status == 200 and headers["connection"] == "close"

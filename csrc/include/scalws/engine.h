@@ -112,6 +112,9 @@ void sws_engine_now(uint64_t *mono_ms, time_t *wall);
 /* Handles every ready event of the inner epoll (up to a budget, so the outer
  * loop stays fair); returns the number of events handled. */
 int sws_engine_run(sws_engine_t *e);
+/* Like sws_engine_run, but the first wait blocks up to `ms` milliseconds: for
+ * a worker loop without uvloop (bench/prototypes/cloop.py, ADR 0001). */
+int sws_engine_run_wait(sws_engine_t *e, int ms);
 
 /* Expires timeouts, re-enables accepting after EMFILE, flushes the access
  * log when due; call a few times a second. */
