@@ -45,7 +45,7 @@ tree_ticks() {  # utime+stime of $1 and its descendants, in clock ticks
 }
 HZ=$(getconf CLK_TCK)
 names=(nginx scalws-engine proto-a-transport) pids=($NGX $SWS $PRA) ports=(18391 18392 18393)
-echo "server,run,rps,cpu_us_per_req,p99"
+echo "server,run,rps,cpu_us_per_req,p99" | tee "$TMP/runs.csv"
 for run in $(seq "$RUNS"); do
   for k in 0 1 2; do
     i=$(( (k + run) % 3 ))
@@ -57,7 +57,7 @@ for run in $(seq "$RUNS"); do
     p99=$(echo "$out" | awk '$1=="99%"{print $2}')
     echo "${names[$i]},$run,$rps,$(awk -v c=$((c1 - c0)) -v r="$req" -v hz="$HZ" 'BEGIN{printf "%.2f", c*1e6/hz/r}'),$p99"
   done
-done | tee "$TMP/runs.csv"
+done | tee -a "$TMP/runs.csv"
 echo
 echo "medians:"
 python3 - "$TMP/runs.csv" <<'PY'
