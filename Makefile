@@ -43,15 +43,14 @@ pytest: build
 
 test: sysdeps build ctest pytest
 
-# What only the benchmarks use: the other servers Debian packages (h2o,
-# lighttpd; their scenarios report n/a without them), uvicorn for the python
-# scenario, matplotlib for the charts.
+# The other servers Debian packages, compared when present (h2o, lighttpd;
+# their columns say n/a without them). uvicorn and matplotlib come with
+# requirements-dev.txt, so bench/multi.sh runs whole after `make test`.
 BENCH_SYSPKGS := h2o lighttpd
 bench-deps: sysdeps $(STAMP_VENV)
 	@missing=""; for p in $(BENCH_SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
-	$(PIP) install -q uvicorn matplotlib
 
 # Quick side-by-side pass (2 s warm-up + 5 s) on the scenarios ScalWS can run
 # today (scalwsd --check-config decides); the others are listed as n/a.
