@@ -15,7 +15,7 @@ $PY -c "
 from setuptools import setup, Extension; from Cython.Build import cythonize
 setup(script_args=['build_ext','--build-lib','$TMP','--build-temp','$TMP/b','-q'],
       ext_modules=cythonize([Extension('proto_a',['bench/prototypes/proto_a.pyx','csrc/http1.c'],
-      include_dirs=['csrc/include'],extra_compile_args=['-O3','-msse4.2'])],language_level=3,quiet=True))" >/dev/null 2>&1
+      include_dirs=['csrc/include'],extra_compile_args=['-O3','-msse4.2'])],language_level=3,quiet=True,include_path=['.']))" >/dev/null 2>&1
 cp bench/prototypes/run_proto_a.py "$TMP/"
 cat > "$TMP/nginx.conf" <<NGX
 worker_processes 1; daemon off; error_log $TMP/nginx-error.log; pid $TMP/nginx.pid;

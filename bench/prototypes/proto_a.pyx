@@ -7,15 +7,7 @@ measurement (docs/adr/0001-connection-io.md); not part of the server.
 """
 from libc.string cimport memcpy
 
-cdef extern from "scalws/http1.h" nogil:
-    ctypedef struct sws_header_t:
-        const char *name
-        size_t name_len
-        const char *value
-        size_t value_len
-    int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
-                          const char **target, size_t *target_len, int *minor_version,
-                          sws_header_t *headers, size_t *num_headers, size_t last_len)
+from scalws.includes.http1 cimport sws_header_t, sws_parse_request
 
 cdef bytes RESPONSE = (b"HTTP/1.1 200 OK\r\nServer: scalws\r\nDate: Wed, 02 Dec 2026 12:00:00 GMT\r\n"
                        b"Content-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world")
