@@ -316,3 +316,27 @@ def test_no_100_continue_when_the_body_will_not_be_read(srv):
                   b"Expect: 100-continue\r\nConnection: close\r\n\r\n")
         status, headers, body, rest = read_response(s)
         assert status == 200 and headers["connection"] == "close"
+
+
+def test_send_timeout_disconnects_a_client_that_stops_reading(server):
+    srv = server("""
+        limits: {{send_timeout: 1s}}
+        sites:
+          - listen: "127.0.0.1:{port}"
+            routes: [{{path: /, respond: {{status: 200, body: "{body}"}}}}]
+    """, body="x" * 8_000_000)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        time.sleep(3)  # the client reads nothing for 3 send_timeouts (the behaviour under test)
+        got = 0
+        try:
+            while True:
+                b = s.recv(1 << 20)
+                if not b:
+                    break
+                got += len(b)
+        except ConnectionResetError:
+            pass
+        # What the kernel had buffered arrives, then the close: never the whole body.
+        assert 0 < got < 8_000_000
