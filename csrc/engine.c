@@ -21,6 +21,7 @@
 
 #include "scalws/http1.h"
 #include "scalws/httpdate.h"
+#include "scalws/path.h"
 
 #define EV_BATCH 256          /* events per epoll_wait */
 #define RUN_ROUNDS 4          /* epoll_wait rounds per sws_engine_run */
@@ -103,6 +104,7 @@ struct sws_engine {
     char iso_time[SWS_ISO_TIME_LEN];
     char err_time[SWS_ERR_TIME_LEN];
 
+    char *path;               /* normalized path of the current request (max_uri_bytes) */
     char *in;                 /* read buffer */
     size_t in_cap;
     char out[OUT_BUF];        /* response batch */
@@ -219,7 +221,10 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
     e->worker_id = worker_id;
     e->in_cap = limits->max_header_bytes + IN_EXTRA;
     e->in = malloc(e->in_cap);
-    if (!e->in) {
+    e->path = malloc(limits->max_uri_bytes + 1);
+    if (!e->in || !e->path) {
+        free(e->in);
+        free(e->path);
         close(e->epfd);
         free(e);
         errno = ENOMEM;
@@ -264,6 +269,7 @@ void sws_engine_free(sws_engine_t *e)
     free(e->listeners);
     free(e->alog);
     free(e->in);
+    free(e->path);
     close(e->epfd);
     free(e);
 }
@@ -876,6 +882,17 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
         const char *path;
         size_t path_len;
         split_target(&r, &path, &path_len);
+        if (path[0] == '/') {
+            /* Routes see the decoded, dot-free path (csrc/path.c), so "/a/../b",
+             * "//b" and "/%62" reach the route of "/b". */
+            ssize_t nl = sws_normalize_path(path, path_len, e->path);
+            if (nl < 0) {
+                conn_error(e, c, 400, &r, head_only);
+                return len;
+            }
+            path = e->path;
+            path_len = (size_t)nl;
+        }
         const sws_site_t *site = sws_vhosts_find(c->vh, r.host, r.host_len);
         const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
         const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->err[SWS_ERR_404];

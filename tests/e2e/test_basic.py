@@ -190,3 +190,25 @@ def test_ipv6_and_unix_listeners(server, tmp_path):
     out = subprocess.run(["curl", "-sS", "--unix-socket", str(sock), "http://x/"],
                          capture_output=True, check=True).stdout
     assert out == b"hi"
+
+
+@pytest.mark.parametrize("target,body", [
+    (b"/app/../exact", b"exact\n"),      # dot segments resolved before routing
+    (b"//exact", b"exact\n"),            # slashes merged
+    (b"/%65xact", b"exact\n"),           # percent-decoded
+    (b"/static/%2e%2e/x.php", b"php\n"), # an encoded ".." leaves the ^~ prefix
+    (b"/app%2Fdeep%2Fx", b"deep\n"),     # an encoded slash is a slash
+    (b"/./static/./a", b"static\n"),
+])
+def test_routes_match_the_normalized_path(server, target, body):
+    srv = server(BASIC)
+    data = raw(srv.port, b"GET " + target + b" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert statuses(data) == [200] and data.endswith(body), data
+
+
+@pytest.mark.parametrize("target", [b"/..", b"/a/../../b", b"/%2e%2e/etc/passwd", b"/a%00b",
+                                    b"/%zz", b"/%c0%ae%c0%ae/"])
+def test_paths_that_climb_or_hide_are_400(server, target):
+    srv = server(BASIC)
+    data = raw(srv.port, b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert statuses(data) == [400] and b"Connection: close" in data
