@@ -76,6 +76,7 @@ class Master:
         self.slots = {}            # index -> Slot of the current generation
         self.children = {}         # pid -> Slot (every generation)
         self.gen = 0
+        self._ready_fds = set()    # read ends of readiness pipes not yet closed
         self.stopping = None       # None, "graceful", "fast"
         self.stop_deadline = None
 
@@ -158,8 +159,19 @@ class Master:
         pid = os.fork()
         if pid == 0:
             os.close(rfd)
+            # A worker keeps only its own sockets: a copy of a sibling's would
+            # keep that socket alive (and its queue unserved) after the master
+            # closes it on stop or when `workers` shrinks.
+            mine = {id(s) for _, s in socks}
+            for others in self.sockets.values():
+                for s in others:
+                    if id(s) not in mine:
+                        s.close()
+            for fd in self._ready_fds:
+                os.close(fd)  # siblings' readiness pipes
             worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd)  # never returns
         os.close(wfd)
+        self._ready_fds.add(rfd)
         slot.pid = pid
         slot.started = time.monotonic()
         slot.restart_at = None
@@ -182,8 +194,10 @@ class Master:
                 if os.read(fd, 1) == b"R":
                     ready += 1
                 pending.discard(fd)
+                self._ready_fds.discard(fd)
                 os.close(fd)
         for fd in pending:
+            self._ready_fds.discard(fd)
             os.close(fd)
         return ready
 

@@ -499,3 +499,19 @@ def test_max_connections_per_worker(server):
     assert read_response(c)[2] == b"ok"
     b.close()
     c.close()
+
+
+def test_workers_hold_only_their_own_listening_sockets(server):
+    # With SO_REUSEPORT each worker has its own socket; a worker must not keep
+    # a sibling's copy, or that socket would outlive the master closing it.
+    srv = server(one_route("v1", workers=2))
+    pids = wait_for(lambda: len(srv.workers()) == 2 and srv.workers(), 5, "2 workers")
+    listening = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == srv.port:
+                listening.add(int(fields[9]))
+    assert len(listening) == 2  # one socket per worker
+    held = [listening & _socket_inodes(pid) for pid in pids]
+    assert all(len(h) == 1 for h in held) and held[0] != held[1], held
