@@ -100,3 +100,30 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)
     sites: list = field(default_factory=list)  # [Site]
+
+
+@dataclass
+class Static:
+    """A `static` route: files under `root` (config half: directives/static.py)."""
+    root: str                              # absolute path of an existing folder
+    index: list = field(default_factory=lambda: ["index.html"])  # file names, in order
+    # try_files: candidates tried in order, each "$uri", "$uri/" or "/path"
+    # (relative to root); then the fallback, at most one of try_status (an
+    # error status) and try_uri (a URI routed again). Empty: serve $uri.
+    try_files: list = field(default_factory=list)
+    try_status: Optional[int] = None
+    try_uri: Optional[str] = None
+    autoindex: bool = False
+    expires: Optional[float] = None        # seconds; None = off; "max" = 315360000
+    cache_control: Optional[str] = None    # verbatim Cache-Control; excludes expires
+    headers: list = field(default_factory=list)   # [(name, value)] in order
+    precompressed: bool = True             # serve FILE.br / FILE.gz when accepted
+    follow_symlinks: str = "on"            # "on" | "off" | "owner"
+    deny_hidden: bool = True               # 404 for any path segment starting "."
+    mime_types: dict = field(default_factory=dict)  # ext -> type, merged (config/mime.py)
+    charset: Optional[str] = None          # appended to text types; None = off
+    default_type: str = "application/octet-stream"
+    open_file_cache_valid: float = 1.0     # seconds before a cached stat is rechecked
+    open_file_cache_max: int = 10000       # entries per worker
+    memory_cache_max: int = 64 * 1024      # largest file kept in memory; 0 = none
+    sendfile_chunk: int = 2 * 1024 * 1024  # most bytes per sendfile call

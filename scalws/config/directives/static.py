@@ -1,0 +1,518 @@
+"""The config half of the `static` handler: files from a folder.
+
+    static: {root: /srv/www}
+    static: {root: public, try_files: [$uri, $uri/, /index.html],
+             expires: 7d, charset: utf-8, mime_types: {gltf: model/gltf+json}}
+
+compile() validates the node and returns a model.Static, or None after
+reporting every problem through the loader's context (`ctx`, see
+loader._Context), in the shape of respond.compile. The runtime half
+(scalws/handlers/static) reads files through the open-file cache with the
+values compiled here; nothing here opens a file except `root`'s stat and
+the system's /etc/mime.types (see scalws/config/mime.py).
+
+The section below is the documentation for docs/configuration.md, ready to
+paste after the `respond` section when the runtime lands (and then the
+Handlers table lists `static` as available).
+
+---
+
+### `static`
+
+Files from a folder, as nginx's `root`, `index`, `try_files`, `autoindex`
+and `expires`. The route's path is kept: with `path: /assets/` and
+`root: /srv/www`, the request `/assets/app.js` is the file
+`/srv/www/assets/app.js`.
+
+```yaml
+- path: /
+  static:
+    root: /srv/www
+    try_files: [$uri, $uri/, =404]
+    expires: 1h
+    charset: utf-8
+```
+
+| key | type | default | meaning |
+|---|---|---|---|
+| `root` | path | — (required) | Folder the files are served from. A relative path is taken relative to the configuration file's folder. It must exist and be a folder when the file is loaded. |
+| `index` | file name, or list of file names | `[index.html]` | Files tried in order for a request ending in `/`. Names only, no `/`. `[]`: none. |
+| `try_files` | list | none (serve the file the path names) | What to try, in order; see below. |
+| `autoindex` | boolean | `off` | List a folder that has no index file (otherwise 403). |
+| `expires` | duration, `off` or `max` | `off` | Send `Cache-Control: max-age=N` and `Expires` for this long; `max` is 10 years (nginx's `expires max`); `off` sends neither. At most 10 years. |
+| `cache_control` | string | none | Send this `Cache-Control` value verbatim (for `no-cache`, `private`, `immutable`, ...). Not together with `expires`. |
+| `headers` | mapping of name to value (or to a list of values) | `{}` | Extra response headers, as for `respond`. Refused besides `respond`'s list: `Content-Type` (use `mime_types`, `default_type`, `charset`), `Cache-Control` and `Expires` (use `cache_control` or `expires`), `ETag`, `Last-Modified`, `Accept-Ranges`, `Content-Range`, `Content-Encoding` (the server sets them from the file). |
+| `precompressed` | boolean | `on` | Serve `FILE.br` or `FILE.gz`, when it exists beside `FILE` and the client accepts that encoding, with `Content-Encoding` and `Vary: Accept-Encoding`. |
+| `follow_symlinks` | `on`, `off` or `owner` | `on` | Symbolic links below `root`: followed; refused (403); or followed only when the link and its target have the same owner (nginx's `disable_symlinks if_not_owner`). |
+| `deny_hidden` | boolean | `on` | Answer 404 for any path with a segment starting with `.` (`/.git/config`, `/a/.env`), except `/.well-known/` (RFC 8615, needed by ACME). |
+| `mime_types` | mapping of extension to media type | `{}` | Types for this route, over the built-in table and `/etc/mime.types`; see below. |
+| `charset` | string, or `off` | `off` | Add `; charset=VALUE` to the `Content-Type` of text files: `text/*`, JavaScript, JSON, XML and any `+json` or `+xml` type. |
+| `default_type` | media type | `application/octet-stream` | Type of a file whose extension has none. |
+| `open_file_cache_valid` | duration, more than 0 | `1s` | How long a file's cached metadata (and open descriptor) is trusted before it is checked again: a changed file is seen at most this late. |
+| `open_file_cache_max` | integer, 1..1000000 | `10000` | Files in each worker's open-file cache. |
+| `memory_cache_max` | size, 0..1g | `64k` | Files up to this size are kept in memory; larger ones are sent with `sendfile`. `0`: none in memory. |
+| `sendfile_chunk` | size, 4k..1g | `2m` | Most bytes sent per `sendfile` call, so that one large download does not hold up the worker's other connections. |
+
+**try_files.** Each item but the last is a candidate, tried in order
+under `root`; the first that exists is served:
+
+- `$uri`: the file the request path names;
+- `$uri/`: the folder the path names (its `index` file, or its listing
+  with `autoindex`);
+- `/some/file`: that file, whatever the request.
+
+The last item may instead be the fallback, used when no candidate
+exists: `=NNN` answers that status (4xx or 5xx, as `=404`), and a path
+starting with `/` is a URI the request is routed again to (as nginx's
+internal redirect), such as `/index.html` for a single-page application.
+Without a fallback the answer is 404. At least one candidate is needed;
+no variable other than `$uri` exists; `..` segments are refused.
+
+```yaml
+- path: /
+  static: {root: /srv/app/dist, try_files: [$uri, $uri/, /index.html]}
+```
+
+**MIME types.** The type of a file comes from the part of its name after
+the last dot, in lowercase, looked up in three tables, each overriding the
+one before: the built-in table (about 130 extensions, from the IANA
+registry and nginx's defaults), the system's `/etc/mime.types` when it
+exists, and the route's `mime_types`. Keys of `mime_types` are extensions
+in lowercase without the dot (`js`, not `.js`); values are bare media types
+(`text/javascript`, no `; charset=`: that is the `charset` key's job).
+
+```yaml
+- path: /models/
+  static:
+    root: /srv/www
+    mime_types: {gltf: model/gltf+json, glb: model/gltf-binary}
+    default_type: text/plain
+    charset: utf-8
+```
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from ..mime import extension_problem, load_mime_types, media_type_problem
+from ..model import Static
+from .respond import OWNED_HEADERS, header_value_problem, is_token
+
+KEYS = ("root", "index", "try_files", "autoindex", "expires", "cache_control",
+        "headers", "precompressed", "follow_symlinks", "deny_hidden",
+        "mime_types", "charset", "default_type", "open_file_cache_valid",
+        "open_file_cache_max", "memory_cache_max", "sendfile_chunk")
+
+# nginx's `expires max`: ten years, the longest max-age caches honour.
+EXPIRES_MAX = 315360000.0
+
+FOLLOW_SYMLINKS = ("on", "off", "owner")
+
+# Headers the static runtime writes itself: respond's list, with the
+# Content-Type advice adjusted, and the headers that come from the file.
+OWNED_HEADERS = {
+    **OWNED_HEADERS,
+    "content-length": "the server sends the file's size",
+    "content-type": "use the keys mime_types, default_type and charset instead",
+    "cache-control": "use the key cache_control or expires instead",
+    "expires": "use the key expires instead",
+    "etag": "the server computes it from the file",
+    "last-modified": "the server sends the file's modification time",
+    "accept-ranges": "the server answers range requests itself",
+    "content-range": "the server answers range requests itself",
+    "content-encoding": "the server sets it when it serves a precompressed "
+                        "file (see precompressed)",
+}
+
+_STATUS_RE = re.compile(r"=([0-9]{3})")
+
+
+def compile(ctx, node, path):
+    """Validate `static:` at `node`; return a Static or None."""
+    if ctx.kind(node) != "map":
+        ctx.error(node, path, "expected a mapping with at least root, such as "
+                  f"{{root: /srv/www}}; got {ctx.describe(node)}")
+        return None
+    keys = ctx.mapping(node, path, KEYS)
+    if keys is None:
+        return None
+
+    def sub(name):
+        return f"{path}.{name}"
+
+    ok = True
+    values = {}
+
+    def put(name, value):
+        nonlocal ok
+        if value is None:
+            ok = False
+        else:
+            values[name] = value
+
+    if ctx.require(keys, node, path, "root"):
+        put("root", _root(ctx, keys["root"][1], sub("root")))
+    else:
+        ok = False
+
+    if "index" in keys:
+        put("index", _index(ctx, keys["index"][1], sub("index")))
+
+    if "try_files" in keys:
+        tried = _try_files(ctx, keys["try_files"][1], sub("try_files"))
+        if tried is None:
+            ok = False
+        else:
+            values["try_files"], values["try_status"], values["try_uri"] = tried
+
+    for name in ("autoindex", "precompressed", "deny_hidden"):
+        if name in keys:
+            put(name, ctx.boolean(keys[name][1], sub(name)))
+
+    if "expires" in keys and "cache_control" in keys:
+        # Report at the later of the two, where the conflict becomes visible.
+        later = max(("expires", "cache_control"),
+                    key=lambda k: (keys[k][0].start_mark.line, keys[k][0].start_mark.column))
+        ctx.error(keys[later][0], sub(later), "expires and cache_control exclude "
+                  "each other (expires writes Cache-Control itself); keep one")
+        ok = False
+    if "expires" in keys:
+        expires = _expires(ctx, keys["expires"][1], sub("expires"))
+        if expires is False:
+            ok = False
+        else:
+            values["expires"] = expires
+    if "cache_control" in keys:
+        put("cache_control", _header_value(ctx, keys["cache_control"][1],
+                                           sub("cache_control")))
+
+    if "headers" in keys:
+        put("headers", _headers(ctx, keys["headers"][1], sub("headers")))
+
+    if "follow_symlinks" in keys:
+        put("follow_symlinks", _follow_symlinks(ctx, keys["follow_symlinks"][1],
+                                                sub("follow_symlinks")))
+
+    extra = {}
+    if "mime_types" in keys:
+        extra = _mime_types(ctx, keys["mime_types"][1], sub("mime_types"))
+        ok &= extra is not None
+
+    if "charset" in keys:
+        charset = _charset(ctx, keys["charset"][1], sub("charset"))
+        if charset is False:
+            ok = False
+        else:
+            values["charset"] = charset
+
+    if "default_type" in keys:
+        put("default_type", _media_type(ctx, keys["default_type"][1],
+                                         sub("default_type")))
+
+    if "open_file_cache_valid" in keys:
+        put("open_file_cache_valid", ctx.duration(
+            keys["open_file_cache_valid"][1], sub("open_file_cache_valid"),
+            positive=True))
+    if "open_file_cache_max" in keys:
+        put("open_file_cache_max", ctx.integer(
+            keys["open_file_cache_max"][1], sub("open_file_cache_max"), 1, 1_000_000))
+    if "memory_cache_max" in keys:
+        put("memory_cache_max", ctx.size(
+            keys["memory_cache_max"][1], sub("memory_cache_max"), 0, 1 << 30))
+    if "sendfile_chunk" in keys:
+        put("sendfile_chunk", ctx.size(
+            keys["sendfile_chunk"][1], sub("sendfile_chunk"), 4 << 10, 1 << 30))
+
+    if not ok:
+        return None
+    return Static(mime_types=load_mime_types(extra), **values)
+
+
+# -- root and file names ------------------------------------------------------
+
+def _root(ctx, node, path):
+    """An existing folder; relative to the configuration's folder."""
+    full = ctx.path(node, path)
+    if full is None:
+        return None
+    if not os.path.exists(full):
+        ctx.error(node, path, f"the folder {full} does not exist")
+        return None
+    if not os.path.isdir(full):
+        ctx.error(node, path, f"{full} is not a folder")
+        return None
+    return full
+
+
+def _control_problem(text: str):
+    if "\0" in text:
+        return "must not contain NUL"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return "must not contain control characters"
+    return None
+
+
+def _index(ctx, node, path):
+    """index: a name or a list of names -> [names]; [] is allowed (none)."""
+    kind = ctx.kind(node)
+    if kind == "str":
+        items = [(node, path)]
+    elif kind == "seq":
+        items = [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+    else:
+        ctx.error(node, path, "expected a file name or a list of file names, "
+                  f"got {ctx.describe(node)}")
+        return None
+    names = []
+    seen = {}
+    ok = True
+    for item, ipath in items:
+        name = ctx.string(item, ipath)
+        if name is None:
+            ok = False
+            continue
+        why = _control_problem(name)
+        if why is None and "/" in name:
+            why = f"'{name}' is a path: an index is a file name, without '/'"
+        if why is None and name in (".", ".."):
+            why = f"'{name}' is not a file name"
+        if why is None and name in seen:
+            why = f"'{name}' is already listed (line {seen[name]})"
+        if why is not None:
+            ctx.error(item, ipath, why)
+            ok = False
+            continue
+        seen[name] = item.start_mark.line + 1
+        names.append(name)
+    return names if ok else None
+
+
+def _try_files(ctx, node, path):
+    """try_files -> (candidates, fallback status or None, fallback URI or None)."""
+    kind = ctx.kind(node)
+    if kind != "seq":
+        hint = ""
+        if kind == "str" and len(node.value.split()) > 1:
+            hint = f"; write [{', '.join(node.value.split())}]"
+        ctx.error(node, path, f"expected a list, got {ctx.describe(node)}{hint}")
+        return None
+    if not node.value:
+        ctx.error(node, path, "expected at least one item")
+        return None
+    candidates = []
+    status = uri = None
+    seen = {}
+    ok = True
+    last = len(node.value) - 1
+    for i, item in enumerate(node.value):
+        ipath = f"{path}[{i}]"
+        text = ctx.string(item, ipath)
+        if text is None:
+            ok = False
+            continue
+        why = _control_problem(text)
+        if why is None and text in seen:
+            why = f"'{text}' is already listed (line {seen[text]})"
+        if why is None:
+            if text.startswith("="):
+                why = _try_status(text, i == last)
+                if why is None:
+                    status = int(text[1:])
+            elif text in ("$uri", "$uri/"):
+                candidates.append(text)
+            elif text.startswith("/"):
+                why = _try_path(text, i == last)
+                if why is None:
+                    if i == last:
+                        uri = text
+                    else:
+                        candidates.append(text)
+            elif "$" in text:
+                why = (f"'{text}': the only variable is $uri (as $uri or $uri/); "
+                       "nginx's other variables do not exist here")
+            else:
+                why = (f"expected $uri, $uri/ or a path starting with '/', or as the "
+                       f"last item =NNN or a URI; got '{text}'")
+        if why is not None:
+            ctx.error(item, ipath, why)
+            ok = False
+            continue
+        seen[text] = item.start_mark.line + 1
+    if ok and not candidates:
+        ctx.error(node, path, "expected at least one candidate ($uri, $uri/ or a "
+                  "path) before the fallback")
+        ok = False
+    return (candidates, status, uri) if ok else None
+
+
+def _try_status(text: str, last: bool):
+    m = _STATUS_RE.fullmatch(text)
+    if m is None:
+        return f"expected =NNN, a status such as =404; got '{text}'"
+    code = int(m.group(1))
+    if not 400 <= code <= 599:
+        return f"the status must be an error (400..599), got {code}"
+    if not last:
+        return f"'{text}' must be the last item: nothing after it can be tried"
+    return None
+
+
+def _try_path(text: str, last: bool):
+    """Why a '/...' item (a file under root, or the last item's URI) is bad."""
+    if "$" in text:
+        return (f"'{text}': variables are not expanded inside a path; the only "
+                "variable is $uri, alone (as $uri or $uri/)")
+    if any(c.isspace() for c in text):
+        return "must not contain whitespace"
+    if ".." in text.split("?", 1)[0].split("/"):
+        return "must not contain '..' segments"
+    if "?" in text and not last:
+        return f"'{text}' is a file name under root: it has no query string"
+    return None
+
+
+# -- caching and headers ------------------------------------------------------
+
+def _expires(ctx, node, path):
+    """Seconds, None for off, or False after reporting."""
+    kind = ctx.kind(node)
+    if kind == "bool" and not ctx.boolean(node, path):   # a bare off, no, false
+        return None
+    if kind == "str" and node.value in ("off", "max"):
+        return None if node.value == "off" else EXPIRES_MAX
+    if kind in ("int", "float") or (kind == "str" and node.value[:1].isdigit()):
+        value = ctx.duration(node, path)
+        if value is None:
+            return False
+        if value > EXPIRES_MAX:
+            ctx.error(node, path, f"must be at most 3650d (10 years; or write max), "
+                      f"got {node.value}")
+            return False
+        return value
+    ctx.error(node, path, "expected a duration such as 7d or 1h, or off or max; "
+              f"got {ctx.describe(node)}")
+    return False
+
+
+def _header_value(ctx, node, path):
+    value = ctx.string(node, path)
+    if value is None:
+        return None
+    why = header_value_problem(value)
+    if why is not None:
+        ctx.error(node, path, why)
+        return None
+    return value
+
+
+def _headers(ctx, node, path):
+    """headers: {Name: value or [values]} -> [(name, value)] in file order.
+
+    respond's grammar (respond._headers) with this handler's OWNED_HEADERS.
+    """
+    if ctx.kind(node) != "map":
+        ctx.error(node, path, f"expected a mapping of header names to values, "
+                  f"got {ctx.describe(node)}")
+        return None
+    keys = ctx.mapping(node, path, None)
+    out = []
+    ok = True
+    seen = {}
+    for name, (knode, vnode) in keys.items():
+        hpath = f"{path}.{name}"
+        lname = name.lower()
+        if not is_token(name):
+            why = (f"'{name}' is not a valid header name "
+                   "(letters, digits and !#$%&'*+-.^_`|~ only)")
+        elif lname in OWNED_HEADERS:
+            why = f"header '{name}' is set by the server: {OWNED_HEADERS[lname]}"
+        elif lname in seen:
+            why = (f"header '{name}' is already set as '{seen[lname]}' (names are "
+                   "case-insensitive); give one name a list of values to send it "
+                   "more than once")
+        else:
+            why = None
+        if why is not None:
+            ctx.error(knode, hpath, why)
+            ok = False
+            continue
+        seen[lname] = name
+        values = vnode.value if ctx.kind(vnode) == "seq" else [vnode]
+        if ctx.kind(vnode) == "seq" and not values:
+            ctx.error(vnode, hpath, "expected at least one value")
+            ok = False
+        for i, item in enumerate(values):
+            ipath = f"{hpath}[{i}]" if item is not vnode else hpath
+            value = ctx.scalar_text(item, ipath)
+            if value is None:
+                ok = False
+                continue
+            why = header_value_problem(value)
+            if why is not None:
+                ctx.error(item, ipath, why)
+                ok = False
+                continue
+            out.append((name, value))
+    return out if ok else None
+
+
+# -- files ----------------------------------------------------------------------
+
+def _follow_symlinks(ctx, node, path):
+    kind = ctx.kind(node)
+    if kind == "bool":                 # YAML 1.1 reads a bare on/off as a boolean
+        return "on" if ctx.boolean(node, path) else "off"
+    if kind == "str" and node.value in FOLLOW_SYMLINKS:
+        return node.value
+    ctx.error(node, path, f"expected on, off or owner; got {ctx.describe(node)}")
+    return None
+
+
+def _mime_types(ctx, node, path):
+    """mime_types: {ext: type} -> dict, types lowercased."""
+    if ctx.kind(node) != "map":
+        ctx.error(node, path, "expected a mapping of extensions to media types, "
+                  f"such as {{gltf: model/gltf+json}}; got {ctx.describe(node)}")
+        return None
+    keys = ctx.mapping(node, path, None)
+    out = {}
+    ok = True
+    for ext, (knode, vnode) in keys.items():
+        epath = f"{path}.{ext}"
+        why = extension_problem(ext)
+        if why is not None:
+            ctx.error(knode, epath, why)
+            ok = False
+            continue
+        mtype = _media_type(ctx, vnode, epath)
+        if mtype is None:
+            ok = False
+            continue
+        out[ext] = mtype
+    return out if ok else None
+
+
+def _media_type(ctx, node, path):
+    text = ctx.string(node, path)
+    if text is None:
+        return None
+    why = media_type_problem(text)
+    if why is not None:
+        ctx.error(node, path, f"{why}; got '{text}'")
+        return None
+    return text.lower()
+
+
+def _charset(ctx, node, path):
+    """A charset name, None for off, or False after reporting."""
+    kind = ctx.kind(node)
+    if kind == "bool" and not ctx.boolean(node, path):
+        return None
+    if kind == "str" and node.value == "off":
+        return None
+    if kind == "str" and is_token(node.value):
+        return node.value
+    ctx.error(node, path, f"expected a charset such as utf-8, or off; got "
+              f"{ctx.describe(node)}")
+    return False
