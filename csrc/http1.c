@@ -1,6 +1,7 @@
 /*
- * http1.c — HTTP/1.x request-head parser, request analysis and chunked
- * decoder. Contracts are in scalws/http1.h; this file states only how.
+ * http1.c — HTTP/1.x request- and response-head parsers, their analysis
+ * and the chunked decoder. Contracts are in scalws/http1.h; this file
+ * states only how.
  *
  * Every scan checks p < end before reading *p, and the SSE4.2 scans load 16
  * bytes only while at least 16 remain, so no function reads past buf + len
@@ -153,6 +154,66 @@ static int head_may_be_complete(const char *buf, size_t len, size_t last_len)
     return 0;
 }
 
+/* ---- header section (requests and responses) ------------------------- */
+
+/* *( field-line CRLF ) CRLF (RFC 9112 §5), shared by requests and responses.
+ * Parses from *pp up to and including the empty line ending the head; on 0
+ * advances *pp past it and sets *num_headers (capacity on entry). Returns 0,
+ * SWS_PARSE_INCOMPLETE, SWS_PARSE_ERROR or SWS_PARSE_TOO_MANY_HEADERS. */
+static inline int parse_fields(const char **pp, const char *end, sws_header_t *headers,
+                               size_t *num_headers)
+{
+    const char *p = *pp;
+    size_t cap = *num_headers, n = 0;
+    int rc;
+
+    for (;;) {
+        const char *name, *value, *vend;
+
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (*p == '\r' || *p == '\n') {
+            if ((rc = take_eol(&p, end)) != 0)
+                return rc;
+            break;
+        }
+        if (UNLIKELY(n == cap))
+            return SWS_PARSE_TOO_MANY_HEADERS;
+
+        /* field-name ":" with nothing between (RFC 9112 §5.1). A line that
+         * starts with SP/HTAB (obs-fold, §5.2) fails here as an empty name. */
+        name = p;
+        p = scan_token(p, end);
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (p == name || *p != ':')
+            return SWS_PARSE_ERROR;
+        headers[n].name = name;
+        headers[n].name_len = (size_t)(p - name);
+        ++p;
+
+        while (p != end && is_ws((unsigned char)*p))
+            ++p;
+        value = p;
+        p = scan_value(p, end);
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (*p != '\r' && *p != '\n')
+            return SWS_PARSE_ERROR; /* NUL, CTL or DEL in the value */
+        vend = p;
+        while (vend != value && is_ws((unsigned char)vend[-1]))
+            --vend;
+        if ((rc = take_eol(&p, end)) != 0)
+            return rc;
+        headers[n].value = value;
+        headers[n].value_len = (size_t)(vend - value);
+        ++n;
+    }
+    *pp = p;
+    *num_headers = n;
+    return 0;
+}
+
 /* ---- request head ----------------------------------------------------- */
 
 int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
@@ -160,7 +221,6 @@ int sws_parse_request(const char *buf, size_t len, const char **method, size_t *
                       sws_header_t *headers, size_t *num_headers, size_t last_len)
 {
     const char *p = buf, *end = buf + len, *start;
-    size_t cap = *num_headers, n = 0;
     int rc, major;
 
     if (last_len != 0 && last_len <= len && !head_may_be_complete(buf, len, last_len))
@@ -222,53 +282,82 @@ int sws_parse_request(const char *buf, size_t len, const char **method, size_t *
             return major == 0 ? SWS_PARSE_ERROR : SWS_PARSE_VERSION;
     }
 
-    /* *( field-line CRLF ) CRLF (RFC 9112 §5) */
-    for (;;) {
-        const char *name, *value, *vend;
-
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (*p == '\r' || *p == '\n') {
-            if ((rc = take_eol(&p, end)) != 0)
-                return rc;
-            break;
-        }
-        if (UNLIKELY(n == cap))
-            return SWS_PARSE_TOO_MANY_HEADERS;
-
-        /* field-name ":" with nothing between (RFC 9112 §5.1). A line that
-         * starts with SP/HTAB (obs-fold, §5.2) fails here as an empty name. */
-        name = p;
-        p = scan_token(p, end);
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (p == name || *p != ':')
-            return SWS_PARSE_ERROR;
-        headers[n].name = name;
-        headers[n].name_len = (size_t)(p - name);
-        ++p;
-
-        while (p != end && is_ws((unsigned char)*p))
-            ++p;
-        value = p;
-        p = scan_value(p, end);
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (*p != '\r' && *p != '\n')
-            return SWS_PARSE_ERROR; /* NUL, CTL or DEL in the value */
-        vend = p;
-        while (vend != value && is_ws((unsigned char)vend[-1]))
-            --vend;
-        if ((rc = take_eol(&p, end)) != 0)
-            return rc;
-        headers[n].value = value;
-        headers[n].value_len = (size_t)(vend - value);
-        ++n;
-    }
-
+    if ((rc = parse_fields(&p, end, headers, num_headers)) != 0)
+        return rc;
     if (UNLIKELY(p - buf > INT_MAX))
         return SWS_PARSE_ERROR; /* cannot report the length; callers cap heads far below */
-    *num_headers = n;
+    return (int)(p - buf);
+}
+
+/* ---- response head ---------------------------------------------------- */
+
+int sws_parse_response(const char *buf, size_t len, int *minor_version, int *status,
+                       const char **reason, size_t *reason_len, sws_header_t *headers,
+                       size_t *num_headers, size_t last_len)
+{
+    const char *p = buf, *end = buf + len, *start;
+    int rc, code = 0;
+
+    if (last_len != 0 && last_len <= len && !head_may_be_complete(buf, len, last_len))
+        return SWS_PARSE_INCOMPLETE;
+
+    /* HTTP-version = "HTTP/1." ("0" / "1") SP (RFC 9112 §2.3, §4); no empty
+     * lines are skipped before a status-line (§2.2 allows that for
+     * request-lines only). */
+    {
+        static const char proto[] = "HTTP/1.";
+        for (int i = 0; i < 7; ++i, ++p) {
+            if (p == end)
+                return SWS_PARSE_INCOMPLETE;
+            if (*p != proto[i])
+                return SWS_PARSE_ERROR;
+        }
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (*p != '0' && *p != '1')
+            return SWS_PARSE_ERROR;
+        *minor_version = *p++ - '0';
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if (*p++ != ' ')
+            return SWS_PARSE_ERROR;
+    }
+
+    /* status-code = 3DIGIT, in 100..599 (RFC 9110 §15) */
+    for (int i = 0; i < 3; ++i, ++p) {
+        if (p == end)
+            return SWS_PARSE_INCOMPLETE;
+        if ((unsigned char)(*p - '0') > 9)
+            return SWS_PARSE_ERROR;
+        code = code * 10 + (*p - '0');
+    }
+    if (code < 100 || code > 599)
+        return SWS_PARSE_ERROR;
+    *status = code;
+
+    /* SP reason-phrase, or (lenient, see the header) a line end right after
+     * the code. */
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (*p == ' ')
+        ++p;
+    else if (*p != '\r' && *p != '\n')
+        return SWS_PARSE_ERROR;
+    start = p;
+    p = scan_value(p, end);
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (*p != '\r' && *p != '\n')
+        return SWS_PARSE_ERROR; /* NUL, CTL or DEL in the reason */
+    *reason = start;
+    *reason_len = (size_t)(p - start);
+    if ((rc = take_eol(&p, end)) != 0)
+        return rc;
+
+    if ((rc = parse_fields(&p, end, headers, num_headers)) != 0)
+        return rc;
+    if (UNLIKELY(p - buf > INT_MAX))
+        return SWS_PARSE_ERROR;
     return (int)(p - buf);
 }
 
@@ -400,12 +489,54 @@ static int parse_content_length(const char *v, size_t len, uint64_t *out)
     return 0;
 }
 
+/* What the Transfer-Encoding fields of a message say, over all of them. */
+typedef struct {
+    int seen, codings, chunked_seen, chunked_last, unknown_coding, bad;
+} te_state_t;
+
+/* Adds one Transfer-Encoding field value to *te:
+ * transfer-coding = token *( OWS ";" OWS transfer-parameter ) (RFC 9112 §7).
+ * bad: a coding that is not a token, a coding after chunked, chunked twice
+ * or with parameters. */
+static void te_field(te_state_t *te, const char *v, size_t len)
+{
+    const char *p = v, *end = v + len, *el;
+    size_t el_len;
+
+    te->seen = 1;
+    while (next_element(&p, end, &el, &el_len)) {
+        const char *q = scan_token(el, el + el_len);
+        size_t name_len = (size_t)(q - el);
+        int has_params = 0;
+        ++te->codings;
+        while (q != el + el_len && is_ws((unsigned char)*q))
+            ++q;
+        if (q != el + el_len) {
+            if (*q != ';')
+                te->bad = 1;
+            has_params = 1;
+        }
+        if (name_len == 0)
+            te->bad = 1;
+        if (te->chunked_last)
+            te->bad = 1; /* a coding after chunked (RFC 9112 §6.3 p4) */
+        if (EQ_CI(el, name_len, "chunked")) {
+            if (te->chunked_seen || has_params)
+                te->bad = 1;
+            te->chunked_seen = te->chunked_last = 1;
+        } else {
+            te->chunked_last = 0;
+            te->unknown_coding = 1;
+        }
+    }
+}
+
 int sws_analyze_request(const char *method, size_t method_len, int minor_version,
                         const sws_header_t *headers, size_t num_headers,
                         sws_request_info_t *info)
 {
-    int bad = 0, unknown_coding = 0, bad_expect = 0;
-    int te_seen = 0, te_codings = 0, chunked_seen = 0, chunked_last = 0;
+    int bad = 0, bad_expect = 0;
+    te_state_t te = {0};
     int host_count = 0, conn_close = 0, conn_keepalive = 0, conn_upgrade = 0;
     int upgrade_field = 0, expect_continue = 0;
 
@@ -465,45 +596,18 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
             }
             break;
         case 17:
-            if (EQ_CI(h->name, h->name_len, "transfer-encoding")) {
-                te_seen = 1;
-                /* transfer-coding = token *( OWS ";" OWS transfer-parameter ) */
-                while (next_element(&p, end, &el, &el_len)) {
-                    const char *q = scan_token(el, el + el_len);
-                    size_t name_len = (size_t)(q - el);
-                    int has_params = 0;
-                    ++te_codings;
-                    while (q != el + el_len && is_ws((unsigned char)*q))
-                        ++q;
-                    if (q != el + el_len) {
-                        if (*q != ';')
-                            bad = 1;
-                        has_params = 1;
-                    }
-                    if (name_len == 0)
-                        bad = 1;
-                    if (chunked_last)
-                        bad = 1; /* a coding after chunked (RFC 9112 §6.3 p4) */
-                    if (EQ_CI(el, name_len, "chunked")) {
-                        if (chunked_seen || has_params)
-                            bad = 1;
-                        chunked_seen = chunked_last = 1;
-                    } else {
-                        chunked_last = 0;
-                        unknown_coding = 1;
-                    }
-                }
-            }
+            if (EQ_CI(h->name, h->name_len, "transfer-encoding"))
+                te_field(&te, h->value, h->value_len);
             break;
         }
     }
 
-    if (te_seen) {
+    if (te.seen) {
         /* RFC 9112 §6.1: HTTP/1.0 framing with Transfer-Encoding is faulty;
          * §6.3 p3: CL with TE is a smuggling attempt until proven otherwise. */
-        if (minor_version == 0 || info->has_content_length || te_codings == 0)
+        if (te.bad || minor_version == 0 || info->has_content_length || te.codings == 0)
             bad = 1;
-        info->chunked = chunked_last ? 1 : 0;
+        info->chunked = te.chunked_last ? 1 : 0;
     }
     if (minor_version >= 1 && host_count == 0)
         bad = 1; /* RFC 9112 §3.2 */
@@ -515,10 +619,96 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
 
     if (bad)
         return 400;
-    if (unknown_coding)
+    if (te.unknown_coding)
         return 501;
     if (bad_expect)
         return 417;
+    return 0;
+}
+
+/* ---- response analysis ------------------------------------------------ */
+
+int sws_analyze_response(int req_method, int minor_version, int status, const sws_header_t *headers,
+                         size_t num_headers, sws_response_info_t *info)
+{
+    int bad = 0, conn_close = 0, conn_keepalive = 0, conn_upgrade = 0, upgrade_field = 0;
+    /* RFC 9110 §9.3.6: a client MUST ignore CL and TE in a 2xx to CONNECT. */
+    int tunnel = req_method == SWS_M_CONNECT && status >= 200 && status < 300;
+    te_state_t te = {0};
+
+    memset(info, 0, sizeof(*info));
+
+    for (size_t i = 0; i < num_headers; ++i) {
+        const sws_header_t *h = &headers[i];
+        const char *p = h->value, *end = h->value + h->value_len, *el;
+        size_t el_len;
+
+        switch (h->name_len) {
+        case 7:
+            if (EQ_CI(h->name, h->name_len, "upgrade") && h->value_len != 0)
+                upgrade_field = 1;
+            break;
+        case 10:
+            if (EQ_CI(h->name, h->name_len, "connection")) {
+                while (next_element(&p, end, &el, &el_len)) {
+                    if (EQ_CI(el, el_len, "close"))
+                        conn_close = 1;
+                    else if (EQ_CI(el, el_len, "keep-alive"))
+                        conn_keepalive = 1;
+                    else if (EQ_CI(el, el_len, "upgrade"))
+                        conn_upgrade = 1;
+                }
+            }
+            break;
+        case 14:
+            if (!tunnel && EQ_CI(h->name, h->name_len, "content-length")) {
+                /* A second Content-Length is refused even when equal
+                 * (RFC 9112 §6.3 p5 lets a recipient reject it). */
+                if (info->has_content_length ||
+                    parse_content_length(h->value, h->value_len, &info->content_length) != 0)
+                    bad = 1;
+                info->has_content_length = 1;
+            }
+            break;
+        case 17:
+            if (!tunnel && EQ_CI(h->name, h->name_len, "transfer-encoding"))
+                te_field(&te, h->value, h->value_len);
+            break;
+        }
+    }
+
+    if (te.seen) {
+        /* §6.3 p3: CL with TE; §6.1: TE in an HTTP/1.0 message is faulty
+         * framing; a malformed coding list is garbage. */
+        if (te.bad || te.codings == 0 || info->has_content_length || minor_version == 0)
+            bad = 1;
+        /* §6.1: a server MUST NOT send TE in a 1xx or 204. */
+        if (status < 200 || status == 204)
+            bad = 1;
+    }
+    /* RFC 9110 §8.6: a server MUST NOT send Content-Length in a 1xx or 204;
+     * "0" is tolerated as harmless, anything else is refused. */
+    if (info->has_content_length && info->content_length != 0 && (status < 200 || status == 204))
+        bad = 1;
+
+    /* RFC 9112 §6.3, in order. */
+    if (tunnel || req_method == SWS_M_HEAD || status < 200 || status == 204 || status == 304)
+        info->no_body = 1;
+    else if (te.seen && te.chunked_last)
+        info->chunked = 1;
+    else if (te.seen || !info->has_content_length)
+        info->close_delimited = 1;
+
+    info->keepalive = conn_close ? 0 : (minor_version >= 1 || conn_keepalive);
+    if (info->close_delimited)
+        info->keepalive = 0;
+    /* RFC 9110 §7.8: only a 101 switches; Upgrade elsewhere only advertises. */
+    info->upgrade = (status == 101 && conn_upgrade && upgrade_field) ? 1 : 0;
+
+    if (bad) {
+        info->keepalive = 0;
+        return -1;
+    }
     return 0;
 }
 

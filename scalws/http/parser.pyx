@@ -13,12 +13,27 @@ from http1 cimport (
     SWS_PARSE_ERROR, SWS_PARSE_INCOMPLETE, SWS_PARSE_VERSION, SWS_PARSE_TOO_MANY_HEADERS,
     sws_header_t, sws_parse_request, sws_request_info_t, sws_analyze_request,
     sws_chunked_decoder_t, sws_decode_chunked,
+    sws_parse_response, sws_response_info_t, sws_analyze_response,
+    SWS_M_OTHER, SWS_M_GET, SWS_M_HEAD, SWS_M_POST, SWS_M_PUT, SWS_M_DELETE, SWS_M_OPTIONS,
+    SWS_M_PATCH, SWS_M_CONNECT, SWS_M_TRACE,
 )
 
 INCOMPLETE = SWS_PARSE_INCOMPLETE
 ERROR = SWS_PARSE_ERROR
 VERSION = SWS_PARSE_VERSION
 TOO_MANY_HEADERS = SWS_PARSE_TOO_MANY_HEADERS
+
+# SWS_M_* method ids, for analyze_response(req_method, ...)
+M_OTHER = SWS_M_OTHER
+M_GET = SWS_M_GET
+M_HEAD = SWS_M_HEAD
+M_POST = SWS_M_POST
+M_PUT = SWS_M_PUT
+M_DELETE = SWS_M_DELETE
+M_OPTIONS = SWS_M_OPTIONS
+M_PATCH = SWS_M_PATCH
+M_CONNECT = SWS_M_CONNECT
+M_TRACE = SWS_M_TRACE
 
 
 def parse_request(bytes data, size_t last_len=0, size_t max_headers=100):
@@ -43,6 +58,74 @@ def parse_request(bytes data, size_t last_len=0, size_t max_headers=100):
         headers = [(PyBytes_FromStringAndSize(h[i].name, h[i].name_len),
                     PyBytes_FromStringAndSize(h[i].value, h[i].value_len)) for i in range(nh)]
         return (rc, PyBytes_FromStringAndSize(m, ml), PyBytes_FromStringAndSize(t, tl), minor, headers)
+    finally:
+        free(h)
+
+
+def parse_response(bytes data, size_t last_len=0, size_t max_headers=100):
+    """Parse an upstream response head (sws_parse_response).
+
+    Returns the C error code (int < 0), or
+    (consumed, minor_version, status, reason, [(name, value), ...]).
+    """
+    cdef const char *buf = PyBytes_AS_STRING(data)
+    cdef size_t n = <size_t>PyBytes_GET_SIZE(data)
+    cdef const char *reason = NULL
+    cdef size_t rl = 0, nh = max_headers, i
+    cdef int minor = 0, status = 0, rc
+    cdef sws_header_t *h = <sws_header_t *>malloc(sizeof(sws_header_t) * (max_headers + 1))
+    if h == NULL:
+        raise MemoryError()
+    try:
+        rc = sws_parse_response(buf, n, &minor, &status, &reason, &rl, h, &nh, last_len)
+        if rc < 0:
+            return rc
+        headers = [(PyBytes_FromStringAndSize(h[i].name, h[i].name_len),
+                    PyBytes_FromStringAndSize(h[i].value, h[i].value_len)) for i in range(nh)]
+        return (rc, minor, status, PyBytes_FromStringAndSize(reason, rl), headers)
+    finally:
+        free(h)
+
+
+cdef sws_header_t *_headers_array(list hs) except NULL:
+    """A malloc'd sws_header_t array over the (bytes, bytes) pairs of hs,
+    which must outlive it; the caller frees it."""
+    cdef size_t n = len(hs), i
+    cdef sws_header_t *h = <sws_header_t *>malloc(sizeof(sws_header_t) * (n + 1))
+    cdef bytes k, v
+    if h == NULL:
+        raise MemoryError()
+    for i in range(n):
+        k, v = hs[i]
+        h[i].name = PyBytes_AS_STRING(k)
+        h[i].name_len = PyBytes_GET_SIZE(k)
+        h[i].value = PyBytes_AS_STRING(v)
+        h[i].value_len = PyBytes_GET_SIZE(v)
+    return h
+
+
+def analyze_response(int req_method, int minor, int status, headers):
+    """Run sws_analyze_response over (name, value) byte pairs of a response
+    to a request with method id req_method (M_*).
+
+    Returns (rc, info): rc 0, or -1 for framing the proxy answers with 502;
+    info a dict of the sws_response_info_t fields.
+    """
+    cdef list hs = [(bytes(k), bytes(v)) for k, v in headers]  # keep the bytes alive
+    cdef sws_header_t *h = _headers_array(hs)
+    cdef sws_response_info_t info
+    cdef int rc
+    try:
+        rc = sws_analyze_response(req_method, minor, status, h, len(hs), &info)
+        return rc, {
+            "content_length": info.content_length if info.has_content_length else None,
+            "has_content_length": bool(info.has_content_length),
+            "chunked": bool(info.chunked),
+            "keepalive": bool(info.keepalive),
+            "close_delimited": bool(info.close_delimited),
+            "no_body": bool(info.no_body),
+            "upgrade": bool(info.upgrade),
+        }
     finally:
         free(h)
 

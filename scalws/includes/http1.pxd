@@ -33,6 +33,23 @@ cdef extern from "scalws/http1.h" nogil:
 
     int sws_method_id(const char *m, size_t len)
 
+    int sws_parse_response(const char *buf, size_t len, int *minor_version, int *status,
+                           const char **reason, size_t *reason_len, sws_header_t *headers,
+                           size_t *num_headers, size_t last_len)
+
+    ctypedef struct sws_response_info_t:
+        uint64_t content_length
+        unsigned has_content_length
+        unsigned chunked
+        unsigned keepalive
+        unsigned close_delimited
+        unsigned no_body
+        unsigned upgrade
+
+    int sws_analyze_response(int req_method, int minor_version, int status,
+                             const sws_header_t *headers, size_t num_headers,
+                             sws_response_info_t *info)
+
     ctypedef struct sws_request_info_t:
         uint64_t content_length
         const char *host

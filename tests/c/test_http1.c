@@ -2,7 +2,7 @@
  * test_http1.c — unit tests of csrc/http1.c (scalws/http1.h).
  *
  * Every input is placed against a PROT_NONE page (guard.h), so an over-read
- * by one byte crashes the run. Each parse case runs whole, at every prefix
+ * by one byte crashes the run. Each parse case (requests and responses) runs whole, at every prefix
  * without last_len, and as a buffer growing one byte at a time with
  * last_len; each chunked case runs whole, split at every byte, and one byte
  * per call. The Makefile builds this file with and without SSE4.2 and
@@ -513,6 +513,383 @@ static void check_analyze_case(const acase_t *c)
     t_end();
 }
 
+/* ---- response parser ------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    const char *in;
+    size_t in_len;
+    int rc;               /* ALL, a byte count, or SWS_PARSE_* */
+    int minor, status;    /* checked when rc > 0 */
+    const char *reason;
+    const char *hdrs[16]; /* name, value, ..., NULL */
+    size_t cap;           /* header capacity; 0 means MAXH, (size_t)-1 means 0 */
+} rcase_t;
+
+typedef struct {
+    int rc, minor, status;
+    size_t r_off, r_len, nh;
+    size_t h[MAXH][4];
+} rresult_t;
+
+static rresult_t run_parse_response(const char *buf, size_t len, size_t cap, size_t last_len)
+{
+    rresult_t r;
+    const char *reason = NULL;
+    sws_header_t h[MAXH];
+    memset(&r, 0, sizeof(r));
+    r.nh = cap;
+    r.rc = sws_parse_response(buf, len, &r.minor, &r.status, &reason, &r.r_len, h, &r.nh, last_len);
+    if (r.rc > 0) {
+        r.r_off = (size_t)(reason - buf);
+        for (size_t i = 0; i < r.nh; ++i) {
+            r.h[i][0] = (size_t)(h[i].name - buf);
+            r.h[i][1] = h[i].name_len;
+            r.h[i][2] = (size_t)(h[i].value - buf);
+            r.h[i][3] = h[i].value_len;
+        }
+    } else {
+        r.minor = r.status = 0;
+        r.r_len = r.nh = 0;
+    }
+    return r;
+}
+
+static int same_rresult(const rresult_t *a, const rresult_t *b)
+{
+    if (a->rc != b->rc)
+        return 0;
+    if (a->rc <= 0)
+        return 1;
+    if (a->minor != b->minor || a->status != b->status || a->r_off != b->r_off || a->r_len != b->r_len ||
+        a->nh != b->nh)
+        return 0;
+    return memcmp(a->h, b->h, sizeof(a->h[0]) * a->nh) == 0;
+}
+
+static void check_response_case(const rcase_t *c)
+{
+    size_t cap = c->cap == 0 ? MAXH : c->cap == (size_t)-1 ? 0 : c->cap;
+    int want = c->rc == ALL ? (int)c->in_len : c->rc;
+    const char *buf = guard_place(c->in, c->in_len);
+    rresult_t whole = run_parse_response(buf, c->in_len, cap, 0);
+
+    CHECK(whole.rc == want, "[%s] rc %d, want %d", c->name, whole.rc, want);
+    if (whole.rc > 0 && whole.rc == want) {
+        size_t i = 0;
+        CHECK(whole.minor == c->minor, "[%s] minor %d", c->name, whole.minor);
+        CHECK(whole.status == c->status, "[%s] status %d", c->name, whole.status);
+        CHECK(whole.r_len == strlen(c->reason) && memcmp(buf + whole.r_off, c->reason, whole.r_len) == 0 &&
+                  whole.r_off + whole.r_len <= (size_t)whole.rc,
+              "[%s] reason '%.*s'", c->name, (int)whole.r_len, buf + whole.r_off);
+        for (; c->hdrs[2 * i] != NULL; ++i) {
+            const char *n = c->hdrs[2 * i], *v = c->hdrs[2 * i + 1];
+            CHECK(i < whole.nh, "[%s] header %zu missing", c->name, i);
+            if (i >= whole.nh)
+                break;
+            CHECK(whole.h[i][1] == strlen(n) && memcmp(buf + whole.h[i][0], n, whole.h[i][1]) == 0,
+                  "[%s] header %zu name %.*s", c->name, i, (int)whole.h[i][1], buf + whole.h[i][0]);
+            CHECK(whole.h[i][3] == strlen(v) && memcmp(buf + whole.h[i][2], v, whole.h[i][3]) == 0,
+                  "[%s] header %zu value '%.*s'", c->name, i, (int)whole.h[i][3], buf + whole.h[i][2]);
+        }
+        CHECK(i == whole.nh, "[%s] %zu headers, want %zu", c->name, whole.nh, i);
+    }
+
+    /* every prefix without last_len */
+    {
+        int decided = 0;
+        for (size_t k = 0; k < c->in_len; ++k) {
+            const char *p = guard_place(c->in, k);
+            rresult_t r = run_parse_response(p, k, cap, 0);
+            if (r.rc == SWS_PARSE_INCOMPLETE) {
+                CHECK(!decided, "[%s] prefix %zu incomplete after being decided", c->name, k);
+            } else {
+                decided = 1;
+                CHECK(same_rresult(&r, &whole), "[%s] prefix %zu rc %d, whole %d", c->name, k, r.rc,
+                      whole.rc);
+            }
+            if (whole.rc > 0)
+                CHECK((r.rc == SWS_PARSE_INCOMPLETE) == (k < (size_t)whole.rc), "[%s] prefix %zu rc %d",
+                      c->name, k, r.rc);
+        }
+    }
+
+    /* growing buffer with last_len */
+    {
+        size_t last = 0;
+        rresult_t r = {0};
+        r.rc = SWS_PARSE_INCOMPLETE;
+        for (size_t k = 1; k <= c->in_len; ++k) {
+            const char *p = guard_place(c->in, k);
+            r = run_parse_response(p, k, cap, last);
+            if (r.rc != SWS_PARSE_INCOMPLETE) {
+                CHECK(same_rresult(&r, &whole), "[%s] grown to %zu rc %d, whole %d", c->name, k, r.rc,
+                      whole.rc);
+                if (whole.rc > 0)
+                    CHECK(k == (size_t)whole.rc, "[%s] completed at %zu", c->name, k);
+                break;
+            }
+            last = k;
+        }
+        if (r.rc == SWS_PARSE_INCOMPLETE && whole.rc != SWS_PARSE_INCOMPLETE)
+            CHECK(whole.rc < 0 && !has_head_end(c->in, c->in_len), "[%s] never completed", c->name);
+    }
+    t_end();
+}
+
+static const rcase_t response_cases[] = {
+    /* accepted */
+    {"200 OK", B("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), ALL, 1, 200, "OK",
+     H("Content-Length", "0")},
+    {"1.0 404", B("HTTP/1.0 404 Not Found\r\n\r\n"), ALL, 0, 404, "Not Found", H(NULL)},
+    {"empty reason with SP", B("HTTP/1.1 204 \r\n\r\n"), ALL, 1, 204, "", H(NULL)},
+    {"no SP before empty reason", B("HTTP/1.1 200\r\nA: b\r\n\r\n"), ALL, 1, 200, "", H("A", "b")},
+    {"no SP, bare LF", B("HTTP/1.1 301\nLocation: /x\n\n"), ALL, 1, 301, "", H("Location", "/x")},
+    {"bare LF", B("HTTP/1.1 200 OK\nA: 1\nB: 2\n\n"), ALL, 1, 200, "OK", H("A", "1", "B", "2")},
+    {"reason with SP, HTAB, obs-text", B("HTTP/1.1 500 Very \tBad \x80\xff Stuff \r\n\r\n"), ALL, 1, 500,
+     "Very \tBad \x80\xff Stuff ", H(NULL)},
+    {"reason leading SP kept", B("HTTP/1.1 200  OK\r\n\r\n"), ALL, 1, 200, " OK", H(NULL)},
+    {"long reason", B("HTTP/1.1 418 I'm a teapot, and this reason phrase is longer than 32 bytes!\r\n\r\n"),
+     ALL, 1, 418, "I'm a teapot, and this reason phrase is longer than 32 bytes!", H(NULL)},
+    {"100", B("HTTP/1.1 100 Continue\r\n\r\n"), ALL, 1, 100, "Continue", H(NULL)},
+    {"599", B("HTTP/1.1 599 x\r\n\r\n"), ALL, 1, 599, "x", H(NULL)},
+    {"OWS trimmed", B("HTTP/1.1 200 OK\r\nX: \t v a l \t \r\nY:\r\n\r\n"), ALL, 1, 200, "OK",
+     H("X", "v a l", "Y", "")},
+    {"body follows", B("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"), 38, 1, 200, "OK",
+     H("Content-Length", "3")},
+    {"next response follows", B("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"), 25, 1, 100,
+     "Continue", H(NULL)},
+    {"headers == capacity", B("HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\n\r\n"), ALL, 1, 200, "OK",
+     H("A", "1", "B", "2"), 2},
+    {"no headers, capacity 0", B("HTTP/1.1 200 OK\r\n\r\n"), ALL, 1, 200, "OK", H(NULL), (size_t)-1},
+
+    /* incomplete */
+    {"empty", B(""), SWS_PARSE_INCOMPLETE},
+    {"status line only", B("HTTP/1.1 200 OK\r\n"), SWS_PARSE_INCOMPLETE},
+    {"ends in CR", B("HTTP/1.1 200 OK\r\nA: b\r\n\r"), SWS_PARSE_INCOMPLETE},
+    {"partial version", B("HTTP/1."), SWS_PARSE_INCOMPLETE},
+    {"partial code", B("HTTP/1.1 20"), SWS_PARSE_INCOMPLETE},
+
+    /* version */
+    {"HTTP/1.2", B("HTTP/1.2 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/2.0", B("HTTP/2.0 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/2", B("HTTP/2 200\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/0.9", B("HTTP/0.9 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/1.10", B("HTTP/1.10 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"lowercase http", B("http/1.1 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"ICY", B("ICY 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTTP/0.9 body", B("<html>hello</html>\n\n"), SWS_PARSE_ERROR},
+    {"leading CRLF", B("\r\nHTTP/1.1 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"leading LF", B("\nHTTP/1.1 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"leading SP", B(" HTTP/1.1 200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+
+    /* status-code */
+    {"two SP before code", B("HTTP/1.1  200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTAB before code", B("HTTP/1.1\t200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"no SP before code", B("HTTP/1.1200 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"no code", B("HTTP/1.1 \r\n\r\n"), SWS_PARSE_ERROR},
+    {"two digits", B("HTTP/1.1 20 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"two digits EOL", B("HTTP/1.1 20\r\n\r\n"), SWS_PARSE_ERROR},
+    {"four digits", B("HTTP/1.1 2000 OK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"code 099", B("HTTP/1.1 099 x\r\n\r\n"), SWS_PARSE_ERROR},
+    {"code 000", B("HTTP/1.1 000 x\r\n\r\n"), SWS_PARSE_ERROR},
+    {"code 600", B("HTTP/1.1 600 x\r\n\r\n"), SWS_PARSE_ERROR},
+    {"code 999", B("HTTP/1.1 999 x\r\n\r\n"), SWS_PARSE_ERROR},
+    {"code sign", B("HTTP/1.1 +20 x\r\n\r\n"), SWS_PARSE_ERROR},
+    {"code hex", B("HTTP/1.1 20a x\r\n\r\n"), SWS_PARSE_ERROR},
+    {"HTAB after code", B("HTTP/1.1 200\tOK\r\n\r\n"), SWS_PARSE_ERROR},
+
+    /* reason-phrase */
+    {"reason NUL", B("HTTP/1.1 200 O\0K\r\n\r\n"), SWS_PARSE_ERROR},
+    {"reason DEL", B("HTTP/1.1 200 O\x7fK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"reason CTL", B("HTTP/1.1 200 O\x01K\r\n\r\n"), SWS_PARSE_ERROR},
+    {"reason bare CR", B("HTTP/1.1 200 O\rK\r\n\r\n"), SWS_PARSE_ERROR},
+    {"reason CR CR LF", B("HTTP/1.1 200 OK\r\r\n\r\n"), SWS_PARSE_ERROR},
+    {"no-reason bare CR", B("HTTP/1.1 200\rX\r\n\r\n"), SWS_PARSE_ERROR},
+
+    /* field lines: as requests */
+    {"SP before colon", B("HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\n"), SWS_PARSE_ERROR},
+    {"obs-fold", B("HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n"), SWS_PARSE_ERROR},
+    {"SP before first field", B("HTTP/1.1 200 OK\r\n X: a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"empty name", B("HTTP/1.1 200 OK\r\n: a\r\n\r\n"), SWS_PARSE_ERROR},
+    {"no colon", B("HTTP/1.1 200 OK\r\nGarbage\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value NUL", B("HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value CTL long", B("HTTP/1.1 200 OK\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaa\x1b\r\n\r\n"), SWS_PARSE_ERROR},
+    {"value bare CR", B("HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n"), SWS_PARSE_ERROR},
+    {"bare CR end of head", B("HTTP/1.1 200 OK\r\nX: a\r\n\rX\r\n"), SWS_PARSE_ERROR},
+
+    /* capacity */
+    {"too many headers", B("HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"), SWS_PARSE_TOO_MANY_HEADERS, 0, 0,
+     NULL, H(NULL), 2},
+    {"one header, capacity 0", B("HTTP/1.1 200 OK\r\nA: 1\r\n\r\n"), SWS_PARSE_TOO_MANY_HEADERS, 0, 0, NULL,
+     H(NULL), (size_t)-1},
+};
+
+/* A reason phrase of 1..40 bytes with one byte at every position: both the
+ * SSE blocks and the scalar tail must judge it. */
+static void check_reason_boundaries(void)
+{
+    char resp[128];
+    for (size_t n = 1; n <= 40; ++n) {
+        for (size_t pos = 0; pos < n; ++pos) {
+            for (int c = 0; c < 256; ++c) {
+                int ok = c == '\t' || (c >= 0x20 && c != 0x7f);
+                int len = snprintf(resp, sizeof(resp), "HTTP/1.1 200 ");
+                memset(resp + len, 'r', n);
+                resp[len + pos] = (char)c;
+                len += (int)n;
+                len += snprintf(resp + len, sizeof(resp) - len, "r\r\n\r\n");
+                rresult_t r = run_parse_response(guard_place(resp, len), len, MAXH, 0);
+                /* CR or LF inside leaves "r..r\r\n" as a field line without ":" */
+                CHECK(ok ? (r.rc == len && r.r_len == n + 1) : r.rc == SWS_PARSE_ERROR,
+                      "reason n=%zu pos=%zu byte %02x rc %d", n, pos, c, r.rc);
+            }
+        }
+    }
+    t_end();
+}
+
+/* ---- response analysis ------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    int req_method;
+    const char *head; /* response head; parsed first */
+    int rc;           /* 0 or -1 */
+    long long cl;     /* -1: no Content-Length expected; -2: not checked */
+    int chunked, close_delimited, no_body, keepalive, upgrade;
+} racase_t;
+
+#define GET_ SWS_M_GET
+static const racase_t ranalyze_cases[] = {
+    /* framing */
+    {"CL", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", 0, 5, 0, 0, 0, 1, 0},
+    {"CL 0", GET_, "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", 0, 0, 0, 0, 0, 1, 0},
+    {"CL max", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n", 0,
+     9223372036854775807LL, 0, 0, 0, 1, 0},
+    {"chunked", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 0, -1, 1, 0, 0, 1, 0},
+    {"Chunked case", GET_, "HTTP/1.1 200 OK\r\ntransfer-encoding: CHUNKED\r\n\r\n", 0, -1, 1, 0, 0, 1, 0},
+    {"gzip, chunked", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 0, -1, 1, 0, 0, 1, 0},
+    {"gzip then chunked fields", GET_,
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", 0, -1, 1, 0, 0, 1, 0},
+    {"TE gzip: until close", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 0, -1, 0, 1, 0, 0, 0},
+    {"TE gzip;q=1: until close", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip;q=1\r\n\r\n", 0, -1, 0, 1,
+     0, 0, 0},
+    {"no framing: until close", GET_, "HTTP/1.1 200 OK\r\n\r\n", 0, -1, 0, 1, 0, 0, 0},
+    {"no framing 1.0", GET_, "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n", 0, -1, 0, 1, 0, 0, 0},
+    /* no body */
+    {"HEAD with CL", SWS_M_HEAD, "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", 0, 1234, 0, 0, 1, 1, 0},
+    {"HEAD with chunked", SWS_M_HEAD, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 0, -1, 0, 0, 1,
+     1, 0},
+    {"HEAD no framing", SWS_M_HEAD, "HTTP/1.1 200 OK\r\n\r\n", 0, -1, 0, 0, 1, 1, 0},
+    {"100", GET_, "HTTP/1.1 100 Continue\r\n\r\n", 0, -1, 0, 0, 1, 1, 0},
+    {"103 CL 0", GET_, "HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\n\r\n", 0, 0, 0, 0, 1, 1, 0},
+    {"204", SWS_M_DELETE, "HTTP/1.1 204 No Content\r\n\r\n", 0, -1, 0, 0, 1, 1, 0},
+    {"204 CL 0", GET_, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", 0, 0, 0, 0, 1, 1, 0},
+    {"304 with CL", GET_, "HTTP/1.1 304 Not Modified\r\nContent-Length: 99\r\n\r\n", 0, 99, 0, 0, 1, 1, 0},
+    {"304 no framing", GET_, "HTTP/1.1 304 Not Modified\r\n\r\n", 0, -1, 0, 0, 1, 1, 0},
+    {"CONNECT 200", SWS_M_CONNECT, "HTTP/1.1 200 Connection Established\r\n\r\n", 0, -1, 0, 0, 1, 1, 0},
+    {"CONNECT 200 CL+TE ignored", SWS_M_CONNECT,
+     "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 0, -1, 0, 0, 1, 1, 0},
+    {"CONNECT 407 has a body", SWS_M_CONNECT, "HTTP/1.1 407 Auth\r\nContent-Length: 3\r\n\r\n", 0, 3, 0, 0, 0,
+     1, 0},
+    {"CONNECT 300 until close", SWS_M_CONNECT, "HTTP/1.1 300 x\r\n\r\n", 0, -1, 0, 1, 0, 0, 0},
+    /* keepalive */
+    {"1.0 CL", GET_, "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", 0, 1, 0, 0, 0, 0, 0},
+    {"1.0 CL keep-alive", GET_, "HTTP/1.0 200 OK\r\nContent-Length: 1\r\nConnection: Keep-Alive\r\n\r\n", 0, 1,
+     0, 0, 0, 1, 0},
+    {"1.1 close", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: x, close\r\n\r\n", 0, 1, 0, 0, 0,
+     0, 0},
+    {"1.1 keep-alive, close", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: keep-alive\r\n"
+     "connection: CLOSE\r\n\r\n", 0, 1, 0, 0, 0, 0, 0},
+    {"1.1 closed is not close", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: closed\r\n\r\n", 0,
+     1, 0, 0, 0, 1, 0},
+    /* upgrade */
+    {"101 upgrade", GET_, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+     0, -1, 0, 0, 1, 1, 1},
+    {"101 no Upgrade field", GET_, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n\r\n", 0, -1, 0,
+     0, 1, 1, 0},
+    {"200 advertises upgrade", GET_,
+     "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n", 0, 0, 0, 0, 0, 1, 0},
+    /* refused: -1 */
+    {"CL and TE", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", -1, 5, 1,
+     0, 0, 0, 0},
+    {"TE and CL", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", -1, 5, 1,
+     0, 0, 0, 0},
+    {"gzip TE and CL", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\n", -1, 5, 0,
+     1, 0, 0, 0},
+    {"HEAD CL and TE", SWS_M_HEAD, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+     -1, 5, 0, 0, 1, 0, 0},
+    {"CL dup equal", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", -1, -2, 0, 0, 0,
+     0, 0},
+    {"CL dup differ", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", -1, -2, 0, 0,
+     0, 0, 0},
+    {"CL list equal", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"CL list differ", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 5,6\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"CL alpha", GET_, "HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"CL negative", GET_, "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"CL plus", GET_, "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"CL hex", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 0x5\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"CL inner space", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 5 5\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"CL empty", GET_, "HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"CL max+1", GET_, "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n", -1, -2, 0, 0, 0, 0, 0},
+    {"HEAD CL malformed", SWS_M_HEAD, "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", -1, -2, 0, 0, 1, 0, 0},
+    {"304 CL malformed", GET_, "HTTP/1.1 304 x\r\nContent-Length: 1, 1\r\n\r\n", -1, -2, 0, 0, 1, 0, 0},
+    {"chunked, gzip", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", -1, -1, 0, 1, 0, 0, 0},
+    {"chunked then gzip fields", GET_,
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n", -1, -1, 0, 1, 0, 0, 0},
+    {"chunked twice", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", -1, -1, 1, 0, 0, 0,
+     0},
+    {"chunked two fields", GET_,
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", -1, -1, 1, 0, 0, 0,
+     0},
+    {"chunked params", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked;a=b\r\n\r\n", -1, -1, 1, 0, 0, 0, 0},
+    {"TE empty", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n\r\n", -1, -1, 0, 1, 0, 0, 0},
+    {"TE comma", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: ,\r\n\r\n", -1, -1, 0, 1, 0, 0, 0},
+    {"TE not a token", GET_, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chu nked\r\n\r\n", -1, -1, 0, 1, 0, 0, 0},
+    {"TE in 1.0", GET_, "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", -1, -1, 1, 0, 0, 0, 0},
+    {"100 with TE", GET_, "HTTP/1.1 100 Continue\r\nTransfer-Encoding: chunked\r\n\r\n", -1, -1, 0, 0, 1, 0, 0},
+    {"101 with CL 5", GET_, "HTTP/1.1 101 x\r\nContent-Length: 5\r\n\r\n", -1, 5, 0, 0, 1, 0, 0},
+    {"204 with CL 1", GET_, "HTTP/1.1 204 x\r\nContent-Length: 1\r\n\r\n", -1, 1, 0, 0, 1, 0, 0},
+    {"204 with TE", GET_, "HTTP/1.1 204 x\r\nTransfer-Encoding: chunked\r\n\r\n", -1, -1, 0, 0, 1, 0, 0},
+    {"HEAD 204 with TE", SWS_M_HEAD, "HTTP/1.1 204 x\r\nTransfer-Encoding: chunked\r\n\r\n", -1, -1, 0, 0, 1, 0,
+     0},
+};
+
+static void check_ranalyze_case(const racase_t *c)
+{
+    const char *reason;
+    size_t rl, nh = MAXH, len = strlen(c->head);
+    int minor, status;
+    sws_header_t h[MAXH];
+    sws_response_info_t info;
+    const char *buf = guard_place(c->head, len);
+    int rc = sws_parse_response(buf, len, &minor, &status, &reason, &rl, h, &nh, 0);
+    CHECK(rc == (int)len, "[%s] parse rc %d", c->name, rc);
+    if (rc != (int)len) {
+        t_end();
+        return;
+    }
+    memset(&info, 0xa5, sizeof(info)); /* every field must be written */
+    rc = sws_analyze_response(c->req_method, minor, status, h, nh, &info);
+    CHECK(rc == c->rc, "[%s] rc %d, want %d", c->name, rc, c->rc);
+    if (c->cl >= 0)
+        CHECK(info.has_content_length && info.content_length == (uint64_t)c->cl, "[%s] content_length %" PRIu64,
+              c->name, info.content_length);
+    else if (c->cl == -1)
+        CHECK(!info.has_content_length, "[%s] has_content_length", c->name);
+    CHECK(info.chunked == c->chunked, "[%s] chunked %u", c->name, info.chunked);
+    CHECK(info.close_delimited == c->close_delimited, "[%s] close_delimited %u", c->name, info.close_delimited);
+    CHECK(info.no_body == c->no_body, "[%s] no_body %u", c->name, info.no_body);
+    CHECK(info.keepalive == c->keepalive, "[%s] keepalive %u", c->name, info.keepalive);
+    CHECK(info.upgrade == c->upgrade, "[%s] upgrade %u", c->name, info.upgrade);
+    CHECK(info.chunked + info.close_delimited + info.no_body <= 1, "[%s] one framing", c->name);
+    if (rc == 0)
+        CHECK(info.chunked || info.close_delimited || info.no_body || info.has_content_length,
+              "[%s] some framing", c->name);
+    t_end();
+}
+
 /* ---- chunked decoder -------------------------------------------------- */
 
 typedef struct {
@@ -786,6 +1163,62 @@ static int digest(void)
             h = fnv(h, buf, sz);
         }
     }
+    /* responses: the same mutations over response heads */
+    {
+        static const char *rseeds[] = {
+            "HTTP/1.1 200 OK, and a reason longer than sixteen\r\nContent-Length: 5\r\n"
+            "X-Long-Header-Name-For-SSE~: value with\ttab and \x80\xff obs-text\r\n\r\nhello",
+            "HTTP/1.0 101\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n"
+            "Transfer-Encoding: gzip, chunked\r\n\r\n",
+        };
+        static const int methods[] = {SWS_M_GET, SWS_M_HEAD, SWS_M_CONNECT};
+        for (int iter = 0; iter < 100000; ++iter) {
+            const char *s = rseeds[rng() % 2];
+            size_t len = strlen(s);
+            memcpy(in, s, len);
+            for (int k = (int)(rng() % 4); k > 0; --k) {
+                size_t pos = rng() % len;
+                switch (rng() % 3) {
+                case 0:
+                    in[pos] = noise[rng() % (sizeof(noise) - 1)];
+                    break;
+                case 1:
+                    if (len < sizeof(in) - 1) {
+                        memmove(in + pos + 1, in + pos, len - pos);
+                        in[pos] = noise[rng() % (sizeof(noise) - 1)];
+                        ++len;
+                    }
+                    break;
+                default:
+                    memmove(in + pos, in + pos + 1, len - pos - 1);
+                    --len;
+                }
+            }
+            const char *buf = guard_place(in, len);
+            rresult_t r = run_parse_response(buf, len, 8, 0);
+            h = fnv(h, &r.rc, sizeof(r.rc));
+            if (r.rc > 0) {
+                sws_header_t hd[8];
+                sws_response_info_t info;
+                h = fnv(h, &r.minor, sizeof(r.minor));
+                h = fnv(h, &r.status, sizeof(r.status));
+                h = fnv(h, &r.r_off, sizeof(r.r_off));
+                h = fnv(h, &r.r_len, sizeof(r.r_len));
+                h = fnv(h, r.h, sizeof(r.h[0]) * r.nh);
+                for (size_t i = 0; i < r.nh; ++i) {
+                    hd[i].name = buf + r.h[i][0];
+                    hd[i].name_len = r.h[i][1];
+                    hd[i].value = buf + r.h[i][2];
+                    hd[i].value_len = r.h[i][3];
+                }
+                int st = sws_analyze_response(methods[iter % 3], r.minor, r.status, hd, r.nh, &info);
+                unsigned flags = info.has_content_length | info.chunked << 1 | info.keepalive << 2 |
+                                 info.close_delimited << 3 | info.no_body << 4 | info.upgrade << 5;
+                h = fnv(h, &st, sizeof(st));
+                h = fnv(h, &flags, sizeof(flags));
+            }
+        }
+    }
     printf("%016" PRIx64 "\n", h);
     return 0;
 }
@@ -805,5 +1238,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(chunked_cases) / sizeof(chunked_cases[0]); ++i)
         check_chunked_case(&chunked_cases[i]);
     check_chunked_after_end();
+    for (size_t i = 0; i < sizeof(response_cases) / sizeof(response_cases[0]); ++i)
+        check_response_case(&response_cases[i]);
+    check_reason_boundaries();
+    for (size_t i = 0; i < sizeof(ranalyze_cases) / sizeof(ranalyze_cases[0]); ++i)
+        check_ranalyze_case(&ranalyze_cases[i]);
     return t_summary();
 }

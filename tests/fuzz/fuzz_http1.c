@@ -1,7 +1,8 @@
 /*
  * fuzz_http1.c — fuzz driver for csrc/http1.c: every input goes through
  * sws_parse_request (whole and grown with last_len), sws_analyze_request on
- * an accepted head, and sws_decode_chunked (whole and in two pieces).
+ * an accepted head, the same for sws_parse_response / sws_analyze_response,
+ * and sws_decode_chunked (whole and in two pieces).
  * Besides the sanitizers it checks the contracts in scalws/http1.h: results
  * lie inside the input, the grown parse agrees with the whole one, and
  * split chunked decoding agrees with whole decoding.
@@ -72,6 +73,51 @@ static void fuzz_parse(const uint8_t *data, size_t size)
     }
 }
 
+static void fuzz_response(const uint8_t *data, size_t size)
+{
+    const char *buf = (const char *)data, *reason = NULL;
+    size_t rl, nh = MAXH;
+    int minor, status;
+    sws_header_t h[MAXH];
+    int rc = sws_parse_response(buf, size, &minor, &status, &reason, &rl, h, &nh, 0);
+
+    if (rc > 0) {
+        static const int methods[] = {SWS_M_GET, SWS_M_HEAD, SWS_M_CONNECT};
+        if ((size_t)rc > size || nh > MAXH || reason < buf || reason + rl > buf + rc || minor < 0 ||
+            minor > 1 || status < 100 || status > 599)
+            FAIL("response result outside the input");
+        for (size_t i = 0; i < nh; ++i)
+            if (h[i].name < buf || h[i].name + h[i].name_len > buf + rc || h[i].value < buf ||
+                h[i].value + h[i].value_len > buf + rc || h[i].name_len == 0)
+                FAIL("response header outside the head");
+        for (int m = 0; m < 3; ++m) {
+            sws_response_info_t info;
+            int st = sws_analyze_response(methods[m], minor, status, h, nh, &info);
+            if ((st != 0 && st != -1) || info.chunked + info.close_delimited + info.no_body > 1 ||
+                (info.close_delimited && info.keepalive) || (st != 0 && info.keepalive))
+                FAIL("analyze_response result");
+        }
+    } else if (rc < SWS_PARSE_TOO_MANY_HEADERS || rc == SWS_PARSE_VERSION) {
+        FAIL("response return code");
+    }
+
+    /* grown in 5-byte steps with last_len, as for requests */
+    {
+        size_t last = 0, k = 0, nh2;
+        int rc2;
+        for (;;) {
+            k = size - k > 5 ? k + 5 : size;
+            nh2 = MAXH;
+            rc2 = sws_parse_response(buf, k, &minor, &status, &reason, &rl, h, &nh2, last);
+            if (rc2 != SWS_PARSE_INCOMPLETE || k == size)
+                break;
+            last = k;
+        }
+        if (rc2 != rc && !(rc2 == SWS_PARSE_INCOMPLETE && rc < 0))
+            FAIL("grown response parse disagrees with whole parse");
+    }
+}
+
 static void fuzz_chunked(const uint8_t *data, size_t size)
 {
     char *whole = malloc(size + 1), *split = malloc(size + 1);
@@ -106,6 +152,7 @@ static void fuzz_chunked(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_parse(data, size);
+    fuzz_response(data, size);
     fuzz_chunked(data, size);
     return 0;
 }

@@ -14,7 +14,8 @@ import pytest
 parser = pytest.importorskip("scalws.http.parser")
 
 from scalws.http.parser import (  # noqa: E402
-    ERROR, INCOMPLETE, TOO_MANY_HEADERS, VERSION, ChunkedDecoder, analyze, parse_request,
+    ERROR, INCOMPLETE, M_CONNECT, M_DELETE, M_GET, M_HEAD, TOO_MANY_HEADERS, VERSION, ChunkedDecoder,
+    analyze, analyze_response, parse_request, parse_response,
 )
 
 SEED = int(os.environ.get("SCALWS_SEED") or random.SystemRandom().randrange(2**32))
@@ -244,6 +245,170 @@ def test_chunked(case):
         check_chunked(case, cuts, f"{case[0]} cuts={cuts} SCALWS_SEED={SEED}")
 
 
+# ---- response parser (upstream responses, reverse proxy) -------------------
+
+def rok(minor, status, reason, headers, consumed=None):
+    return {"minor": minor, "status": status, "reason": reason, "headers": headers, "consumed": consumed}
+
+
+RESPONSE_CASES = [
+    ("200 OK", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", rok(1, 200, b"OK", [(b"Content-Length", b"0")])),
+    ("1.0 404", b"HTTP/1.0 404 Not Found\r\n\r\n", rok(0, 404, b"Not Found", [])),
+    ("empty reason with SP", b"HTTP/1.1 204 \r\n\r\n", rok(1, 204, b"", [])),
+    ("no SP before empty reason", b"HTTP/1.1 200\r\nA: b\r\n\r\n", rok(1, 200, b"", [(b"A", b"b")])),
+    ("bare LF", b"HTTP/1.1 301 Moved\nLocation: /x\n\n", rok(1, 301, b"Moved", [(b"Location", b"/x")])),
+    ("reason bytes", b"HTTP/1.1 500 Very \tBad \x80\xff \r\n\r\n", rok(1, 500, b"Very \tBad \x80\xff ", [])),
+    ("long", b"HTTP/1.1 418 " + b"r" * 50 + b"\r\nX-" + b"n" * 40 + b": " + b"v" * 90 + b"\r\n\r\n",
+     rok(1, 418, b"r" * 50, [(b"X-" + b"n" * 40, b"v" * 90)])),
+    ("OWS trimmed", b"HTTP/1.1 200 OK\r\nX: \t v a l \t \r\nY:\r\n\r\n",
+     rok(1, 200, b"OK", [(b"X", b"v a l"), (b"Y", b"")])),
+    ("100 then 200", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", rok(1, 100, b"Continue", [], 25)),
+    ("body follows", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+     rok(1, 200, b"OK", [(b"Content-Length", b"3")], 38)),
+    ("599", b"HTTP/1.1 599 x\r\n\r\n", rok(1, 599, b"x", [])),
+    ("incomplete", b"HTTP/1.1 200 OK\r\nA: b\r\n", INCOMPLETE),
+    ("empty", b"", INCOMPLETE),
+    ("HTTP/1.2", b"HTTP/1.2 200 OK\r\n\r\n", ERROR),
+    ("HTTP/2.0", b"HTTP/2.0 200 OK\r\n\r\n", ERROR),
+    ("HTTP/0.9", b"HTTP/0.9 200 OK\r\n\r\n", ERROR),
+    ("lowercase", b"http/1.1 200 OK\r\n\r\n", ERROR),
+    ("garbage", b"<html>hi</html>\r\n\r\n", ERROR),
+    ("leading CRLF", b"\r\nHTTP/1.1 200 OK\r\n\r\n", ERROR),
+    ("two SP", b"HTTP/1.1  200 OK\r\n\r\n", ERROR),
+    ("two digits", b"HTTP/1.1 20 OK\r\n\r\n", ERROR),
+    ("four digits", b"HTTP/1.1 2000 OK\r\n\r\n", ERROR),
+    ("code 099", b"HTTP/1.1 099 x\r\n\r\n", ERROR),
+    ("code 600", b"HTTP/1.1 600 x\r\n\r\n", ERROR),
+    ("code 999", b"HTTP/1.1 999 x\r\n\r\n", ERROR),
+    ("HTAB after code", b"HTTP/1.1 200\tOK\r\n\r\n", ERROR),
+    ("reason NUL", b"HTTP/1.1 200 O\x00K\r\n\r\n", ERROR),
+    ("reason DEL", b"HTTP/1.1 200 O\x7fK\r\n\r\n", ERROR),
+    ("reason bare CR", b"HTTP/1.1 200 O\rK\r\n\r\n", ERROR),
+    ("SP before colon", b"HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\n", ERROR),
+    ("obs-fold", b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", ERROR),
+    ("no colon", b"HTTP/1.1 200 OK\r\nGarbage\r\n\r\n", ERROR),
+    ("value CTL", b"HTTP/1.1 200 OK\r\nX: a\x01\r\n\r\n", ERROR),
+    ("value bare CR", b"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n", ERROR),
+]
+
+
+def check_response(raw, res, expected, where):
+    if isinstance(expected, int):
+        assert res == expected, where
+        return
+    assert not isinstance(res, int), f"{where}: got {res}"
+    consumed, minor, status, reason, headers = res
+    assert consumed == (len(raw) if expected["consumed"] is None else expected["consumed"]), where
+    assert (minor, status, reason, headers) == (
+        expected["minor"], expected["status"], expected["reason"], expected["headers"]), where
+
+
+def grow_response(raw, cuts, max_headers=100):
+    last = 0
+    res = INCOMPLETE
+    for k in cuts:
+        res = parse_response(raw[:k], last, max_headers)
+        if res != INCOMPLETE:
+            return res
+        last = k
+    return res
+
+
+def check_response_grown(raw, res, expected, where):
+    if res == INCOMPLETE and isinstance(expected, int) and expected != INCOMPLETE:
+        assert not has_head_end(raw), where
+    else:
+        check_response(raw, res, expected, where)
+
+
+@pytest.mark.parametrize("name,raw,expected", RESPONSE_CASES, ids=[c[0] for c in RESPONSE_CASES])
+def test_response_whole(name, raw, expected):
+    check_response(raw, parse_response(raw), expected, f"{name} whole")
+
+
+@pytest.mark.parametrize("name,raw,expected", RESPONSE_CASES, ids=[c[0] for c in RESPONSE_CASES])
+def test_response_byte_by_byte(name, raw, expected):
+    check_response_grown(raw, grow_response(raw, range(1, len(raw) + 1)), expected, f"{name} byte by byte")
+    if not isinstance(expected, int):
+        end = expected["consumed"] or len(raw)
+        for k in range(end):
+            assert parse_response(raw[:k]) == INCOMPLETE, f"{name} prefix {k}"
+
+
+@pytest.mark.parametrize("name,raw,expected", RESPONSE_CASES, ids=[c[0] for c in RESPONSE_CASES])
+def test_response_random_splits(name, raw, expected):
+    rng = random.Random(f"{SEED}:response:{name}")
+    for _ in range(20):
+        cuts = random_cuts(rng, len(raw))
+        check_response_grown(raw, grow_response(raw, cuts), expected, f"{name} cuts={cuts} SCALWS_SEED={SEED}")
+
+
+def test_response_too_many_headers():
+    raw = b"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"
+    assert parse_response(raw, max_headers=2) == TOO_MANY_HEADERS
+    assert parse_response(raw, max_headers=3)[0] == len(raw)
+    assert parse_response(raw, max_headers=0) == TOO_MANY_HEADERS
+
+
+CL, TE, CONN = b"Content-Length", b"Transfer-Encoding", b"Connection"
+
+# (name, req_method, minor, status, headers, rc, expected info subset)
+ANALYZE_RESPONSE_CASES = [
+    ("CL", M_GET, 1, 200, [(CL, b"5")], 0,
+     {"content_length": 5, "chunked": False, "close_delimited": False, "no_body": False, "keepalive": True}),
+    ("chunked", M_GET, 1, 200, [(TE, b"chunked")], 0, {"chunked": True, "content_length": None}),
+    ("gzip, chunked", M_GET, 1, 200, [(TE, b"gzip, Chunked")], 0, {"chunked": True}),
+    ("TE gzip until close", M_GET, 1, 200, [(TE, b"gzip")], 0,
+     {"chunked": False, "close_delimited": True, "keepalive": False}),
+    ("no framing until close", M_GET, 1, 200, [], 0, {"close_delimited": True, "keepalive": False}),
+    ("HEAD", M_HEAD, 1, 200, [(CL, b"1234")], 0, {"no_body": True, "content_length": 1234, "keepalive": True}),
+    ("HEAD chunked", M_HEAD, 1, 200, [(TE, b"chunked")], 0, {"no_body": True, "chunked": False}),
+    ("1xx", M_GET, 1, 103, [], 0, {"no_body": True}),
+    ("204", M_DELETE, 1, 204, [(CL, b"0")], 0, {"no_body": True, "content_length": 0}),
+    ("304 CL", M_GET, 1, 304, [(CL, b"99")], 0, {"no_body": True, "content_length": 99}),
+    ("CONNECT 2xx", M_CONNECT, 1, 200, [(CL, b"5"), (TE, b"chunked")], 0,
+     {"no_body": True, "has_content_length": False}),
+    ("CONNECT 407", M_CONNECT, 1, 407, [(CL, b"3")], 0, {"no_body": False, "content_length": 3}),
+    ("1.0 default close", M_GET, 0, 200, [(CL, b"1")], 0, {"keepalive": False}),
+    ("1.0 keep-alive", M_GET, 0, 200, [(CL, b"1"), (CONN, b"Keep-Alive")], 0, {"keepalive": True}),
+    ("1.1 close", M_GET, 1, 200, [(CL, b"1"), (CONN, b"x"), (b"connection", b"a, CLOSE")], 0,
+     {"keepalive": False}),
+    ("101 upgrade", M_GET, 1, 101, [(CONN, b"Upgrade"), (b"Upgrade", b"websocket")], 0,
+     {"upgrade": True, "no_body": True}),
+    ("200 upgrade only advertised", M_GET, 1, 200, [(CL, b"0"), (CONN, b"upgrade"), (b"Upgrade", b"h2c")], 0,
+     {"upgrade": False}),
+    ("CL + TE", M_GET, 1, 200, [(CL, b"5"), (TE, b"chunked")], -1, {"keepalive": False}),
+    ("HEAD CL + TE", M_HEAD, 1, 200, [(TE, b"chunked"), (CL, b"5")], -1, {"keepalive": False}),
+    ("CL dup", M_GET, 1, 200, [(CL, b"5"), (CL, b"5")], -1, {}),
+    ("CL differ", M_GET, 1, 200, [(CL, b"5"), (CL, b"6")], -1, {}),
+    ("CL list", M_GET, 1, 200, [(CL, b"5, 5")], -1, {}),
+    ("CL alpha", M_GET, 1, 200, [(CL, b"5a")], -1, {}),
+    ("CL negative", M_GET, 1, 200, [(CL, b"-1")], -1, {}),
+    ("CL empty", M_GET, 1, 200, [(CL, b"")], -1, {}),
+    ("CL overflow", M_GET, 1, 200, [(CL, b"9223372036854775808")], -1, {}),
+    ("chunked not last", M_GET, 1, 200, [(TE, b"chunked, gzip")], -1, {}),
+    ("chunked twice", M_GET, 1, 200, [(TE, b"chunked"), (TE, b"chunked")], -1, {}),
+    ("chunked params", M_GET, 1, 200, [(TE, b"chunked;x=1")], -1, {}),
+    ("TE empty", M_GET, 1, 200, [(TE, b"")], -1, {}),
+    ("TE in 1.0", M_GET, 0, 200, [(TE, b"chunked")], -1, {}),
+    ("1xx TE", M_GET, 1, 100, [(TE, b"chunked")], -1, {}),
+    ("1xx CL 5", M_GET, 1, 101, [(CL, b"5")], -1, {}),
+    ("204 CL 1", M_GET, 1, 204, [(CL, b"1")], -1, {}),
+    ("204 TE", M_GET, 1, 204, [(TE, b"chunked")], -1, {}),
+]
+
+
+@pytest.mark.parametrize("name,method,minor,status,headers,rc,info", ANALYZE_RESPONSE_CASES,
+                         ids=[c[0] for c in ANALYZE_RESPONSE_CASES])
+def test_analyze_response(name, method, minor, status, headers, rc, info):
+    got_rc, got = analyze_response(method, minor, status, headers)
+    assert got_rc == rc, name
+    for k, v in info.items():
+        assert got[k] == v, f"{name}: {k}"
+    assert got["chunked"] + got["close_delimited"] + got["no_body"] <= 1, name
+
+
+
 # ---- differential test against llhttp (httptools) --------------------------
 
 httptools = pytest.importorskip("httptools")
@@ -434,3 +599,68 @@ def test_differential_llhttp(raw):
     if ours[0] == "ok":
         assert ours[1:4] == theirs[1:4], where
         assert _norm(ours[4]) == _norm(theirs[4]), where
+
+
+# ---- response differential test against llhttp ----------------------------
+
+REASON = bytes(range(0x20, 0x7F)) + b"\t\x80\xff"
+
+
+@st.composite
+def responses(draw):
+    """Valid response heads (RFC 9112 §4, §5) with CRLF line ends."""
+    minor = draw(st.sampled_from([0, 1]))
+    status = draw(st.integers(100, 599))
+    if draw(st.integers(0, 9)) == 0:
+        line = b"HTTP/1.%d %d" % (minor, status)  # the tolerated form without SP
+    else:
+        reason = draw(_bytes(REASON, 0, 30)).lstrip(b" \t")
+        line = b"HTTP/1.%d %d %s" % (minor, status, reason)
+    lines = []
+    for _ in range(draw(st.integers(0, 6))):
+        name = draw(st.sampled_from([b"X-", b"Server", b"Set-Cookie", b"Vary"])) + draw(_bytes(TCHAR, 0, 20))
+        value = draw(_bytes(VCHAR, 0, 30))
+        if len(value) > 2 and draw(st.booleans()):
+            value = value[:1] + draw(st.sampled_from([b" ", b"\t", b"  "])) + value[1:]
+        ows = draw(st.sampled_from([b"", b" ", b"\t", b" \t"]))
+        lines.append(name + b":" + ows + value + draw(st.sampled_from([b"", b" "])))
+    if draw(st.booleans()):
+        lines.append(b"Content-Length: %d" % draw(st.integers(0, 10**6)))
+    return line + b"\r\n" + b"".join(l + b"\r\n" for l in lines) + b"\r\n"
+
+
+class _LLResp:
+    def __init__(self):
+        self.status, self.headers = b"", []
+        self.head_done = False
+
+    def on_status(self, s):
+        self.status += s
+
+    def on_header(self, n, v):
+        self.headers.append((n, v))
+
+    def on_headers_complete(self):
+        self.head_done = True
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(responses())
+def test_response_differential_llhttp(raw):
+    cb = _LLResp()
+    p = httptools.HttpResponseParser(cb)
+    try:
+        p.feed_data(raw)
+    except httptools.HttpParserError:
+        # llhttp pauses after a 101 head ("Pause on CONNECT/Upgrade"); any
+        # error before the head is done fails the head_done check below.
+        pass
+    res = parse_response(raw)
+    where = f"raw={raw!r} ours={res!r}"
+    assert cb.head_done, where
+    assert not isinstance(res, int), where
+    consumed, minor, status, reason, headers = res
+    assert consumed == len(raw), where
+    assert (status, "1.%d" % minor) == (p.get_status_code(), p.get_http_version()), where
+    assert reason == cb.status, where
+    assert _norm(headers) == _norm(cb.headers), where

@@ -1,5 +1,6 @@
 /*
- * scalws/http1.h — HTTP/1.x request-head parser, request analysis and
+ * scalws/http1.h — HTTP/1.x request-head parser and analysis, upstream
+ * response-head parser and analysis (for the reverse proxy), and the
  * chunked-body decoder (RFC 9110, RFC 9112).
  *
  * Ownership: nothing here allocates, keeps a pointer between calls, or calls
@@ -9,7 +10,8 @@
  *
  * Return codes shared by the parser and the chunked decoder:
  *   >= 0                       success (meaning given per function)
- *   SWS_PARSE_ERROR            malformed input; answer 400 and close
+ *   SWS_PARSE_ERROR            malformed input; answer 400 and close (a
+ *                              response: answer 502, drop the upstream)
  *   SWS_PARSE_INCOMPLETE       need more input; call again with a longer buffer
  *   SWS_PARSE_VERSION          HTTP major version 2..9; answer 505 and close
  *   SWS_PARSE_TOO_MANY_HEADERS more fields than the caller's array; answer 431
@@ -149,6 +151,90 @@ typedef struct {
 int sws_analyze_request(const char *method, size_t method_len, int minor_version,
                         const sws_header_t *headers, size_t num_headers,
                         sws_request_info_t *info);
+
+/*
+ * Parses an upstream response head (status-line and header section,
+ * RFC 9112 §4, §5) from buf[0..len), zero-copy, with the conventions of
+ * sws_parse_request: same return codes (never SWS_PARSE_VERSION), same
+ * last_len contract, *num_headers the capacity on entry and the count on
+ * success; on success minor_version, status, reason/reason_len and headers
+ * are set (pointers into buf). The caller answers SWS_PARSE_ERROR and
+ * SWS_PARSE_TOO_MANY_HEADERS with 502 and does not reuse the connection;
+ * nothing of a refused head is passed through.
+ *
+ * Accepted grammar (anything else is SWS_PARSE_ERROR):
+ *   "HTTP/1." ( "0" / "1" ) SP 3DIGIT [ SP reason-phrase ] [CR] LF
+ *   *( field-name ":" OWS field-value OWS [CR] LF )
+ *   [CR] LF
+ * - version HTTP/1.0 or HTTP/1.1 only (case-sensitive); HTTP/1.2..1.9,
+ *   HTTP/2+ and anything else are errors: an upstream we talk HTTP/1.1 to
+ *   answers with one of those two.
+ * - status-code is exactly 3 digits and must lie in 100..599 (RFC 9110 §15);
+ *   600..999 and 000..099 are errors. A fourth digit is an error.
+ * - reason-phrase = *( HTAB / SP / VCHAR / obs-text ), returned as sent
+ *   (not trimmed), possibly empty. Leniency, documented: RFC 9112 §4 requires
+ *   the SP after the code even before an empty reason, but "HTTP/1.1 200"
+ *   + line end is common in the wild and unambiguous, so it is accepted
+ *   (reason_len 0, *reason points at the line end).
+ * - no empty lines are skipped before the status-line (RFC 9112 §2.2's
+ *   allowance is for request-lines; stray bytes between responses mean the
+ *   previous response's framing was wrong).
+ * - line ends, field lines and field-value bytes as for sws_parse_request:
+ *   bare LF ok, bare CR an error, no obs-fold, no whitespace before ":",
+ *   no CTL (other than HTAB) or DEL in values.
+ */
+int sws_parse_response(const char *buf, size_t len, int *minor_version, int *status,
+                       const char **reason, size_t *reason_len, sws_header_t *headers,
+                       size_t *num_headers, size_t last_len);
+
+typedef struct {
+    uint64_t content_length;  /* valid when has_content_length */
+    unsigned has_content_length:1, chunked:1, keepalive:1, close_delimited:1, no_body:1, upgrade:1;
+} sws_response_info_t;
+
+/*
+ * Framing and connection semantics of a parsed response to a request whose
+ * method was req_method (SWS_M_*) (RFC 9112 §6.3, §9.3; RFC 9110 §6.4.1).
+ * Reads headers[0..num_headers) as produced by sws_parse_response; fills
+ * *info in every case.
+ *
+ * Framing, exactly one of, first match wins (RFC 9112 §6.3):
+ *  no_body          request HEAD; status 1xx, 204 or 304; a 2xx to CONNECT
+ *                   (the connection becomes a tunnel; CL and TE in it are
+ *                   ignored, not checked, as RFC 9110 §9.3.6 requires).
+ *  chunked          Transfer-Encoding whose final coding is "chunked"; decode
+ *                   with sws_decode_chunked.
+ *  close_delimited  Transfer-Encoding whose final coding is not chunked
+ *                   (§6.3 p4: the body runs until the server closes), or
+ *                   neither Transfer-Encoding nor Content-Length.
+ *  (none set)       Content-Length: body of content_length bytes.
+ * has_content_length/content_length report a valid Content-Length in any
+ * case (a HEAD or 304 response's CL describes the representation).
+ *
+ * keepalive: on for HTTP/1.1, off for 1.0; Connection "close" turns it off
+ * and wins, "keep-alive" turns it on for 1.0; always off when
+ * close_delimited and when -1 is returned. upgrade: status 101 with a
+ * Connection "upgrade" option and a non-empty Upgrade field (an Upgrade field
+ * in another response only advertises, RFC 9110 §7.8).
+ *
+ * Returns 0, or -1: the framing is unusable; the caller answers 502, passes
+ * nothing of the response on and does not reuse the connection. -1 for:
+ *  - Content-Length together with Transfer-Encoding (RFC 9112 §6.3 p3; a
+ *    proxy must not forward such a message, and refusing beats guessing);
+ *  - more than one Content-Length, even equal ("5, 5" or two fields), and a
+ *    Content-Length that is not 1*DIGIT or exceeds SWS_MAX_CONTENT_LENGTH;
+ *  - "chunked" not the last coding, "chunked" twice or with parameters, a
+ *    coding that is not a token, or a Transfer-Encoding with no coding;
+ *  - Transfer-Encoding in an HTTP/1.0 response (RFC 9112 §6.1: faulty
+ *    framing);
+ *  - our choice for 1xx and 204, which must not carry a body
+ *    (RFC 9110 §8.6, RFC 9112 §6.1): any Transfer-Encoding, or a
+ *    Content-Length other than 0 ("Content-Length: 0" is tolerated as
+ *    harmless). A 304's Content-Length is allowed (RFC 9110 §8.6).
+ * A response that is -1 still has *info filled as far as it could be.
+ */
+int sws_analyze_response(int req_method, int minor_version, int status, const sws_header_t *headers,
+                         size_t num_headers, sws_response_info_t *info);
 
 /* Framing limits of the chunked decoder: chunk extensions are skipped, not
  * stored, so these bound the work a peer can make us do without sending
