@@ -14,12 +14,14 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "scalws/http1.h"
+#include "scalws/httpcond.h"
 #include "scalws/httpdate.h"
 #include "scalws/path.h"
 
@@ -63,12 +65,16 @@ struct sws_conn {
     signed char tlist;
     unsigned char state;       /* S_* */
     unsigned char chunked : 1, close_after : 1, in_head : 1, want_out : 1, is_unix : 1,
-        head_armed : 1; /* the TL_HEADER deadline belongs to the current head */
+        head_armed : 1, /* the TL_HEADER deadline belongs to the current head */
+        resume : 1;     /* the stash may hold whole requests (output stopped us) */
     uint32_t requests;
     uint64_t req_start;        /* monotonic ms when the current head began */
     uint32_t stash_len;
     char *stash;               /* unparsed input, malloc'd, exact size */
     pend_t *pend;
+    sws_file_t *file;          /* referenced by pending output; file_left bytes still to sendfile */
+    uint64_t file_off, file_left;
+    size_t file_chunk;
     const sws_vhosts_t *vh;
     uint64_t body_left;
     uint64_t linger_bytes;
@@ -105,6 +111,10 @@ struct sws_engine {
     char err_time[SWS_ERR_TIME_LEN];
 
     char *path;               /* normalized path of the current request (max_uri_bytes) */
+    char *path2;              /* the path with an index file name appended */
+    sws_filecache_t *fc;
+    const char *server_line;
+    size_t server_line_len;
     char *in;                 /* read buffer */
     size_t in_cap;
     char out[OUT_BUF];        /* response batch */
@@ -222,9 +232,11 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
     e->in_cap = limits->max_header_bytes + IN_EXTRA;
     e->in = malloc(e->in_cap);
     e->path = malloc(limits->max_uri_bytes + 1);
-    if (!e->in || !e->path) {
+    e->path2 = malloc(limits->max_uri_bytes + 512);
+    if (!e->in || !e->path || !e->path2) {
         free(e->in);
         free(e->path);
+        free(e->path2);
         close(e->epfd);
         free(e);
         errno = ENOMEM;
@@ -270,6 +282,8 @@ void sws_engine_free(sws_engine_t *e)
     free(e->alog);
     free(e->in);
     free(e->path);
+    free(e->path2);
+    sws_filecache_free(e->fc);
     close(e->epfd);
     free(e);
 }
@@ -332,6 +346,20 @@ int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsiz
     e->alog_format = fd < 0 ? SWS_LOG_OFF : format;
     e->alog_flush_ms = flush_ms;
     return 0;
+}
+
+int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid_ms,
+                             size_t mem_max)
+{
+    sws_filecache_free(e->fc);
+    e->fc = sws_filecache_new(max_entries, valid_ms, mem_max);
+    return e->fc ? 0 : -ENOMEM;
+}
+
+void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len)
+{
+    e->server_line = line;
+    e->server_line_len = len;
 }
 
 void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
@@ -679,6 +707,8 @@ static void conn_close(sws_engine_t *e, sws_conn_t *c)
     close(c->fd); /* also removes it from the epoll set */
     free(c->stash);
     free(c->pend);
+    if (c->file)
+        sws_filecache_release(e->fc, c->file);
     free(c);
     e->cnt.active--;
     e->cnt.handled++;
@@ -707,8 +737,11 @@ static int err_index(int status)
 {
     switch (status) {
     case 400: return SWS_ERR_400;
+    case 403: return SWS_ERR_403;
     case 404: return SWS_ERR_404;
+    case 405: return SWS_ERR_405;
     case 408: return SWS_ERR_408;
+    case 412: return SWS_ERR_412;
     case 413: return SWS_ERR_413;
     case 414: return SWS_ERR_414;
     case 417: return SWS_ERR_417;
@@ -763,6 +796,260 @@ static void split_target(reqview_t *r, const char **path, size_t *path_len)
     *path_len = q ? (size_t)(q - t) : n;
 }
 
+/* Sends the rest of c->file: at most one chunk per call, so a fast client
+ * of a large file does not starve the others (EPOLLOUT brings us back).
+ * Returns 0 (done, or waiting for writability) or -1 to close: a socket
+ * error, or a file that shrank under us — a short body must end the
+ * connection, never look complete. */
+static int conn_send_file(sws_engine_t *e, sws_conn_t *c)
+{
+    if (c->file_left) {
+        size_t chunk = c->file_left < c->file_chunk ? (size_t)c->file_left : c->file_chunk;
+        off_t off = (off_t)c->file_off;
+        ssize_t w;
+        do
+            w = sendfile(c->fd, c->file->fd, &off, chunk);
+        while (w < 0 && errno == EINTR);
+        if (w < 0 && errno != EAGAIN)
+            return -1;
+        if (w == 0)
+            return -1;
+        if (w > 0) {
+            c->file_off += (uint64_t)w;
+            c->file_left -= (uint64_t)w;
+        }
+        if (c->file_left) {
+            conn_set_events(e, c, 1);
+            tl_set(e, c, TL_SEND);
+            return 0;
+        }
+    }
+    sws_filecache_release(e->fc, c->file);
+    c->file = NULL;
+    return 0;
+}
+
+static void out_str(sws_engine_t *e, const char *s) { out_copy(e, s, strlen(s)); }
+
+static void out_u64(sws_engine_t *e, uint64_t v)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    out_copy(e, buf, (size_t)n);
+}
+
+static void out_conn_end(sws_engine_t *e, int minor, int keepalive)
+{
+    if (!keepalive)
+        out_str(e, "Connection: close\r\n");
+    else if (minor == 0)
+        out_str(e, "Connection: keep-alive\r\n");
+    out_copy(e, "\r\n", 2);
+}
+
+static void out_status_line(sws_engine_t *e, const char *line)
+{
+    out_str(e, line);
+    out_copy(e, e->server_line, e->server_line_len);
+    out_copy(e, "Date: ", 6);
+    out_copy(e, e->date, SWS_HTTP_DATE_LEN);
+    out_copy(e, "\r\n", 2);
+}
+
+/* "/." anywhere but /.well-known/ (RFC 8615: ACME and friends need it). */
+static int is_hidden(const char *p, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] == '/' && p[i + 1] == '.') {
+            if (i == 0 && n >= 12 && memcmp(p, "/.well-known", 12) == 0 && (n == 12 || p[12] == '/'))
+                continue;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void content_type(const sws_static_t *st, const char *p, size_t n, const char **line,
+                         size_t *line_len)
+{
+    *line = st->default_type;
+    *line_len = st->default_type_len;
+    size_t i = n;
+    while (i > 0 && p[i - 1] != '/' && p[i - 1] != '.')
+        i--;
+    if (i == 0 || p[i - 1] != '.' || n - i == 0 || n - i > 16)
+        return;
+    char ext[16];
+    size_t el = n - i;
+    for (size_t k = 0; k < el; k++) {
+        char ch = p[i + k];
+        ext[k] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    size_t lo = 0, hi = st->n_mime;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const sws_mime_entry_t *m = &st->mime[mid];
+        int cmp = m->ext_len != el ? (m->ext_len < el ? -1 : 1) : memcmp(m->ext, ext, el);
+        if (cmp == 0) {
+            *line = m->line;
+            *line_len = m->line_len;
+            return;
+        }
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+}
+
+static const sws_header_t *find_hdr(const sws_header_t *h, size_t n, const char *name, size_t len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (h[i].name_len == len && strncasecmp(h[i].name, name, len) == 0)
+            return &h[i];
+    return NULL;
+}
+
+/* Validators and caching headers shared by 200 and 304. */
+static void out_validators(sws_engine_t *e, const sws_static_t *st, const sws_file_t *f)
+{
+    char date[SWS_HTTP_DATE_LEN];
+    sws_http_date((time_t)f->mtime, date);
+    out_copy(e, "Last-Modified: ", 15);
+    out_copy(e, date, SWS_HTTP_DATE_LEN);
+    out_copy(e, "\r\nETag: ", 8);
+    out_copy(e, f->etag, f->etag_len);
+    out_copy(e, "\r\n", 2);
+    if (st->expires >= 0) {
+        sws_http_date(e->wall + (time_t)st->expires, date);
+        out_copy(e, "Expires: ", 9);
+        out_copy(e, date, SWS_HTTP_DATE_LEN);
+        out_str(e, "\r\nCache-Control: max-age=");
+        out_u64(e, (uint64_t)st->expires);
+        out_copy(e, "\r\n", 2);
+    }
+    out_copy(e, st->extra, st->extra_len);
+}
+
+/* Answers a request on a static route into the batch. Returns the status
+ * (for the log) and *sent, the body bytes. A file body that is not copied
+ * into the batch leaves c->file referenced until it is written. */
+static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, const sws_static_t *st,
+                        const char *path, size_t path_len, const char *raw_path, size_t raw_len,
+                        int method, int keepalive, size_t *sent)
+{
+    int head_only = method == SWS_M_HEAD;
+    *sent = 0;
+    const sws_respond_t *err = NULL;
+    sws_file_t *f = NULL;
+    if (method != SWS_M_GET && method != SWS_M_HEAD) {
+        err = &e->err[SWS_ERR_405];
+    } else if (st->deny_hidden && is_hidden(path, path_len)) {
+        err = &e->err[SWS_ERR_404];
+    } else {
+        int rc = sws_filecache_get(e->fc, st->root_fd, path, path_len, st->fc_flags, e->now, &f);
+        if (rc == 0 && f->is_dir) {
+            sws_filecache_release(e->fc, f);
+            f = NULL;
+            if (path[path_len - 1] != '/') {
+                /* RFC 9110 §15.4.2: the folder's URL ends with a slash; the
+                 * query string goes along. */
+                const char *q = memchr(r->target, '?', r->target_len);
+                size_t qlen = q ? (size_t)(r->target + r->target_len - q) : 0;
+                out_status_line(e, "HTTP/1.1 301 Moved Permanently\r\n");
+                out_copy(e, "Location: ", 10);
+                out_copy(e, raw_path, raw_len);
+                out_copy(e, "/", 1);
+                out_copy(e, q, qlen);
+                out_str(e, "\r\nContent-Length: 0\r\n");
+                out_conn_end(e, r->minor, keepalive);
+                return 301;
+            }
+            rc = -EACCES; /* a folder without an index file is not listed */
+            for (size_t i = 0; i < st->n_index; i++) {
+                size_t nl = strlen(st->index[i]);
+                memcpy(e->path2, path, path_len);
+                memcpy(e->path2 + path_len, st->index[i], nl);
+                sws_file_t *g = NULL;
+                if (sws_filecache_get(e->fc, st->root_fd, e->path2, path_len + nl, st->fc_flags,
+                                      e->now, &g) == 0) {
+                    if (!g->is_dir) {
+                        f = g;
+                        path = e->path2;
+                        path_len += nl;
+                        rc = 0;
+                        break;
+                    }
+                    sws_filecache_release(e->fc, g);
+                }
+            }
+        }
+        if (rc < 0)
+            err = rc == -ENOENT || rc == -ENOTDIR || rc == -ENAMETOOLONG ? &e->err[SWS_ERR_404]
+                  : rc == -EACCES || rc == -EPERM || rc == -ELOOP || rc == -EXDEV
+                      ? &e->err[SWS_ERR_403]
+                      : &e->err[SWS_ERR_500];
+    }
+    if (err) {
+        *sent = put_response(e, err, head_only, r->minor, keepalive);
+        return err->status;
+    }
+
+    const sws_header_t *h;
+    sws_cond_fields_t cf;
+    memset(&cf, 0, sizeof cf);
+    if ((h = find_hdr(r->h, r->nh, "if-match", 8)))
+        cf.if_match = h->value, cf.if_match_len = h->value_len;
+    if ((h = find_hdr(r->h, r->nh, "if-none-match", 13)))
+        cf.if_none_match = h->value, cf.if_none_match_len = h->value_len;
+    if ((h = find_hdr(r->h, r->nh, "if-modified-since", 17)))
+        cf.if_modified_since = h->value, cf.if_modified_since_len = h->value_len;
+    if ((h = find_hdr(r->h, r->nh, "if-unmodified-since", 19)))
+        cf.if_unmodified_since = h->value, cf.if_unmodified_since_len = h->value_len;
+    int cond = sws_evaluate_preconditions(&cf, f->etag, f->etag_len, f->mtime, 1);
+    if (cond == SWS_COND_PRECONDITION_FAILED) {
+        sws_filecache_release(e->fc, f);
+        *sent = put_response(e, &e->err[SWS_ERR_412], head_only, r->minor, keepalive);
+        return 412;
+    }
+    if (cond == SWS_COND_NOT_MODIFIED) {
+        out_status_line(e, "HTTP/1.1 304 Not Modified\r\n");
+        out_validators(e, st, f);
+        out_conn_end(e, r->minor, keepalive);
+        sws_filecache_release(e->fc, f);
+        return 304;
+    }
+    const char *ct;
+    size_t ct_len;
+    content_type(st, path, path_len, &ct, &ct_len);
+    out_status_line(e, "HTTP/1.1 200 OK\r\n");
+    out_copy(e, ct, ct_len);
+    out_copy(e, "Content-Length: ", 16);
+    out_u64(e, f->size);
+    out_copy(e, "\r\n", 2);
+    out_validators(e, st, f);
+    out_conn_end(e, r->minor, keepalive);
+    if (head_only || f->size == 0) {
+        sws_filecache_release(e->fc, f);
+        return 200;
+    }
+    *sent = (size_t)f->size;
+    if (f->mem && f->size <= COPY_BODY_MAX) {
+        out_copy(e, f->mem, (size_t)f->size); /* head and body in one write */
+        sws_filecache_release(e->fc, f);
+    } else if (f->mem) {
+        out_ref(e, f->mem, (size_t)f->size); /* still one writev; the entry stays referenced */
+        c->file = f;
+        c->file_left = 0;
+    } else {
+        c->file = f;
+        c->file_off = 0;
+        c->file_left = f->size;
+        c->file_chunk = st->sendfile_chunk;
+    }
+    return 200;
+}
+
 /* Parses and answers the requests in buf[0..*lenp) until one is incomplete,
  * output backs up, or the connection is to close. Returns bytes consumed;
  * the unconsumed rest is buf[ret..*lenp) (*lenp shrinks when a chunked body
@@ -771,7 +1058,7 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
                            size_t last_len)
 {
     size_t off = 0, len = *lenp;
-    while (off < len && !c->close_after && !c->pend) {
+    while (off < len && !c->close_after && !c->pend && !c->file) {
         if (c->state == S_LINGER) {
             c->linger_bytes += len - off;
             return len;
@@ -882,6 +1169,8 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
         const char *path;
         size_t path_len;
         split_target(&r, &path, &path_len);
+        const char *raw_path = path;
+        size_t raw_len = path_len;
         if (path[0] == '/') {
             /* Routes see the decoded, dot-free path (csrc/path.c), so "/a/../b",
              * "//b" and "/%62" reach the route of "/b". */
@@ -896,12 +1185,22 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
         const sws_site_t *site = sws_vhosts_find(c->vh, r.host, r.host_len);
         const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
         const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->err[SWS_ERR_404];
+        const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->fc ? h->data : NULL;
+        /* What this answer may copy into the batch: a static head is at
+         * most a few hundred bytes, the extra headers, a Location of the
+         * raw path, and a body up to COPY_BODY_MAX. */
+        size_t need = st ? 1024 + st->extra_len + raw_len + r.target_len + COPY_BODY_MAX
+                         : response_copy_size(resp) + 32;
+        if (need > OUT_BUF / 2) {
+            conn_error(e, c, 414, &r, head_only); /* a Location that long is not worth making */
+            return len;
+        }
 
         c->requests++;
         int keepalive = info.keepalive && !e->shutting_down && e->lim.keepalive_timeout_ms &&
                         c->requests < e->lim.keepalive_requests;
         int has_body = (info.has_content_length && info.content_length) || info.chunked;
-        if (!out_room(e, response_copy_size(resp) + 32)) {
+        if (!out_room(e, need)) {
             if (out_flush(e, c) < 0) {
                 c->close_after = 1;
                 return len;
@@ -914,9 +1213,17 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
         }
         if (info.expect_continue && has_body && keepalive)
             out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25); /* we will read the body */
-        size_t sent = put_response(e, resp, head_only, r.minor, keepalive);
+        size_t sent;
+        int answered;
+        if (st) {
+            answered = serve_static(e, c, &r, st, path, path_len, raw_path, raw_len, method,
+                                    keepalive, &sent);
+        } else {
+            sent = put_response(e, resp, head_only, r.minor, keepalive);
+            answered = resp->status;
+        }
         e->cnt.requests++;
-        access_log(e, c, &r, resp->status, sent);
+        access_log(e, c, &r, answered, sent);
         if (!keepalive) {
             c->close_after = 1;
             return len;
@@ -934,34 +1241,59 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
 /* After input was handled: flush, stash the unparsed tail, pick the timer. */
 static void conn_settle(sws_engine_t *e, sws_conn_t *c, const char *rest, size_t rest_len)
 {
-    if (e->niov && out_flush(e, c) < 0) {
-        conn_close(e, c);
-        return;
-    }
-    if (rest_len && !c->close_after) {
-        char *s = malloc(rest_len);
-        if (!s) {
+    for (;;) {
+        if (e->niov && out_flush(e, c) < 0) {
             conn_close(e, c);
             return;
         }
-        memcpy(s, rest, rest_len);
-        c->stash = s;
-        c->stash_len = (uint32_t)rest_len;
-    }
-    if (c->pend)
-        return; /* the send timeout runs */
-    if (c->close_after) {
-        conn_linger(e, c);
+        if (rest_len && !c->close_after) {
+            char *s = malloc(rest_len);
+            if (!s) {
+                conn_close(e, c);
+                return;
+            }
+            memcpy(s, rest, rest_len);
+            c->stash = s;
+            c->stash_len = (uint32_t)rest_len;
+            /* Processing stopped for output, not for lack of input: the stash
+             * may hold whole requests, to be answered once the output is out. */
+            c->resume = c->pend || c->file;
+        }
+        if (c->file && !c->pend && conn_send_file(e, c) < 0) {
+            conn_close(e, c);
+            return;
+        }
+        if (c->pend || c->file)
+            return; /* the send timeout runs; conn_write comes back here */
+        if (c->close_after) {
+            conn_linger(e, c);
+            return;
+        }
+        if (c->resume && c->stash) {
+            /* A loop, not recursion: a thousand pipelined requests for files
+             * must not take a thousand stack frames. */
+            size_t len = c->stash_len;
+            memcpy(e->in, c->stash, len);
+            free(c->stash);
+            c->stash = NULL;
+            c->stash_len = 0;
+            c->resume = 0;
+            size_t used = conn_process(e, c, e->in, &len, 0);
+            rest = e->in + used;
+            rest_len = len - used;
+            continue;
+        }
+        c->resume = 0;
+        if (c->state == S_HEAD && !c->in_head) {
+            if (!e->shutting_down)
+                tl_set(e, c, TL_KEEPALIVE);
+            else if (c->tlist != TL_GRACE)
+                tl_set(e, c, TL_GRACE); /* answered during the stop: its next request gets
+                                           Connection: close, or the grace list closes it */
+        } else if (c->state == S_BODY) {
+            tl_set(e, c, TL_HEADER); /* body progress restarts the read timeout */
+        }
         return;
-    }
-    if (c->state == S_HEAD && !c->in_head) {
-        if (!e->shutting_down)
-            tl_set(e, c, TL_KEEPALIVE);
-        else if (c->tlist != TL_GRACE)
-            tl_set(e, c, TL_GRACE); /* answered during the stop: its next request gets
-                                       Connection: close, or the grace list closes it */
-    } else if (c->state == S_BODY) {
-        tl_set(e, c, TL_HEADER); /* body progress restarts the read timeout */
     }
 }
 
@@ -1005,7 +1337,7 @@ static void conn_read(sws_engine_t *e, sws_conn_t *c)
 static void conn_write(sws_engine_t *e, sws_conn_t *c)
 {
     pend_t *p = c->pend;
-    while (p->idx < p->niov) {
+    while (p && p->idx < p->niov) {
         int cnt = p->niov - p->idx;
         ssize_t w = send_iov(c->fd, p->iov + p->idx, cnt);
         if (w < 0) {
@@ -1028,22 +1360,17 @@ static void conn_write(sws_engine_t *e, sws_conn_t *c)
     }
     free(p);
     c->pend = NULL;
+    if (c->file) {
+        if (conn_send_file(e, c) < 0) {
+            conn_close(e, c);
+            return;
+        }
+        if (c->file)
+            return; /* more when the socket is writable again */
+    }
     conn_set_events(e, c, 0);
-    if (c->close_after) {
-        conn_linger(e, c);
-        return;
-    }
-    /* Requests that arrived while we were writing are waiting in the stash. */
-    if (c->stash) {
-        size_t len = c->stash_len;
-        memcpy(e->in, c->stash, len);
-        free(c->stash);
-        c->stash = NULL;
-        c->stash_len = 0;
-        size_t used = conn_process(e, c, e->in, &len, 0);
-        conn_settle(e, c, e->in + used, len - used);
-        return;
-    }
+    /* Requests that arrived while we were writing wait in the stash
+     * (c->resume); conn_settle answers them or closes. */
     conn_settle(e, c, NULL, 0);
 }
 
@@ -1129,7 +1456,7 @@ int sws_engine_run(sws_engine_t *e)
                 continue;
             }
             sws_conn_t *c = e->ev[i].data.ptr;
-            if (c->pend)
+            if (c->pend || c->file)
                 conn_write(e, c);
             else
                 conn_read(e, c);

@@ -54,7 +54,7 @@ def from_config(respond, server: str | None) -> Prebuilt:
 
 
 # The engine's own answers, in the order of SWS_ERR_* in engine.h.
-ERROR_STATUSES = (400, 404, 408, 413, 414, 417, 431, 500, 501, 505)
+ERROR_STATUSES = (400, 403, 404, 405, 408, 412, 413, 414, 417, 431, 500, 501, 505)
 
 
 def error_page(status: int, server: str | None) -> Prebuilt:
@@ -63,4 +63,6 @@ def error_page(status: int, server: str | None) -> Prebuilt:
             f"<center><h1>{title}</h1></center>\r\n"
             + (f"<hr><center>{server}</center>\r\n" if server else "") +
             f"</body>\r\n</html>\r\n").encode()
-    return build(status, body, (), "text/html", server)
+    # 405 comes from static routes, which answer GET and HEAD (RFC 9110 §15.5.6).
+    headers = (("Allow", "GET, HEAD"),) if status == 405 else ()
+    return build(status, body, headers, "text/html", server)

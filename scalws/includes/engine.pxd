@@ -1,5 +1,5 @@
 # Declarations of csrc/include/scalws/engine.h used by Cython; contract there.
-from libc.stdint cimport uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 from posix.types cimport time_t
 
 from scalws.includes.router cimport sws_vhosts_t
@@ -8,6 +8,7 @@ from scalws.includes.router cimport sws_vhosts_t
 cdef extern from "scalws/engine.h" nogil:
     enum:
         SWS_H_RESPOND
+        SWS_H_STATIC
 
     ctypedef struct sws_respond_t:
         int status
@@ -22,6 +23,27 @@ cdef extern from "scalws/engine.h" nogil:
         int kind
         void *data
 
+    ctypedef struct sws_mime_entry_t:
+        const char *ext
+        size_t ext_len
+        const char *line
+        size_t line_len
+
+    ctypedef struct sws_static_t:
+        int root_fd
+        int fc_flags
+        int deny_hidden
+        const char *const *index
+        size_t n_index
+        const sws_mime_entry_t *mime
+        size_t n_mime
+        const char *default_type
+        size_t default_type_len
+        const char *extra
+        size_t extra_len
+        int64_t expires
+        size_t sendfile_chunk
+
     ctypedef struct sws_limits_t:
         size_t max_header_bytes
         size_t max_headers
@@ -34,8 +56,9 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t max_connections
 
     enum:
-        SWS_ERR_400, SWS_ERR_404, SWS_ERR_408, SWS_ERR_413, SWS_ERR_414, SWS_ERR_417,
-        SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_505, SWS_ERR_COUNT
+        SWS_ERR_400, SWS_ERR_403, SWS_ERR_404, SWS_ERR_405, SWS_ERR_408, SWS_ERR_412,
+        SWS_ERR_413, SWS_ERR_414, SWS_ERR_417, SWS_ERR_431, SWS_ERR_500, SWS_ERR_501,
+        SWS_ERR_505, SWS_ERR_COUNT
 
     enum:
         SWS_LOG_OFF, SWS_LOG_COMBINED, SWS_LOG_JSON
@@ -59,6 +82,9 @@ cdef extern from "scalws/engine.h" nogil:
     int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsize,
                                   uint32_t flush_ms)
     void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
+    int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid_ms,
+                                 size_t mem_max)
+    void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len)
     int sws_engine_run(sws_engine_t *e)
     int sws_engine_run_wait(sws_engine_t *e, int ms)
     void sws_engine_tick(sws_engine_t *e)

@@ -17,7 +17,12 @@ from libc.string cimport strerror
 from scalws.includes.engine cimport *
 from scalws.includes.router cimport *
 
+import os
+
+from scalws.config.mime import content_type as _content_type
 from scalws.handlers import respond as respond_handler
+
+_FC_NOFOLLOW = 1  # SWS_FC_NOFOLLOW (csrc/include/scalws/filecache.h)
 
 _MATCH = {
     "exact": SWS_MATCH_EXACT,
@@ -44,7 +49,9 @@ cdef class Engine:
     cdef sws_router_t *router
     cdef sws_respond_t *responds      # one per respond route, then the error pages
     cdef sws_handler_t *handlers
+    cdef sws_static_t *statics        # one per static route
     cdef list _keep
+    cdef list _fds                    # root folders of static routes
     cdef dict _vhosts                 # listen key -> index into self._vh
     cdef list _vh
     cdef object loop
@@ -57,12 +64,14 @@ cdef class Engine:
         cdef sws_limits_t lim
         cdef sws_respond_t errors_[SWS_ERR_COUNT]
         self._keep = []
+        self._fds = []
         self._vhosts = {}
         self._vh = []
         routes = [route for site in config.sites for route in site.routes]
         self.responds = <sws_respond_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_respond_t))
         self.handlers = <sws_handler_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_handler_t))
-        if self.responds == NULL or self.handlers == NULL:
+        self.statics = <sws_static_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_static_t))
+        if self.responds == NULL or self.handlers == NULL or self.statics == NULL:
             raise MemoryError()
         server = config.server_header
         for i, status in enumerate(respond_handler.ERROR_STATUSES):
@@ -84,7 +93,18 @@ cdef class Engine:
         self.router = sws_router_new()
         if self.router == NULL:
             raise MemoryError()
+        line = f"Server: {server}\r\n".encode("latin-1") if server else b""
+        self._keep.append(line)
+        sws_engine_set_server(self.e, line, len(line))
         self._build_router(config, server)
+        statics = [r.handler for r in routes if r.kind == "static"]
+        if statics:
+            rc = sws_engine_set_filecache(
+                self.e, max(st.open_file_cache_max for st in statics),
+                _ms(min(st.open_file_cache_valid for st in statics)),
+                max(st.memory_cache_max for st in statics))
+            if rc < 0:
+                raise MemoryError()
 
     cdef _fill(self, sws_respond_t *r, pre):
         self._keep.append(pre)
@@ -107,11 +127,16 @@ cdef class Engine:
             if site == NULL:
                 raise MemoryError()
             for route in s.routes:
-                if route.kind != "respond":
+                if route.kind == "respond":
+                    self._fill(&self.responds[n], respond_handler.from_config(route.handler, server))
+                    self.handlers[n].kind = SWS_H_RESPOND
+                    self.handlers[n].data = &self.responds[n]
+                elif route.kind == "static":
+                    self._fill_static(&self.statics[n], route.handler)
+                    self.handlers[n].kind = SWS_H_STATIC
+                    self.handlers[n].data = &self.statics[n]
+                else:
                     raise ValueError(f"handler {route.kind!r} has no runtime in this build")
-                self._fill(&self.responds[n], respond_handler.from_config(route.handler, server))
-                self.handlers[n].kind = SWS_H_RESPOND
-                self.handlers[n].data = &self.responds[n]
                 b = route.pattern.encode()
                 rc = sws_site_add_route(site, _MATCH[route.match], b, len(b), &self.handlers[n])
                 if rc != 0:
@@ -139,6 +164,56 @@ cdef class Engine:
                         raise MemoryError()
         sws_router_finish(self.router)
 
+    cdef _fill_static(self, sws_static_t *st, cfg):
+        """Compiles a config.model.Static; every byte it points at is kept in
+        self._keep, the root folder fd in self._fds."""
+        cdef sws_mime_entry_t *mime
+        cdef const char **index
+        cdef bytes b
+        fd = os.open(cfg.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._fds.append(fd)
+        st.root_fd = fd
+        st.fc_flags = _FC_NOFOLLOW if cfg.follow_symlinks == "off" else 0
+        st.deny_hidden = cfg.deny_hidden
+        names = [n.encode() for n in cfg.index]
+        index = <const char **>PyMem_Calloc(len(names) + 1, sizeof(char *))
+        mime = <sws_mime_entry_t *>PyMem_Calloc(len(cfg.mime_types) + 1, sizeof(sws_mime_entry_t))
+        self._keep.append(_Block(<size_t>index))
+        self._keep.append(_Block(<size_t>mime))
+        if index == NULL or mime == NULL:
+            raise MemoryError()
+        for i, b in enumerate(names):
+            self._keep.append(b)
+            index[i] = b
+        st.index = index
+        st.n_index = len(names)
+        # Sorted by (length, bytes): the order csrc/engine.c's binary search uses.
+        entries = sorted(((ext.encode(), f"Content-Type: {_content_type(t, cfg.charset)}\r\n".encode())
+                          for ext, t in cfg.mime_types.items()),
+                         key=lambda kv: (len(kv[0]), kv[0]))
+        for i, (ext, line) in enumerate(entries):
+            self._keep.append(ext)
+            self._keep.append(line)
+            mime[i].ext = ext
+            mime[i].ext_len = len(ext)
+            mime[i].line = line
+            mime[i].line_len = len(line)
+        st.mime = mime
+        st.n_mime = len(entries)
+        b = f"Content-Type: {_content_type(cfg.default_type, cfg.charset)}\r\n".encode()
+        self._keep.append(b)
+        st.default_type = b
+        st.default_type_len = len(b)
+        extra = "".join(f"{k}: {v}\r\n" for k, v in cfg.headers)
+        if cfg.cache_control:
+            extra += f"Cache-Control: {cfg.cache_control}\r\n"
+        b = extra.encode("latin-1")
+        self._keep.append(b)
+        st.extra = b
+        st.extra_len = len(b)
+        st.expires = -1 if cfg.expires is None else <int64_t>cfg.expires
+        st.sendfile_chunk = cfg.sendfile_chunk
+
     def __dealloc__(self):
         if self.e != NULL:
             sws_engine_free(self.e)
@@ -146,6 +221,9 @@ cdef class Engine:
             sws_router_free(self.router)
         PyMem_Free(self.responds)
         PyMem_Free(self.handlers)
+        PyMem_Free(self.statics)
+        for fd in self._fds or ():
+            os.close(fd)
 
     def add_listener(self, int fd, key):
         """Serves the listening socket `fd` (the engine owns and closes it)
@@ -222,3 +300,14 @@ cdef class Engine:
         return {"accepted": c.accepted, "handled": c.handled, "requests": c.requests,
                 "active": c.active, "timeouts": c.timeouts,
                 "refused": c.errors_4xx_close}
+
+
+cdef class _Block:
+    """Owns one PyMem block for as long as the Engine keeps this object."""
+    cdef size_t ptr
+
+    def __cinit__(self, size_t ptr):
+        self.ptr = ptr
+
+    def __dealloc__(self):
+        PyMem_Free(<void *>self.ptr)

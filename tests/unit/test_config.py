@@ -784,12 +784,12 @@ def route_problem(tmp_path, route):
 
 @pytest.mark.parametrize("route, expected", [
     ("{respond: 204}", "F:4:9: sites[0].routes[0].path: required key is missing"),
-    ("{path: /}", "F:4:9: sites[0].routes[0]: a route needs a handler: one of respond"),
+    ("{path: /}", "F:4:9: sites[0].routes[0]: a route needs a handler: one of respond, static"),
     ("{path: /, respond: 204, static: {root: /srv}}",
      "F:4:33: sites[0].routes[0].static: a route takes exactly one handler, found "
      "'respond' and 'static'"),
-    ("{path: /, static: {root: /srv}}",
-     "F:4:19: sites[0].routes[0].static: handler 'static' is not available in this "
+    ("{path: /, fastcgi: {connect: '127.0.0.1:9000'}}",
+     "F:4:19: sites[0].routes[0].fastcgi: handler 'fastcgi' is not available in this "
      "version of scalws"),
     ("{path: /, proxy: {upstream: api}}",
      "F:4:19: sites[0].routes[0].proxy: handler 'proxy' is not available in this "

@@ -36,10 +36,12 @@ P = "sites[0].routes[0].static"
 
 
 @pytest.fixture(autouse=True)
-def wired(monkeypatch):
-    monkeypatch.setitem(loader.HANDLERS, "static", static.compile)
-    monkeypatch.setattr(loader, "UNAVAILABLE_HANDLERS",
-                        tuple(h for h in loader.UNAVAILABLE_HANDLERS if h != "static"))
+def wired(request, monkeypatch):
+    # These tests cover the whole validation, including keys whose runtime is
+    # not built yet (try_files, autoindex, precompressed, follow_symlinks:
+    # owner); test_keys_not_served_yet_are_refused checks the refusal itself.
+    if "not_yet" not in request.keywords:
+        monkeypatch.setattr(static, "_not_yet", lambda ctx, keys, values, sub: True)
 
 
 @pytest.fixture
@@ -548,3 +550,22 @@ def test_static_config_imports_nothing_compiled(tmp_path):
         assert not compiled, compiled
         """)
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.not_yet
+@pytest.mark.parametrize("body,where,message", [
+    ("try_files: [$uri, =404]", "7:22", "try_files: try_files is not available in this version of scalws"),
+    ("autoindex: true", "7:22", "autoindex: autoindex is not available in this version of scalws"),
+    ("precompressed: true", "7:26", "precompressed: precompressed is not available in this version of scalws"),
+    ("follow_symlinks: owner", "7:28", "follow_symlinks: follow_symlinks: owner is not available in this version of scalws"),
+])
+def test_keys_not_served_yet_are_refused(tmp_path, www, body, where, message):
+    path = write(tmp_path, f"root: {www}\n{body}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert str(exc.value) == f"{path}:{where}: {P}.{message}"
+
+
+@pytest.mark.not_yet
+def test_precompressed_is_off_until_served(tmp_path, www):
+    assert load(tmp_path, f"root: {www}\n").precompressed is False

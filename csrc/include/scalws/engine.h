@@ -30,9 +30,10 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "scalws/filecache.h"
 #include "scalws/router.h"
 
-enum { SWS_H_RESPOND = 1 };
+enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2 };
 
 /* A prebuilt response: head_a, the Date value, head_b, the connection
  * header, CRLF, body. head_a ends with "Date: ", head_b starts with CRLF and
@@ -52,6 +53,35 @@ typedef struct {
     void *data;
 } sws_handler_t;
 
+/* A MIME mapping: lowercase extension without the dot, and its whole
+ * header line ("Content-Type: text/html; charset=utf-8\r\n"). */
+typedef struct {
+    const char *ext;
+    size_t ext_len;
+    const char *line;
+    size_t line_len;
+} sws_mime_entry_t;
+
+/* A `static` route (config: scalws/config/directives/static.py). Files are
+ * looked up by the normalized request path under root_fd through the
+ * engine's open-file cache; small files go out from memory with the head in
+ * one write, larger ones with sendfile(2). */
+typedef struct {
+    int root_fd;                  /* O_PATH | O_DIRECTORY; owned by the caller */
+    int fc_flags;                 /* SWS_FC_NOFOLLOW when symlinks are refused */
+    int deny_hidden;              /* 404 for "/." segments but /.well-known/ */
+    const char *const *index;     /* index file names, NUL-terminated */
+    size_t n_index;
+    const sws_mime_entry_t *mime; /* sorted by (ext_len, ext) */
+    size_t n_mime;
+    const char *default_type;     /* whole Content-Type line */
+    size_t default_type_len;
+    const char *extra;            /* header lines added to 200/304 answers */
+    size_t extra_len;
+    int64_t expires;              /* seconds, or -1: no Expires/Cache-Control from us */
+    size_t sendfile_chunk;        /* most bytes per sendfile call */
+} sws_static_t;
+
 typedef struct {
     size_t max_header_bytes; /* request line + headers; over it: 431 (414 if the line alone) */
     size_t max_headers;      /* header fields; over it: 431 */
@@ -66,8 +96,8 @@ typedef struct {
 
 /* Error responses the engine sends itself, indexed by SWS_ERR_*. */
 enum {
-    SWS_ERR_400, SWS_ERR_404, SWS_ERR_408, SWS_ERR_413, SWS_ERR_414, SWS_ERR_417,
-    SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_505, SWS_ERR_COUNT
+    SWS_ERR_400, SWS_ERR_403, SWS_ERR_404, SWS_ERR_405, SWS_ERR_408, SWS_ERR_412, SWS_ERR_413,
+    SWS_ERR_414, SWS_ERR_417, SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_505, SWS_ERR_COUNT
 };
 
 enum { SWS_LOG_OFF = 0, SWS_LOG_COMBINED = 1, SWS_LOG_JSON = 2 };
@@ -103,6 +133,15 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts)
  * and by sws_engine_flush(). Switching fd flushes to the old fd first. */
 int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsize,
                               uint32_t flush_ms);
+/* The open-file cache static routes use (one per engine); call before the
+ * first request when any static route exists. 0 or -ENOMEM. */
+int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid_ms,
+                             size_t mem_max);
+
+/* The Server header line for answers built per request ("Server: x\r\n",
+ * or empty); the bytes must outlive the engine. */
+void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len);
+
 /* Error log for the engine's own messages: fd (-1 = stderr), level (SWS_L_*). */
 void sws_engine_set_error_log(sws_engine_t *e, int fd, int level);
 

@@ -1,0 +1,224 @@
+"""The static handler: real files in a temporary folder, real scalwsd, raw
+sockets and http.client; every header that matters asserted."""
+import email.utils
+import hashlib
+import http.client
+import os
+import re
+import socket
+import time
+
+import pytest
+
+from tests.e2e.conftest import raw, read_response, statuses
+
+CONF = """
+workers: 1
+sites:
+  - listen: "127.0.0.1:{port}"
+    routes:
+      - {{path: /, static: {{root: "{root}", open_file_cache_valid: 200ms {extra}}}}}
+"""
+
+
+@pytest.fixture
+def www(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "a.txt").write_text("hello\n")
+    (root / "page.html").write_text("<p>hi</p>\n")
+    (root / "sub").mkdir()
+    (root / "sub" / "index.html").write_text("<h1>index</h1>\n")
+    (root / "noindex").mkdir()
+    (root / ".secret").write_text("no")
+    (root / ".well-known").mkdir()
+    (root / ".well-known" / "acme").write_text("token")
+    (root / "mid.bin").write_bytes(os.urandom(40_000))       # in memory, referenced
+    (root / "big.bin").write_bytes(os.urandom(3_000_000))    # sendfile
+    (root / "data.weird").write_text("w")
+    return root
+
+
+def start(server, www, extra=""):
+    return server(CONF, root=str(www), extra=extra)
+
+
+def get(port, path, headers=None, method="GET"):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request(method, path, headers=headers or {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r, body
+
+
+def test_small_file_headers_and_body(server, www):
+    srv = start(server, www)
+    r, body = get(srv.port, "/a.txt")
+    assert (r.status, body) == (200, b"hello\n")
+    assert r.getheader("Content-Type") == "text/plain"
+    assert r.getheader("Content-Length") == "6"
+    st = os.stat(www / "a.txt")
+    assert r.getheader("Last-Modified") == email.utils.formatdate(int(st.st_mtime), usegmt=True)
+    assert r.getheader("ETag") == f'"{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ino:x}"'
+    assert r.getheader("Server") == "scalws" and r.getheader("Date")
+    r, body = get(srv.port, "/page.html")
+    assert r.getheader("Content-Type") == "text/html" and body == b"<p>hi</p>\n"
+    r, body = get(srv.port, "/data.weird")
+    assert r.getheader("Content-Type") == "application/octet-stream"
+
+
+def test_head_has_headers_and_no_body(server, www):
+    srv = start(server, www)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+        s.sendall(b"HEAD /big.bin HTTP/1.1\r\nHost: a\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")
+        data = b""
+        while not data.endswith(b"hello\n"):
+            data += s.recv(65536)
+    first, second = data.split(b"HTTP/1.1 200 OK")[1:]
+    assert b"Content-Length: 3000000\r\n" in first and first.endswith(b"\r\n\r\n")
+    assert second.endswith(b"\r\n\r\nhello\n")
+
+
+@pytest.mark.parametrize("name", ["a.txt", "mid.bin", "big.bin"])
+def test_bodies_byte_exact(server, www, name):
+    srv = start(server, www)
+    r, body = get(srv.port, "/" + name)
+    assert r.status == 200
+    assert hashlib.sha256(body).digest() == hashlib.sha256((www / name).read_bytes()).digest()
+
+
+def test_pipelined_files_stay_in_order(server, www):
+    srv = start(server, www)
+    names = ["big.bin", "a.txt", "mid.bin", "a.txt", "big.bin", "page.html"]
+    req = b"".join(b"GET /%s HTTP/1.1\r\nHost: a\r\n\r\n" % n.encode() for n in names)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(req)
+        rest = b""
+        for n in names:
+            status, headers, body, rest = read_response(s, rest)
+            assert status == 200 and body == (www / n).read_bytes(), n
+
+
+def test_conditional_requests(server, www):
+    srv = start(server, www)
+    r, _ = get(srv.port, "/a.txt")
+    etag, lm = r.getheader("ETag"), r.getheader("Last-Modified")
+    for headers in ({"If-None-Match": etag}, {"If-None-Match": f'"x", W/{etag}'},
+                    {"If-None-Match": "*"}, {"If-Modified-Since": lm}):
+        r, body = get(srv.port, "/a.txt", headers)
+        assert r.status == 304 and body == b"", headers
+        assert r.getheader("ETag") == etag and r.getheader("Content-Length") is None
+    # If-None-Match wins over If-Modified-Since (RFC 9110 13.2.2).
+    r, body = get(srv.port, "/a.txt", {"If-None-Match": '"other"', "If-Modified-Since": lm})
+    assert r.status == 200 and body == b"hello\n"
+    r, _ = get(srv.port, "/a.txt", {"If-Modified-Since": "Thu, 01 Jan 1970 00:00:00 GMT"})
+    assert r.status == 200
+    r, _ = get(srv.port, "/a.txt", {"If-Match": '"nope"'})
+    assert r.status == 412
+    r, _ = get(srv.port, "/a.txt", {"If-Match": etag})
+    assert r.status == 200
+    r, _ = get(srv.port, "/a.txt", {"If-Unmodified-Since": "Thu, 01 Jan 1970 00:00:00 GMT"})
+    assert r.status == 412
+
+
+def test_folders_index_and_redirect(server, www):
+    srv = start(server, www)
+    data = raw(srv.port, b"GET /sub?x=1&y=2 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert statuses(data) == [301] and b"\r\nLocation: /sub/?x=1&y=2\r\n" in data
+    r, body = get(srv.port, "/sub/")
+    assert r.status == 200 and body == b"<h1>index</h1>\n"
+    assert r.getheader("Content-Type") == "text/html"
+    assert get(srv.port, "/noindex/")[0].status == 403  # folders are not listed
+    assert get(srv.port, "/")[0].status == 403
+
+
+def test_missing_hidden_and_methods(server, www):
+    srv = start(server, www)
+    assert get(srv.port, "/nope")[0].status == 404
+    assert get(srv.port, "/a.txt/x")[0].status == 404
+    assert get(srv.port, "/.secret")[0].status == 404
+    assert get(srv.port, "/sub/../.secret")[0].status == 404
+    assert get(srv.port, "/%2esecret")[0].status == 404
+    r, body = get(srv.port, "/.well-known/acme")
+    assert (r.status, body) == (200, b"token")
+    r, _ = get(srv.port, "/a.txt", method="POST")
+    assert r.status == 405 and r.getheader("Allow") == "GET, HEAD"
+    r, _ = get(srv.port, "/a.txt", method="DELETE")
+    assert r.status == 405
+
+
+def test_path_escapes_stay_in_root(server, www, tmp_path):
+    (tmp_path / "outside.txt").write_text("secret")
+    srv = start(server, www)
+    for target in (b"/../outside.txt", b"/%2e%2e/outside.txt", b"/sub/..%2f..%2foutside.txt",
+                   b"/a%00.txt", b"/%c0%ae%c0%ae/outside.txt"):
+        data = raw(srv.port, b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert statuses(data) == [400] and b"secret" not in data, target
+
+
+def test_symlinks(server, www, tmp_path):
+    (tmp_path / "outside.txt").write_text("outside")
+    os.symlink(tmp_path / "outside.txt", www / "link.txt")
+    srv = start(server, www)
+    assert get(srv.port, "/link.txt")[1] == b"outside"  # followed by default, as nginx
+    srv2 = start(server, www, extra=", follow_symlinks: off")
+    assert get(srv2.port, "/link.txt")[0].status == 403
+    assert get(srv2.port, "/a.txt")[0].status == 200
+
+
+def test_changes_are_seen_within_open_file_cache_valid(server, www):
+    srv = start(server, www)
+    assert get(srv.port, "/a.txt")[1] == b"hello\n"
+    (www / "a.new").write_text("replaced by rename\n")
+    os.replace(www / "a.new", www / "a.txt")
+    t0 = time.monotonic()
+    while get(srv.port, "/a.txt")[1] != b"replaced by rename\n":
+        assert time.monotonic() - t0 < 2.0, "the change was not seen"
+        time.sleep(0.02)
+    os.unlink(www / "a.txt")
+    t0 = time.monotonic()
+    while get(srv.port, "/a.txt")[0].status != 404:
+        assert time.monotonic() - t0 < 2.0, "the deletion was not seen"
+        time.sleep(0.02)
+    (www / "a.txt").write_text("written in place, longer than before\n")
+    t0 = time.monotonic()
+    while get(srv.port, "/a.txt")[1] != b"written in place, longer than before\n":
+        assert time.monotonic() - t0 < 2.0, "the new file was not seen"
+        time.sleep(0.02)
+
+
+def test_mime_charset_expires_and_headers(server, www):
+    srv = start(server, www, extra=", mime_types: {weird: text/x-weird}, charset: utf-8, "
+                                   "expires: 1h, headers: {X-Frame-Options: DENY}")
+    r, _ = get(srv.port, "/data.weird")
+    assert r.getheader("Content-Type") == "text/x-weird; charset=utf-8"
+    r, _ = get(srv.port, "/mid.bin")
+    assert r.getheader("Content-Type") == "application/octet-stream"  # not text: no charset
+    assert r.getheader("Cache-Control") == "max-age=3600"
+    expires = email.utils.parsedate_to_datetime(r.getheader("Expires")).timestamp()
+    assert abs(expires - (time.time() + 3600)) < 5
+    assert r.getheader("X-Frame-Options") == "DENY"
+
+
+def test_file_truncated_while_sent_ends_the_connection(server, www):
+    big = www / "shrinks.bin"
+    big.write_bytes(os.urandom(16_000_000))
+    srv = start(server, www)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(b"GET /shrinks.bin HTTP/1.1\r\nHost: a\r\n\r\n")
+        got = s.recv(65536)
+        assert got.startswith(b"HTTP/1.1 200 OK") and b"Content-Length: 16000000" in got
+        os.truncate(big, 1_000_000)
+        while True:
+            try:
+                b = s.recv(1 << 20)
+            except ConnectionResetError:
+                break
+            if not b:
+                break
+            got += b
+    body = got.split(b"\r\n\r\n", 1)[1]
+    assert len(body) < 16_000_000  # never a complete-looking response
