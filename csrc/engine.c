@@ -31,6 +31,7 @@
 #define OUT_BUF (64 * 1024)   /* per-engine response batch */
 #define OUT_IOV 64
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
+#define RANGES_MAX 16         /* more ranges than this in one request: Range ignored */
 #define COPY_HEAD_MAX 8192    /* head parts up to this too; longer ones are referenced */
 #define LINGER_MS 2000        /* wait for the peer's FIN after our last response */
 #define LINGER_BYTES (1 << 20)
@@ -1019,35 +1020,69 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
         sws_filecache_release(e->fc, f);
         return 304;
     }
+    /* Range (RFC 9110 §14.2), for GET, unless If-Range says the client's
+     * copy is stale. One range is answered 206; several get the whole file
+     * (a server may ignore Range) until multipart/byteranges is built. */
+    uint64_t start = 0, blen = f->size;
+    int status = 200;
+    char crange[SWS_CONTENT_RANGE_MAX];
+    int crange_len = 0;
+    const sws_header_t *rg = method == SWS_M_GET ? find_hdr(r->h, r->nh, "range", 5) : NULL;
+    if (rg) {
+        const sws_header_t *ir = find_hdr(r->h, r->nh, "if-range", 8);
+        if (!ir || sws_if_range_matches(ir->value, ir->value_len, f->etag, f->etag_len, f->mtime)) {
+            sws_range_t rs[RANGES_MAX];
+            int n = sws_parse_range(rg->value, rg->value_len, f->size, rs, RANGES_MAX);
+            if (n == 0) {
+                out_status_line(e, "HTTP/1.1 416 Range Not Satisfiable\r\n");
+                out_copy(e, "Content-Range: bytes */", 23);
+                out_u64(e, f->size);
+                out_str(e, "\r\nContent-Length: 0\r\n");
+                out_conn_end(e, r->minor, keepalive);
+                sws_filecache_release(e->fc, f);
+                return 416;
+            }
+            if (n == 1) {
+                start = rs[0].start;
+                blen = rs[0].len;
+                status = 206;
+                crange_len = sws_format_content_range(crange, sizeof crange, start, blen, f->size);
+            }
+        }
+    }
     const char *ct;
     size_t ct_len;
     content_type(st, path, path_len, &ct, &ct_len);
-    out_status_line(e, "HTTP/1.1 200 OK\r\n");
+    out_status_line(e, status == 206 ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 200 OK\r\n");
     out_copy(e, ct, ct_len);
     out_copy(e, "Content-Length: ", 16);
-    out_u64(e, f->size);
-    out_copy(e, "\r\n", 2);
+    out_u64(e, blen);
+    if (crange_len > 0) {
+        out_copy(e, "\r\nContent-Range: ", 17);
+        out_copy(e, crange, (size_t)crange_len);
+    }
+    out_str(e, "\r\nAccept-Ranges: bytes\r\n");
     out_validators(e, st, f);
     out_conn_end(e, r->minor, keepalive);
-    if (head_only || f->size == 0) {
+    if (head_only || blen == 0) {
         sws_filecache_release(e->fc, f);
-        return 200;
+        return status;
     }
-    *sent = (size_t)f->size;
-    if (f->mem && f->size <= COPY_BODY_MAX) {
-        out_copy(e, f->mem, (size_t)f->size); /* head and body in one write */
+    *sent = (size_t)blen;
+    if (f->mem && blen <= COPY_BODY_MAX) {
+        out_copy(e, f->mem + start, (size_t)blen); /* head and body in one write */
         sws_filecache_release(e->fc, f);
     } else if (f->mem) {
-        out_ref(e, f->mem, (size_t)f->size); /* still one writev; the entry stays referenced */
+        out_ref(e, f->mem + start, (size_t)blen); /* still one writev; the entry stays referenced */
         c->file = f;
         c->file_left = 0;
     } else {
         c->file = f;
-        c->file_off = 0;
-        c->file_left = f->size;
+        c->file_off = start;
+        c->file_left = blen;
         c->file_chunk = st->sendfile_chunk;
     }
-    return 200;
+    return status;
 }
 
 /* Parses and answers the requests in buf[0..*lenp) until one is incomplete,

@@ -222,3 +222,68 @@ def test_file_truncated_while_sent_ends_the_connection(server, www):
             got += b
     body = got.split(b"\r\n\r\n", 1)[1]
     assert len(body) < 16_000_000  # never a complete-looking response
+
+
+def test_single_ranges(server, www):
+    srv = start(server, www)
+    data = (www / "big.bin").read_bytes()
+    for spec, first, last in (("bytes=0-99", 0, 99), ("bytes=2999900-", 2999900, 2999999),
+                              ("bytes=-10", 2999990, 2999999), ("bytes=100-5000000", 100, 2999999)):
+        r, body = get(srv.port, "/big.bin", {"Range": spec})
+        assert r.status == 206, spec
+        assert r.getheader("Content-Range") == f"bytes {first}-{last}/3000000"
+        assert body == data[first:last + 1]
+    small = (www / "mid.bin").read_bytes()  # served from memory
+    r, body = get(srv.port, "/mid.bin", {"Range": "bytes=10-19"})
+    assert r.status == 206 and body == small[10:20]
+    r, body = get(srv.port, "/mid.bin", {"Range": "bytes=1000-30000"})
+    assert r.status == 206 and body == small[1000:30001]
+    r, body = get(srv.port, "/a.txt", {"Range": "bytes=0-0"})
+    assert (r.status, body) == (206, b"h")
+
+
+def test_unsatisfiable_ignored_and_if_range(server, www):
+    srv = start(server, www)
+    r, body = get(srv.port, "/a.txt", {"Range": "bytes=100-200"})
+    assert r.status == 416 and r.getheader("Content-Range") == "bytes */6" and body == b""
+    for ignored in ("bytes=5-1", "items=0-1", "bytes=abc"):
+        r, body = get(srv.port, "/a.txt", {"Range": ignored})
+        assert (r.status, body) == (200, b"hello\n"), ignored
+    r, _ = get(srv.port, "/a.txt")
+    etag, lm = r.getheader("ETag"), r.getheader("Last-Modified")
+    assert r.getheader("Accept-Ranges") == "bytes"
+    assert get(srv.port, "/a.txt", {"Range": "bytes=1-2", "If-Range": etag})[1] == b"el"
+    assert get(srv.port, "/a.txt", {"Range": "bytes=1-2", "If-Range": lm})[1] == b"el"
+    r, body = get(srv.port, "/a.txt", {"Range": "bytes=1-2", "If-Range": '"stale"'})
+    assert (r.status, body) == (200, b"hello\n")
+    r, body = get(srv.port, "/a.txt", {"Range": "bytes=1-2"}, method="HEAD")
+    assert r.status == 200  # Range applies to GET only
+
+
+def test_sparse_1gib_whole_and_by_ranges(server, www):
+    with open(www / "sparse.bin", "wb") as f:
+        f.truncate(1 << 30)
+        f.seek(123_456_789)
+        f.write(b"marker")
+    srv = start(server, www)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+        s.sendall(b"GET /sparse.bin HTTP/1.1\r\nHost: a\r\n\r\n")
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65536)
+        head, _, body = buf.partition(b"\r\n\r\n")
+        assert b"Content-Length: 1073741824" in head
+        h = hashlib.sha256(body)
+        n = len(body)
+        while n < 1 << 30:
+            b = s.recv(1 << 20)
+            assert b, "connection closed early"
+            h.update(b)
+            n += len(b)
+    expect = hashlib.sha256()
+    with open(www / "sparse.bin", "rb") as f:
+        while chunk := f.read(1 << 20):
+            expect.update(chunk)
+    assert n == 1 << 30 and h.digest() == expect.digest()
+    r, body = get(srv.port, "/sparse.bin", {"Range": "bytes=123456780-123456799"})
+    assert r.status == 206 and body == bytes(9) + b"marker" + bytes(5)
