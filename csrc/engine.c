@@ -232,7 +232,7 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
     e->worker_id = worker_id;
     e->in_cap = limits->max_header_bytes + IN_EXTRA;
     e->in = malloc(e->in_cap);
-    e->path = malloc(limits->max_uri_bytes + 1);
+    e->path = malloc(limits->max_uri_bytes + 512); /* both hold a path plus a file name */
     e->path2 = malloc(limits->max_uri_bytes + 512);
     if (!e->in || !e->path || !e->path2) {
         free(e->in);
@@ -929,6 +929,8 @@ static void out_validators(sws_engine_t *e, const sws_static_t *st, const sws_fi
         out_u64(e, (uint64_t)st->expires);
         out_copy(e, "\r\n", 2);
     }
+    if (st->precompressed)
+        out_str(e, "Vary: Accept-Encoding\r\n"); /* the answer depends on it */
     out_copy(e, st->extra, st->extra_len);
 }
 
@@ -1007,6 +1009,46 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
         cf.if_modified_since = h->value, cf.if_modified_since_len = h->value_len;
     if ((h = find_hdr(r->h, r->nh, "if-unmodified-since", 19)))
         cf.if_unmodified_since = h->value, cf.if_unmodified_since_len = h->value_len;
+    /* Precompressed siblings (FILE.br, FILE.zst, FILE.gz): the one the client
+     * prefers is served in FILE's place, with its own validators (RFC 9110
+     * §8.8.3: each representation has its own ETag); Range applies to it. */
+    const char *encoding = NULL;
+    if (st->precompressed) {
+        const sws_header_t *ae = find_hdr(r->h, r->nh, "accept-encoding", 15);
+        if (ae && path_len + 4 < e->lim.max_uri_bytes + 512) { /* room for the suffix */
+            static const struct { const char *sfx; int bit; const char *name; } SIB[] = {
+                {".br", SWS_ENC_BR, "br"}, {".zst", SWS_ENC_ZSTD, "zstd"}, {".gz", SWS_ENC_GZIP, "gzip"}};
+            sws_file_t *sib[3] = {NULL, NULL, NULL};
+            unsigned avail = 0;
+            char *p2 = path == e->path2 ? e->path : e->path2; /* not the buffer `path` is in */
+            memcpy(p2, path, path_len);
+            for (int i = 0; i < 3; i++) {
+                size_t sl = strlen(SIB[i].sfx);
+                memcpy(p2 + path_len, SIB[i].sfx, sl);
+                if (sws_filecache_get(e->fc, st->root_fd, p2, path_len + sl, st->fc_flags, e->now,
+                                      &sib[i]) == 0) {
+                    if (sib[i]->is_dir) {
+                        sws_filecache_release(e->fc, sib[i]);
+                        sib[i] = NULL;
+                    } else {
+                        avail |= (unsigned)SIB[i].bit;
+                    }
+                }
+            }
+            int pick = avail ? sws_pick_encoding(ae->value, ae->value_len, avail) : 0;
+            for (int i = 0; i < 3; i++) {
+                if (!sib[i])
+                    continue;
+                if (pick == SIB[i].bit) {
+                    sws_filecache_release(e->fc, f);
+                    f = sib[i];
+                    encoding = SIB[i].name;
+                } else {
+                    sws_filecache_release(e->fc, sib[i]);
+                }
+            }
+        }
+    }
     int cond = sws_evaluate_preconditions(&cf, f->etag, f->etag_len, f->mtime, 1);
     if (cond == SWS_COND_PRECONDITION_FAILED) {
         sws_filecache_release(e->fc, f);
@@ -1062,6 +1104,11 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
         out_copy(e, crange, (size_t)crange_len);
     }
     out_str(e, "\r\nAccept-Ranges: bytes\r\n");
+    if (encoding) {
+        out_str(e, "Content-Encoding: ");
+        out_str(e, encoding);
+        out_copy(e, "\r\n", 2);
+    }
     out_validators(e, st, f);
     out_conn_end(e, r->minor, keepalive);
     if (head_only || blen == 0) {

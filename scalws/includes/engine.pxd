@@ -33,6 +33,7 @@ cdef extern from "scalws/engine.h" nogil:
         int root_fd
         int fc_flags
         int deny_hidden
+        int precompressed
         const char *const *index
         size_t n_index
         const sws_mime_entry_t *mime

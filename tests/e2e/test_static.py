@@ -287,3 +287,36 @@ def test_sparse_1gib_whole_and_by_ranges(server, www):
     assert n == 1 << 30 and h.digest() == expect.digest()
     r, body = get(srv.port, "/sparse.bin", {"Range": "bytes=123456780-123456799"})
     assert r.status == 206 and body == bytes(9) + b"marker" + bytes(5)
+
+
+def test_precompressed_siblings(server, www):
+    import gzip
+    text = b"body " * 1000
+    (www / "app.js").write_bytes(text)
+    (www / "app.js.gz").write_bytes(gzip.compress(text))
+    (www / "app.js.br").write_bytes(b"pretend-brotli")
+    srv = start(server, www)
+    r, body = get(srv.port, "/app.js", {"Accept-Encoding": "gzip, br"})
+    assert r.getheader("Content-Encoding") == "br" and body == b"pretend-brotli"
+    assert r.getheader("Vary") == "Accept-Encoding"
+    assert r.getheader("Content-Type") == "text/javascript"  # the original's type
+    br_etag = r.getheader("ETag")
+    r, body = get(srv.port, "/app.js", {"Accept-Encoding": "gzip"})
+    assert r.getheader("Content-Encoding") == "gzip" and gzip.decompress(body) == text
+    assert r.getheader("ETag") != br_etag  # each representation has its own validator
+    r, body = get(srv.port, "/app.js", {"Accept-Encoding": "br;q=0.5, gzip;q=0.9"})
+    assert r.getheader("Content-Encoding") == "gzip"
+    r, body = get(srv.port, "/app.js", {"Accept-Encoding": "identity"})
+    assert r.getheader("Content-Encoding") is None and body == text
+    r, body = get(srv.port, "/app.js")
+    assert r.getheader("Content-Encoding") is None and body == text
+    assert r.getheader("Vary") == "Accept-Encoding"
+    # Range applies to the encoded representation.
+    r, body = get(srv.port, "/app.js", {"Accept-Encoding": "br", "Range": "bytes=0-7"})
+    assert r.status == 206 and body == b"pretend-" and r.getheader("Content-Encoding") == "br"
+    # 304 for the representation the client has.
+    r, _ = get(srv.port, "/app.js", {"Accept-Encoding": "br", "If-None-Match": br_etag})
+    assert r.status == 304
+    srv2 = start(server, www, extra=", precompressed: false")
+    r, body = get(srv2.port, "/app.js", {"Accept-Encoding": "gzip, br"})
+    assert r.getheader("Content-Encoding") is None and body == text and r.getheader("Vary") is None

@@ -556,7 +556,6 @@ def test_static_config_imports_nothing_compiled(tmp_path):
 @pytest.mark.parametrize("body,where,message", [
     ("try_files: [$uri, =404]", "7:22", "try_files: try_files is not available in this version of scalws"),
     ("autoindex: true", "7:22", "autoindex: autoindex is not available in this version of scalws"),
-    ("precompressed: true", "7:26", "precompressed: precompressed is not available in this version of scalws"),
     ("follow_symlinks: owner", "7:28", "follow_symlinks: follow_symlinks: owner is not available in this version of scalws"),
 ])
 def test_keys_not_served_yet_are_refused(tmp_path, www, body, where, message):
@@ -564,8 +563,3 @@ def test_keys_not_served_yet_are_refused(tmp_path, www, body, where, message):
     with pytest.raises(ConfigError) as exc:
         load_config(path)
     assert str(exc.value) == f"{path}:{where}: {P}.{message}"
-
-
-@pytest.mark.not_yet
-def test_precompressed_is_off_until_served(tmp_path, www):
-    assert load(tmp_path, f"root: {www}\n").precompressed is False

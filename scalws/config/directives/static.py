@@ -232,12 +232,11 @@ def compile(ctx, node, path):
 
 # Validated, but not served by this version's runtime (csrc/engine.c): a
 # configuration that asks for them is refused rather than silently served
-# without them. Precompressed siblings are off until they are served.
+# without them.
 def _not_yet(ctx, keys, values, sub) -> bool:
     ok = True
     asked = [("try_files", "try_files" in keys),
              ("autoindex", values.get("autoindex") is True),
-             ("precompressed", values.get("precompressed") is True),
              ("follow_symlinks", values.get("follow_symlinks") == "owner")]
     for name, on in asked:
         if on:
@@ -245,7 +244,6 @@ def _not_yet(ctx, keys, values, sub) -> bool:
             ctx.error(keys[name][1], sub(name),
                       f"{what} is not available in this version of scalws")
             ok = False
-    values.setdefault("precompressed", False)
     return ok
 
 
