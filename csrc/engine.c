@@ -937,9 +937,101 @@ static void out_validators(sws_engine_t *e, const sws_static_t *st, const sws_fi
 /* Answers a request on a static route into the batch. Returns the status
  * (for the log) and *sent, the body bytes. A file body that is not copied
  * into the batch leaves c->file referenced until it is written. */
-static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, const sws_static_t *st,
-                        const char *path, size_t path_len, const char *raw_path, size_t raw_len,
-                        int method, int keepalive, size_t *sent)
+/* The first index file of the folder `dir` (with a '/' added when it does
+ * not end in one): 0 with *f referenced and *fpath (in e->path2) set, or
+ * -EACCES when there is none (a folder is not listed). */
+static int find_index(sws_engine_t *e, const sws_static_t *st, const char *dir, size_t len,
+                      sws_file_t **f, const char **fpath, size_t *fpath_len)
+{
+    int slash = len == 0 || dir[len - 1] != '/';
+    memmove(e->path2, dir, len);
+    if (slash)
+        e->path2[len++] = '/';
+    for (size_t i = 0; i < st->n_index; i++) {
+        size_t nl = strlen(st->index[i]);
+        memcpy(e->path2 + len, st->index[i], nl);
+        sws_file_t *g = NULL;
+        if (sws_filecache_get(e->fc, st->root_fd, e->path2, len + nl, st->fc_flags, e->now, &g) ==
+            0) {
+            if (!g->is_dir) {
+                *f = g;
+                *fpath = e->path2;
+                *fpath_len = len + nl;
+                return 0;
+            }
+            sws_filecache_release(e->fc, g);
+        }
+    }
+    return -EACCES;
+}
+
+static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, const sws_site_t *site,
+                        const sws_static_t *st, const char *path, size_t path_len,
+                        const char *raw_path, size_t raw_len, int method, int keepalive,
+                        int depth, size_t *sent);
+
+/* try_files (nginx's): candidates in order; the first that exists is
+ * served; else the fallback status, or the fallback URI routed again (once:
+ * a fallback that falls back again is a configuration loop, answered 500). */
+static int serve_try_files(sws_engine_t *e, sws_conn_t *c, const reqview_t *r,
+                           const sws_site_t *site, const sws_static_t *st, const char *path,
+                           size_t path_len, int method, int keepalive, int depth,
+                           sws_file_t **found, const char **fpath, size_t *fpath_len, size_t *sent)
+{
+    for (size_t i = 0; i < st->n_try; i++) {
+        const char *item = st->try_items[i];
+        size_t il = strlen(item);
+        sws_file_t *g = NULL;
+        if (strcmp(item, "$uri/") == 0) {
+            sws_file_t *d = NULL;
+            if (sws_filecache_get(e->fc, st->root_fd, path, path_len, st->fc_flags, e->now, &d) ==
+                0) {
+                int isdir = d->is_dir;
+                sws_filecache_release(e->fc, d);
+                if (isdir && find_index(e, st, path, path_len, found, fpath, fpath_len) == 0)
+                    return 0;
+            }
+            continue;
+        }
+        const char *cand = strcmp(item, "$uri") == 0 ? path : item;
+        size_t cl = cand == path ? path_len : il;
+        if (sws_filecache_get(e->fc, st->root_fd, cand, cl, st->fc_flags, e->now, &g) == 0) {
+            if (!g->is_dir) {
+                *found = g;
+                *fpath = cand;
+                *fpath_len = cl;
+                return 0;
+            }
+            sws_filecache_release(e->fc, g);
+        }
+    }
+    int head_only = method == SWS_M_HEAD;
+    if (st->try_status) {
+        *sent = put_response(e, st->try_status, head_only, r->minor, keepalive);
+        return st->try_status->status;
+    }
+    if (st->try_uri_len) {
+        const sws_handler_t *h = depth ? NULL : sws_site_route(site, st->try_uri, st->try_uri_len);
+        if (!h) {
+            *sent = put_response(e, &e->err[depth ? SWS_ERR_500 : SWS_ERR_404], head_only,
+                                 r->minor, keepalive);
+            return depth ? 500 : 404;
+        }
+        if (h->kind == SWS_H_STATIC)
+            return serve_static(e, c, r, site, h->data, st->try_uri, st->try_uri_len, st->try_uri,
+                                st->try_uri_len, method, keepalive, depth + 1, sent);
+        const sws_respond_t *resp = h->data;
+        *sent = put_response(e, resp, head_only, r->minor, keepalive);
+        return resp->status;
+    }
+    *sent = put_response(e, &e->err[SWS_ERR_404], head_only, r->minor, keepalive);
+    return 404;
+}
+
+static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, const sws_site_t *site,
+                        const sws_static_t *st, const char *path, size_t path_len,
+                        const char *raw_path, size_t raw_len, int method, int keepalive,
+                        int depth, size_t *sent)
 {
     int head_only = method == SWS_M_HEAD;
     *sent = 0;
@@ -949,6 +1041,15 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
         err = &e->err[SWS_ERR_405];
     } else if (st->deny_hidden && is_hidden(path, path_len)) {
         err = &e->err[SWS_ERR_404];
+    } else if (st->n_try) {
+        const char *fp = NULL;
+        size_t fl = 0;
+        int done = serve_try_files(e, c, r, site, st, path, path_len, method, keepalive, depth, &f,
+                                   &fp, &fl, sent);
+        if (!f)
+            return done; /* answered by the fallback */
+        path = fp;
+        path_len = fl;
     } else {
         int rc = sws_filecache_get(e->fc, st->root_fd, path, path_len, st->fc_flags, e->now, &f);
         if (rc == 0 && f->is_dir) {
@@ -968,24 +1069,7 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
                 out_conn_end(e, r->minor, keepalive);
                 return 301;
             }
-            rc = -EACCES; /* a folder without an index file is not listed */
-            for (size_t i = 0; i < st->n_index; i++) {
-                size_t nl = strlen(st->index[i]);
-                memcpy(e->path2, path, path_len);
-                memcpy(e->path2 + path_len, st->index[i], nl);
-                sws_file_t *g = NULL;
-                if (sws_filecache_get(e->fc, st->root_fd, e->path2, path_len + nl, st->fc_flags,
-                                      e->now, &g) == 0) {
-                    if (!g->is_dir) {
-                        f = g;
-                        path = e->path2;
-                        path_len += nl;
-                        rc = 0;
-                        break;
-                    }
-                    sws_filecache_release(e->fc, g);
-                }
-            }
+            rc = find_index(e, st, path, path_len, &f, &path, &path_len);
         }
         if (rc < 0)
             err = rc == -ENOENT || rc == -ENOTDIR || rc == -ENAMETOOLONG ? &e->err[SWS_ERR_404]
@@ -1298,8 +1382,8 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
         size_t sent;
         int answered;
         if (st) {
-            answered = serve_static(e, c, &r, st, path, path_len, raw_path, raw_len, method,
-                                    keepalive, &sent);
+            answered = serve_static(e, c, &r, site, st, path, path_len, raw_path, raw_len, method,
+                                    keepalive, 0, &sent);
         } else {
             sent = put_response(e, resp, head_only, r.minor, keepalive);
             answered = resp->status;

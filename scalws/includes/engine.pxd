@@ -43,6 +43,11 @@ cdef extern from "scalws/engine.h" nogil:
         const char *extra
         size_t extra_len
         int64_t expires
+        const char *const *try_items
+        size_t n_try
+        const sws_respond_t *try_status
+        const char *try_uri
+        size_t try_uri_len
         size_t sendfile_chunk
 
     ctypedef struct sws_limits_t:

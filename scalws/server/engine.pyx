@@ -52,6 +52,7 @@ cdef class Engine:
     cdef sws_static_t *statics        # one per static route
     cdef list _keep
     cdef list _fds                    # root folders of static routes
+    cdef object _server
     cdef dict _vhosts                 # listen key -> index into self._vh
     cdef list _vh
     cdef object loop
@@ -93,6 +94,7 @@ cdef class Engine:
         self.router = sws_router_new()
         if self.router == NULL:
             raise MemoryError()
+        self._server = server
         line = f"Server: {server}\r\n".encode("latin-1") if server else b""
         self._keep.append(line)
         sws_engine_set_server(self.e, line, len(line))
@@ -213,6 +215,29 @@ cdef class Engine:
         st.extra = b
         st.extra_len = len(b)
         st.expires = -1 if cfg.expires is None else <int64_t>cfg.expires
+        cdef const char **items = <const char **>PyMem_Calloc(len(cfg.try_files) + 1, sizeof(char *))
+        self._keep.append(_Block(<size_t>items))
+        if items == NULL:
+            raise MemoryError()
+        for i, item in enumerate(cfg.try_files):
+            b = item.encode()
+            self._keep.append(b)
+            items[i] = b
+        st.try_items = items
+        st.n_try = len(cfg.try_files)
+        cdef sws_respond_t *fallback
+        if cfg.try_status:
+            fallback = <sws_respond_t *>PyMem_Calloc(1, sizeof(sws_respond_t))
+            self._keep.append(_Block(<size_t>fallback))
+            if fallback == NULL:
+                raise MemoryError()
+            self._fill(fallback, respond_handler.error_page(cfg.try_status, self._server))
+            st.try_status = fallback
+        if cfg.try_uri:
+            b = cfg.try_uri.split("?", 1)[0].encode()
+            self._keep.append(b)
+            st.try_uri = b
+            st.try_uri_len = len(b)
         st.sendfile_chunk = cfg.sendfile_chunk
 
     def __dealloc__(self):

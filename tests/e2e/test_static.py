@@ -320,3 +320,35 @@ def test_precompressed_siblings(server, www):
     srv2 = start(server, www, extra=", precompressed: false")
     r, body = get(srv2.port, "/app.js", {"Accept-Encoding": "gzip, br"})
     assert r.getheader("Content-Encoding") is None and body == text and r.getheader("Vary") is None
+
+
+def test_try_files(server, www):
+    (www / "spa").mkdir()
+    (www / "spa" / "index.html").write_text("<app>")
+    (www / "down.html").write_text("maintenance")
+    srv = server("""
+        sites:
+          - listen: "127.0.0.1:{port}"
+            routes:
+              - {{path: /app/, static: {{root: "{root}", try_files: [$uri, $uri/, /spa/index.html]}}}}
+              - {{path: /strict/, static: {{root: "{root}", try_files: [$uri, =410]}}}}
+              - {{path: /fallback/, static: {{root: "{root}", try_files: [$uri, /api/hello]}}}}
+              - {{path: /spa/, static: {{root: "{root}", try_files: [$uri, $uri/, /down.html]}}}}
+              - {{path: "= /api/hello", respond: {{status: 200, body: "from api"}}}}
+    """, root=str(www))
+    (www / "app").mkdir()
+    (www / "app" / "real.txt").write_text("real")
+    (www / "app" / "folder").mkdir()
+    (www / "app" / "folder" / "index.html").write_text("folder index")
+    assert get(srv.port, "/app/real.txt")[1] == b"real"             # $uri
+    assert get(srv.port, "/app/folder")[1] == b"folder index"       # $uri/ without a redirect
+    r, body = get(srv.port, "/app/some/client/route")               # single-page app
+    assert (r.status, body) == (200, b"<app>") and r.getheader("Content-Type") == "text/html"
+    r, body = get(srv.port, "/strict/missing")
+    assert r.status == 410 and b"410 Gone" in body
+    r, body = get(srv.port, "/fallback/missing")                    # routed again, to respond
+    assert (r.status, body) == (200, b"from api")
+    # The fallback URI is routed again, as nginx's internal redirect: no route
+    # takes /down.html here, so it is a 404 even though the file exists.
+    assert get(srv.port, "/spa/nothing")[0].status == 404
+    assert get(srv.port, "/strict/../app/real.txt")[1] == b"real"

@@ -554,7 +554,6 @@ def test_static_config_imports_nothing_compiled(tmp_path):
 
 @pytest.mark.not_yet
 @pytest.mark.parametrize("body,where,message", [
-    ("try_files: [$uri, =404]", "7:22", "try_files: try_files is not available in this version of scalws"),
     ("autoindex: true", "7:22", "autoindex: autoindex is not available in this version of scalws"),
     ("follow_symlinks: owner", "7:28", "follow_symlinks: follow_symlinks: owner is not available in this version of scalws"),
 ])

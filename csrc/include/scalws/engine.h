@@ -80,6 +80,11 @@ typedef struct {
     const char *extra;            /* header lines added to 200/304 answers */
     size_t extra_len;
     int64_t expires;              /* seconds, or -1: no Expires/Cache-Control from us */
+    const char *const *try_items; /* try_files candidates: "$uri", "$uri/" or "/path" */
+    size_t n_try;                 /* 0: serve the path itself (folder redirect, index) */
+    const sws_respond_t *try_status; /* try_files fallback "=NNN", or NULL */
+    const char *try_uri;          /* try_files fallback URI (normalized path), routed again */
+    size_t try_uri_len;
     size_t sendfile_chunk;        /* most bytes per sendfile call */
 } sws_static_t;
 

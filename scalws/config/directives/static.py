@@ -235,8 +235,7 @@ def compile(ctx, node, path):
 # without them.
 def _not_yet(ctx, keys, values, sub) -> bool:
     ok = True
-    asked = [("try_files", "try_files" in keys),
-             ("autoindex", values.get("autoindex") is True),
+    asked = [("autoindex", values.get("autoindex") is True),
              ("follow_symlinks", values.get("follow_symlinks") == "owner")]
     for name, on in asked:
         if on:
