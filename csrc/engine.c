@@ -67,7 +67,8 @@ struct sws_conn {
     unsigned char state;       /* S_* */
     unsigned char chunked : 1, close_after : 1, in_head : 1, want_out : 1, is_unix : 1,
         head_armed : 1, /* the TL_HEADER deadline belongs to the current head */
-        resume : 1;     /* the stash may hold whole requests (output stopped us) */
+        resume : 1,     /* the stash may hold whole requests (output stopped us) */
+        corked : 1;     /* TCP_CORK set for a file body */
     uint32_t requests;
     uint64_t req_start;        /* monotonic ms when the current head began */
     uint32_t stash_len;
@@ -827,6 +828,11 @@ static int conn_send_file(sws_engine_t *e, sws_conn_t *c)
     }
     sws_filecache_release(e->fc, c->file);
     c->file = NULL;
+    if (c->corked) {
+        int zero = 0;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero); /* pushes the tail */
+        c->corked = 0;
+    }
     return 0;
 }
 
@@ -1212,6 +1218,12 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
         c->file_off = start;
         c->file_left = blen;
         c->file_chunk = st->sendfile_chunk;
+        if (!c->is_unix) {
+            /* Head and the first file bytes in full segments (nginx's tcp_nopush). */
+            int one = 1;
+            setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
+            c->corked = 1;
+        }
     }
     return status;
 }
