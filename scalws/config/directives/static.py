@@ -7,88 +7,12 @@
 compile() validates the node and returns a model.Static, or None after
 reporting every problem through the loader's context (`ctx`, see
 loader._Context), in the shape of respond.compile. The runtime half
-(scalws/handlers/static) reads files through the open-file cache with the
+(csrc/engine.c, serve_static) reads files through the open-file cache with the
 values compiled here; nothing here opens a file except `root`'s stat and
 the system's /etc/mime.types (see scalws/config/mime.py).
 
-The section below is the documentation for docs/configuration.md, ready to
-paste after the `respond` section when the runtime lands (and then the
-Handlers table lists `static` as available).
-
----
-
-### `static`
-
-Files from a folder, as nginx's `root`, `index`, `try_files`, `autoindex`
-and `expires`. The route's path is kept: with `path: /assets/` and
-`root: /srv/www`, the request `/assets/app.js` is the file
-`/srv/www/assets/app.js`.
-
-```yaml
-- path: /
-  static:
-    root: /srv/www
-    try_files: [$uri, $uri/, =404]
-    expires: 1h
-    charset: utf-8
-```
-
-| key | type | default | meaning |
-|---|---|---|---|
-| `root` | path | — (required) | Folder the files are served from. A relative path is taken relative to the configuration file's folder. It must exist and be a folder when the file is loaded. |
-| `index` | file name, or list of file names | `[index.html]` | Files tried in order for a request ending in `/`. Names only, no `/`. `[]`: none. |
-| `try_files` | list | none (serve the file the path names) | What to try, in order; see below. |
-| `autoindex` | boolean | `off` | List a folder that has no index file (otherwise 403). |
-| `expires` | duration, `off` or `max` | `off` | Send `Cache-Control: max-age=N` and `Expires` for this long; `max` is 10 years (nginx's `expires max`); `off` sends neither. At most 10 years. |
-| `cache_control` | string | none | Send this `Cache-Control` value verbatim (for `no-cache`, `private`, `immutable`, ...). Not together with `expires`. |
-| `headers` | mapping of name to value (or to a list of values) | `{}` | Extra response headers, as for `respond`. Refused besides `respond`'s list: `Content-Type` (use `mime_types`, `default_type`, `charset`), `Cache-Control` and `Expires` (use `cache_control` or `expires`), `ETag`, `Last-Modified`, `Accept-Ranges`, `Content-Range`, `Content-Encoding` (the server sets them from the file). |
-| `precompressed` | boolean | `on` | Serve `FILE.br` or `FILE.gz`, when it exists beside `FILE` and the client accepts that encoding, with `Content-Encoding` and `Vary: Accept-Encoding`. |
-| `follow_symlinks` | `on`, `off` or `owner` | `on` | Symbolic links below `root`: followed; refused (403); or followed only when the link and its target have the same owner (nginx's `disable_symlinks if_not_owner`). |
-| `deny_hidden` | boolean | `on` | Answer 404 for any path with a segment starting with `.` (`/.git/config`, `/a/.env`), except `/.well-known/` (RFC 8615, needed by ACME). |
-| `mime_types` | mapping of extension to media type | `{}` | Types for this route, over the built-in table and `/etc/mime.types`; see below. |
-| `charset` | string, or `off` | `off` | Add `; charset=VALUE` to the `Content-Type` of text files: `text/*`, JavaScript, JSON, XML and any `+json` or `+xml` type. |
-| `default_type` | media type | `application/octet-stream` | Type of a file whose extension has none. |
-| `open_file_cache_valid` | duration, more than 0 | `1s` | How long a file's cached metadata (and open descriptor) is trusted before it is checked again: a changed file is seen at most this late. |
-| `open_file_cache_max` | integer, 1..1000000 | `10000` | Files in each worker's open-file cache. |
-| `memory_cache_max` | size, 0..1g | `64k` | Files up to this size are kept in memory; larger ones are sent with `sendfile`. `0`: none in memory. |
-| `sendfile_chunk` | size, 4k..1g | `2m` | Most bytes sent per `sendfile` call, so that one large download does not hold up the worker's other connections. |
-
-**try_files.** Each item but the last is a candidate, tried in order
-under `root`; the first that exists is served:
-
-- `$uri`: the file the request path names;
-- `$uri/`: the folder the path names (its `index` file, or its listing
-  with `autoindex`);
-- `/some/file`: that file, whatever the request.
-
-The last item may instead be the fallback, used when no candidate
-exists: `=NNN` answers that status (4xx or 5xx, as `=404`), and a path
-starting with `/` is a URI the request is routed again to (as nginx's
-internal redirect), such as `/index.html` for a single-page application.
-Without a fallback the answer is 404. At least one candidate is needed;
-no variable other than `$uri` exists; `..` segments are refused.
-
-```yaml
-- path: /
-  static: {root: /srv/app/dist, try_files: [$uri, $uri/, /index.html]}
-```
-
-**MIME types.** The type of a file comes from the part of its name after
-the last dot, in lowercase, looked up in three tables, each overriding the
-one before: the built-in table (about 130 extensions, from the IANA
-registry and nginx's defaults), the system's `/etc/mime.types` when it
-exists, and the route's `mime_types`. Keys of `mime_types` are extensions
-in lowercase without the dot (`js`, not `.js`); values are bare media types
-(`text/javascript`, no `; charset=`: that is the `charset` key's job).
-
-```yaml
-- path: /models/
-  static:
-    root: /srv/www
-    mime_types: {gltf: model/gltf+json, glb: model/gltf-binary}
-    default_type: text/plain
-    charset: utf-8
-```
+The keys, their defaults and the runtime's behaviour are documented in
+docs/configuration.md (section `static`).
 """
 from __future__ import annotations
 
