@@ -819,6 +819,14 @@ static int conn_send_file(sws_engine_t *e, sws_conn_t *c)
         if (w > 0) {
             c->file_off += (uint64_t)w;
             c->file_left -= (uint64_t)w;
+            if (c->corked) {
+                /* The head went out with the first file bytes; staying corked
+                 * would stall a client whose window is smaller than a full
+                 * segment (200 ms a segment on loopback's 64 KiB MSS). */
+                int zero = 0;
+                setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero);
+                c->corked = 0;
+            }
         }
         if (c->file_left) {
             conn_set_events(e, c, 1);
@@ -1219,7 +1227,8 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
         c->file_left = blen;
         c->file_chunk = st->sendfile_chunk;
         if (!c->is_unix) {
-            /* Head and the first file bytes in full segments (nginx's tcp_nopush). */
+            /* The head and the first file bytes in full segments (nginx's
+             * tcp_nopush); uncorked after the first sendfile. */
             int one = 1;
             setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
             c->corked = 1;

@@ -352,3 +352,41 @@ def test_try_files(server, www):
     # takes /down.html here, so it is a 404 even though the file exists.
     assert get(srv.port, "/spa/nothing")[0].status == 404
     assert get(srv.port, "/strict/../app/real.txt")[1] == b"real"
+
+
+def _rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_slow_readers_cost_no_memory_and_block_nobody(server, www):
+    (www / "large.bin").write_bytes(os.urandom(20_000_000))
+    srv = start(server, www)
+    worker = srv.workers()[0]
+    assert get(srv.port, "/a.txt")[0].status == 200  # warm
+    before = _rss_kib(worker)
+    readers = []
+    for _ in range(20):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        # A window above loopback's 64 KiB MSS: smaller ones make TCP itself
+        # crawl (sender-side silly-window avoidance), which is not under test.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 131072)
+        s.sendall(b"GET /large.bin HTTP/1.1\r\nHost: a\r\n\r\n")
+        readers.append([s, s.recv(4096)])  # the head and a little: then they stall
+    # While 20 downloads wait on their clients, small requests stay fast.
+    worst = 0.0
+    for _ in range(50):
+        t0 = time.monotonic()
+        assert get(srv.port, "/a.txt")[1] == b"hello\n"
+        worst = max(worst, time.monotonic() - t0)
+    assert worst < 0.2, worst
+    grown = _rss_kib(worker) - before
+    assert grown < 4096, f"worker RSS grew by {grown} KiB with 20 stalled downloads"
+    # Then every reader gets the whole file.
+    for s, got in readers:
+        total = len(got.split(b"\r\n\r\n", 1)[1])
+        while total < 20_000_000:
+            b = s.recv(1 << 20)
+            assert b, "download cut short"
+            total += len(b)
+        s.close()
