@@ -125,7 +125,7 @@ def compile(ctx, node, path):
 
     headers = []
     if "headers" in keys:
-        headers = _headers(ctx, keys["headers"][1], f"{path}.headers")
+        headers = compile_headers(ctx, keys["headers"][1], f"{path}.headers")
         ok &= headers is not None
 
     if not ok:
@@ -147,8 +147,12 @@ def _status(ctx, node, path):
     return status
 
 
-def _headers(ctx, node, path):
-    """headers: {Name: value or [values]} -> [(name, value)] in file order."""
+def compile_headers(ctx, node, path, owned=None):
+    """headers: {Name: value or [values]} -> [(name, value)] in file order.
+
+    `owned` maps the lowercase names the handler sets itself to the advice
+    given when one is configured (default: respond's OWNED_HEADERS)."""
+    owned = OWNED_HEADERS if owned is None else owned
     if ctx.kind(node) != "map":
         ctx.error(node, path, f"expected a mapping of header names to values, "
                   f"got {ctx.describe(node)}")
@@ -167,9 +171,9 @@ def _headers(ctx, node, path):
                       "(letters, digits and !#$%&'*+-.^_`|~ only)")
             ok = False
             continue
-        if lname in OWNED_HEADERS:
+        if lname in owned:
             ctx.error(knode, hpath, f"header '{name}' is set by the server: "
-                      f"{OWNED_HEADERS[lname]}")
+                      f"{owned[lname]}")
             ok = False
             continue
         if lname in seen:

@@ -21,7 +21,8 @@ import re
 
 from ..mime import extension_problem, load_mime_types, media_type_problem
 from ..model import Static
-from .respond import OWNED_HEADERS, header_value_problem, is_token
+from .respond import OWNED_HEADERS as RESPOND_OWNED
+from .respond import compile_headers, header_value_problem, is_token
 
 KEYS = ("root", "index", "try_files", "autoindex", "expires", "cache_control",
         "headers", "precompressed", "follow_symlinks", "deny_hidden",
@@ -36,7 +37,7 @@ FOLLOW_SYMLINKS = ("on", "off", "owner")
 # Headers the static runtime writes itself: respond's list, with the
 # Content-Type advice adjusted, and the headers that come from the file.
 OWNED_HEADERS = {
-    **OWNED_HEADERS,
+    **RESPOND_OWNED,
     "content-length": "the server sends the file's size",
     "content-type": "use the keys mime_types, default_type and charset instead",
     "cache-control": "use the key cache_control or expires instead",
@@ -348,54 +349,8 @@ def _header_value(ctx, node, path):
 
 
 def _headers(ctx, node, path):
-    """headers: {Name: value or [values]} -> [(name, value)] in file order.
-
-    respond's grammar (respond._headers) with this handler's OWNED_HEADERS.
-    """
-    if ctx.kind(node) != "map":
-        ctx.error(node, path, f"expected a mapping of header names to values, "
-                  f"got {ctx.describe(node)}")
-        return None
-    keys = ctx.mapping(node, path, None)
-    out = []
-    ok = True
-    seen = {}
-    for name, (knode, vnode) in keys.items():
-        hpath = f"{path}.{name}"
-        lname = name.lower()
-        if not is_token(name):
-            why = (f"'{name}' is not a valid header name "
-                   "(letters, digits and !#$%&'*+-.^_`|~ only)")
-        elif lname in OWNED_HEADERS:
-            why = f"header '{name}' is set by the server: {OWNED_HEADERS[lname]}"
-        elif lname in seen:
-            why = (f"header '{name}' is already set as '{seen[lname]}' (names are "
-                   "case-insensitive); give one name a list of values to send it "
-                   "more than once")
-        else:
-            why = None
-        if why is not None:
-            ctx.error(knode, hpath, why)
-            ok = False
-            continue
-        seen[lname] = name
-        values = vnode.value if ctx.kind(vnode) == "seq" else [vnode]
-        if ctx.kind(vnode) == "seq" and not values:
-            ctx.error(vnode, hpath, "expected at least one value")
-            ok = False
-        for i, item in enumerate(values):
-            ipath = f"{hpath}[{i}]" if item is not vnode else hpath
-            value = ctx.scalar_text(item, ipath)
-            if value is None:
-                ok = False
-                continue
-            why = header_value_problem(value)
-            if why is not None:
-                ctx.error(item, ipath, why)
-                ok = False
-                continue
-            out.append((name, value))
-    return out if ok else None
+    """headers: respond's grammar with this handler's OWNED_HEADERS."""
+    return compile_headers(ctx, node, path, owned=OWNED_HEADERS)
 
 
 # -- files ----------------------------------------------------------------------
