@@ -16,6 +16,9 @@
 #include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -75,6 +78,7 @@ struct sws_conn {
     char *stash;               /* unparsed input, malloc'd, exact size */
     pend_t *pend;
     sws_file_t *file;          /* referenced by pending output; file_left bytes still to sendfile */
+    char *heap;                /* a generated body (folder listing) referenced by pending output */
     uint64_t file_off, file_left;
     size_t file_chunk;
     const sws_vhosts_t *vh;
@@ -709,6 +713,7 @@ static void conn_close(sws_engine_t *e, sws_conn_t *c)
     close(c->fd); /* also removes it from the epoll set */
     free(c->stash);
     free(c->pend);
+    free(c->heap);
     if (c->file)
         sws_filecache_release(e->fc, c->file);
     free(c);
@@ -984,6 +989,172 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
                         const char *raw_path, size_t raw_len, int method, int keepalive,
                         int depth, size_t *sent);
 
+/* ---- folder listings (autoindex) ------------------------------------------ */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int failed;
+} sbuf_t;
+
+static void sb_put(sbuf_t *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->failed = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static void sb_str(sbuf_t *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+/* Text for HTML: & < > " ' escaped; other bytes as they are (names are
+ * usually UTF-8). */
+static void sb_html(sbuf_t *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (s[i]) {
+        case '&': sb_str(b, "&amp;"); break;
+        case '<': sb_str(b, "&lt;"); break;
+        case '>': sb_str(b, "&gt;"); break;
+        case '"': sb_str(b, "&quot;"); break;
+        case '\'': sb_str(b, "&#39;"); break;
+        default: sb_put(b, s + i, 1);
+        }
+    }
+}
+
+/* A path segment for an href: every byte but unreserved ones (RFC 3986
+ * §2.3) percent-encoded, so no name can end the attribute or the URL. */
+static void sb_href(sbuf_t *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            sb_put(b, s + i, 1);
+        } else {
+            static const char UHEX[] = "0123456789ABCDEF";
+            char esc[3] = {'%', UHEX[ch >> 4], UHEX[ch & 15]};
+            sb_put(b, esc, 3);
+        }
+    }
+}
+
+typedef struct {
+    char *name;
+    int is_dir;
+    uint64_t size;
+    time_t mtime;
+} dentry_t;
+
+static int dentry_cmp(const void *a, const void *b)
+{
+    const dentry_t *x = a, *y = b;
+    if (x->is_dir != y->is_dir)
+        return y->is_dir - x->is_dir; /* folders first, as nginx */
+    return strcmp(x->name, y->name);
+}
+
+/* The HTML listing of the folder `path` (ending in '/'), malloc'd, or NULL
+ * with *err set (-errno). Runs readdir and one fstatat per entry on the
+ * loop: listings are off by default and meant for small folders. */
+static char *make_listing(const sws_static_t *st, const char *path, size_t path_len, size_t *len,
+                          int *err)
+{
+    int fd = sws_filecache_open_dir(st->root_fd, path, path_len, st->fc_flags);
+    if (fd < 0) {
+        *err = fd;
+        return NULL;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        *err = -errno;
+        close(fd);
+        return NULL;
+    }
+    dentry_t *ents = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' &&
+            (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
+            continue;
+        if (de->d_name[0] == '.' && st->deny_hidden)
+            continue;
+        struct stat sb;
+        int at = (st->fc_flags & SWS_FC_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0;
+        if (fstatat(dirfd(d), de->d_name, &sb, at) < 0)
+            continue;
+        if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
+            continue; /* links refused, devices, fifos: not listed */
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            dentry_t *ne = realloc(ents, cap * sizeof *ents);
+            if (!ne)
+                break;
+            ents = ne;
+        }
+        ents[n].name = strdup(de->d_name);
+        if (!ents[n].name)
+            break;
+        ents[n].is_dir = S_ISDIR(sb.st_mode);
+        ents[n].size = (uint64_t)sb.st_size;
+        ents[n].mtime = sb.st_mtim.tv_sec;
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(ents, n, sizeof *ents, dentry_cmp);
+    sbuf_t b = {0};
+    sb_str(&b, "<!DOCTYPE html>\n<html>\n<head><meta charset=\"utf-8\"><title>Index of ");
+    sb_html(&b, path, path_len);
+    sb_str(&b, "</title></head>\n<body>\n<h1>Index of ");
+    sb_html(&b, path, path_len);
+    sb_str(&b, "</h1><hr><pre><a href=\"../\">../</a>\n");
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = ents[i].name;
+        size_t nl = strlen(nm);
+        sb_str(&b, "<a href=\"");
+        sb_href(&b, nm, nl);
+        if (ents[i].is_dir)
+            sb_put(&b, "/", 1);
+        sb_str(&b, "\">");
+        sb_html(&b, nm, nl);
+        if (ents[i].is_dir)
+            sb_put(&b, "/", 1);
+        char meta[96];
+        char date[SWS_HTTP_DATE_LEN + 1];
+        sws_http_date(ents[i].mtime, date);
+        date[SWS_HTTP_DATE_LEN] = '\0';
+        int ml = ents[i].is_dir ? snprintf(meta, sizeof meta, "</a>  %s  -\n", date)
+                                : snprintf(meta, sizeof meta, "</a>  %s  %llu\n", date,
+                                           (unsigned long long)ents[i].size);
+        sb_put(&b, meta, (size_t)ml);
+        free(ents[i].name);
+    }
+    free(ents);
+    sb_str(&b, "</pre><hr></body>\n</html>\n");
+    if (b.failed) {
+        free(b.p);
+        *err = -ENOMEM;
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
 /* try_files (nginx's): candidates in order; the first that exists is
  * served; else the fallback status, or the fallback URI routed again (once:
  * a fallback that falls back again is a configuration loop, answered 500). */
@@ -1084,6 +1255,25 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
                 return 301;
             }
             rc = find_index(e, st, path, path_len, &f, &path, &path_len);
+            if (rc < 0 && st->autoindex) {
+                size_t blen = 0;
+                char *body = make_listing(st, path, path_len, &blen, &rc);
+                if (body) {
+                    out_status_line(e, "HTTP/1.1 200 OK\r\n");
+                    out_str(e, "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+                    out_u64(e, blen);
+                    out_copy(e, "\r\n", 2);
+                    out_conn_end(e, r->minor, keepalive);
+                    if (head_only) {
+                        free(body);
+                    } else {
+                        out_ref(e, body, blen); /* freed once written (c->heap) */
+                        c->heap = body;
+                        *sent = blen;
+                    }
+                    return 200;
+                }
+            }
         }
         if (rc < 0)
             err = rc == -ENOENT || rc == -ENOTDIR || rc == -ENAMETOOLONG ? &e->err[SWS_ERR_404]
@@ -1245,7 +1435,7 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
                            size_t last_len)
 {
     size_t off = 0, len = *lenp;
-    while (off < len && !c->close_after && !c->pend && !c->file) {
+    while (off < len && !c->close_after && !c->pend && !c->file && !c->heap) {
         if (c->state == S_LINGER) {
             c->linger_bytes += len - off;
             return len;
@@ -1444,7 +1634,11 @@ static void conn_settle(sws_engine_t *e, sws_conn_t *c, const char *rest, size_t
             c->stash_len = (uint32_t)rest_len;
             /* Processing stopped for output, not for lack of input: the stash
              * may hold whole requests, to be answered once the output is out. */
-            c->resume = c->pend || c->file;
+            c->resume = c->pend || c->file || c->heap;
+        }
+        if (c->heap && !c->pend) {
+            free(c->heap); /* the listing went out */
+            c->heap = NULL;
         }
         if (c->file && !c->pend && conn_send_file(e, c) < 0) {
             conn_close(e, c);
@@ -1547,6 +1741,8 @@ static void conn_write(sws_engine_t *e, sws_conn_t *c)
     }
     free(p);
     c->pend = NULL;
+    free(c->heap);
+    c->heap = NULL;
     if (c->file) {
         if (conn_send_file(e, c) < 0) {
             conn_close(e, c);

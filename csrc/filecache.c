@@ -133,18 +133,35 @@ static void make_etag(sws_file_t *f)
     f->etag_len = n > 0 && (size_t)n < sizeof f->etag ? (size_t)n : 0;
 }
 
-static int open_path(int root_fd, const char *rel, int flags)
+static int open_path_mode(int root_fd, const char *rel, int flags, int oflags)
 {
     if (flags & SWS_FC_NOFOLLOW) {
         struct open_how how = {
-            .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK,
+            .flags = (uint64_t)(O_RDONLY | O_CLOEXEC | oflags),
             .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
         };
         long fd = syscall(SYS_openat2, root_fd, rel, &how, sizeof how);
         return fd < 0 ? -errno : (int)fd;
     }
-    int fd = openat(root_fd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = openat(root_fd, rel, O_RDONLY | O_CLOEXEC | oflags);
     return fd < 0 ? -errno : fd;
+}
+
+static int open_path(int root_fd, const char *rel, int flags)
+{
+    return open_path_mode(root_fd, rel, flags, O_NONBLOCK);
+}
+
+int sws_filecache_open_dir(int root_fd, const char *path, size_t len, int flags)
+{
+    char rel[4096];
+    if (len == 0 || len >= sizeof rel)
+        return -ENAMETOOLONG;
+    /* "/a/b/" -> "a/b/", "/" -> "." */
+    size_t n = len - 1;
+    memcpy(rel, path + 1, n);
+    rel[n] = '\0';
+    return open_path_mode(root_fd, n ? rel : ".", flags, O_DIRECTORY);
 }
 
 /* Opens (or reopens) f from its path; turns it negative on failure. */

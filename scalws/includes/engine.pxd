@@ -34,6 +34,7 @@ cdef extern from "scalws/engine.h" nogil:
         int fc_flags
         int deny_hidden
         int precompressed
+        int autoindex
         const char *const *index
         size_t n_index
         const sws_mime_entry_t *mime

@@ -178,6 +178,7 @@ cdef class Engine:
         st.fc_flags = _FC_NOFOLLOW if cfg.follow_symlinks == "off" else 0
         st.deny_hidden = cfg.deny_hidden
         st.precompressed = cfg.precompressed
+        st.autoindex = cfg.autoindex
         names = [n.encode() for n in cfg.index]
         index = <const char **>PyMem_Calloc(len(names) + 1, sizeof(char *))
         mime = <sws_mime_entry_t *>PyMem_Calloc(len(cfg.mime_types) + 1, sizeof(sws_mime_entry_t))

@@ -390,3 +390,27 @@ def test_slow_readers_cost_no_memory_and_block_nobody(server, www):
             assert b, "download cut short"
             total += len(b)
         s.close()
+
+
+def test_autoindex_lists_and_escapes(server, www):
+    (www / "list").mkdir()
+    (www / "list" / "b file & <x>.txt").write_text("12345")
+    (www / "list" / "a").mkdir()
+    (www / "list" / ".hidden").write_text("h")
+    (www / "list" / 'q"uote').write_text("q")
+    srv = start(server, www, extra=", autoindex: true")
+    r, body = get(srv.port, "/list/")
+    assert r.status == 200 and r.getheader("Content-Type") == "text/html; charset=utf-8"
+    html = body.decode()
+    assert int(r.getheader("Content-Length")) == len(body)
+    assert '<a href="a/">a/</a>' in html                           # folders first
+    assert html.index('href="a/"') < html.index("b%20file")
+    assert '<a href="b%20file%20%26%20%3Cx%3E.txt">b file &amp; &lt;x&gt;.txt</a>' in html
+    assert '<a href="q%22uote">q&quot;uote</a>' in html
+    assert ".hidden" not in html and "<x>" not in html
+    assert re.search(r"b file &amp; &lt;x&gt;\.txt</a>  \w{3}, .* GMT  5\n", html)
+    assert get(srv.port, "/list/b%20file%20%26%20%3Cx%3E.txt")[1] == b"12345"
+    r, body = get(srv.port, "/list/", method="HEAD")
+    assert r.status == 200 and body == b""
+    assert get(srv.port, "/sub/")[1] == b"<h1>index</h1>\n"  # an index file still wins
+    assert get(start(server, www).port, "/list/")[0].status == 403  # off by default

@@ -554,7 +554,6 @@ def test_static_config_imports_nothing_compiled(tmp_path):
 
 @pytest.mark.not_yet
 @pytest.mark.parametrize("body,where,message", [
-    ("autoindex: true", "7:22", "autoindex: autoindex is not available in this version of scalws"),
     ("follow_symlinks: owner", "7:28", "follow_symlinks: follow_symlinks: owner is not available in this version of scalws"),
 ])
 def test_keys_not_served_yet_are_refused(tmp_path, www, body, where, message):

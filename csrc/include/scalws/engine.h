@@ -71,6 +71,7 @@ typedef struct {
     int fc_flags;                 /* SWS_FC_NOFOLLOW when symlinks are refused */
     int deny_hidden;              /* 404 for "/." segments but /.well-known/ */
     int precompressed;            /* serve FILE.br/.zst/.gz when accepted */
+    int autoindex;                /* list a folder without an index file */
     const char *const *index;     /* index file names, NUL-terminated */
     size_t n_index;
     const sws_mime_entry_t *mime; /* sorted by (ext_len, ext) */

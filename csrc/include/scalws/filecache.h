@@ -84,6 +84,10 @@ int sws_filecache_get(sws_filecache_t *fc, int root_fd, const char *path, size_t
 
 void sws_filecache_release(sws_filecache_t *fc, sws_file_t *f);
 
+/* Opens the folder `path` under root_fd for reading its entries, with the
+ * same symlink rules as sws_filecache_get (not cached). fd or -errno. */
+int sws_filecache_open_dir(int root_fd, const char *path, size_t len, int flags);
+
 const sws_filecache_stats_t *sws_filecache_stats(const sws_filecache_t *fc);
 
 #endif

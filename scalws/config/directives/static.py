@@ -160,8 +160,7 @@ def compile(ctx, node, path):
 # without them.
 def _not_yet(ctx, keys, values, sub) -> bool:
     ok = True
-    asked = [("autoindex", values.get("autoindex") is True),
-             ("follow_symlinks", values.get("follow_symlinks") == "owner")]
+    asked = [("follow_symlinks", values.get("follow_symlinks") == "owner")]
     for name, on in asked:
         if on:
             what = "follow_symlinks: owner" if name == "follow_symlinks" else name
