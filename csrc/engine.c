@@ -35,6 +35,7 @@
 #define OUT_IOV 64
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
 #define RANGES_MAX 16         /* more ranges than this in one request: Range ignored */
+#define MULTIPART_READ_MAX (1 << 20) /* several ranges of a file on disk: read up to this */
 #define COPY_HEAD_MAX 8192    /* head parts up to this too; longer ones are referenced */
 #define LINGER_MS 2000        /* wait for the peer's FIN after our last response */
 #define LINGER_BYTES (1 << 20)
@@ -134,6 +135,7 @@ struct sws_engine {
     uint32_t alog_flush_ms;
     uint64_t alog_last_flush;
     uint64_t rid_base, rid_seq;
+    uint64_t prng;            /* xorshift state for multipart boundaries */
 
     int elog_fd, elog_level;
     struct epoll_event ev[EV_BATCH];
@@ -258,6 +260,7 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
     e->elog_level = SWS_L_NOTICE;
     if (getrandom(&e->rid_base, sizeof e->rid_base, GRND_NONBLOCK) != sizeof e->rid_base)
         e->rid_base = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
+    e->prng = e->rid_base | 1;
     e->wall = -1;
     update_time(e);
     return e;
@@ -953,6 +956,101 @@ static void out_validators(sws_engine_t *e, const sws_static_t *st, const sws_fi
     out_copy(e, st->extra, st->extra_len);
 }
 
+/* multipart/byteranges (RFC 9110 §14.6) for several ranges. Parts of a
+ * file held in memory are referenced; from a file on disk the ranges are
+ * read into one buffer when they total at most MULTIPART_READ_MAX (else -1:
+ * the caller sends the whole file, as a server may). 0 when answered; the
+ * file reference is released or handed to the connection. */
+static int serve_multipart(sws_engine_t *e, sws_conn_t *c, const reqview_t *r,
+                           const sws_static_t *st, sws_file_t *f, const char *path,
+                           size_t path_len, const sws_range_t *rs, size_t n, int head_only,
+                           int keepalive, size_t *sent)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += rs[i].len;
+    if ((!f->mem && total > MULTIPART_READ_MAX) || e->niov + 2 * n + 8 > OUT_IOV)
+        return -1;
+    char *buf = NULL;
+    if (!f->mem && !head_only) {
+        buf = malloc(total ? total : 1);
+        if (!buf)
+            return -1;
+        uint64_t o = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t got = 0;
+            while (got < rs[i].len) {
+                ssize_t k = pread(f->fd, buf + o + got, rs[i].len - got, (off_t)(rs[i].start + got));
+                if (k < 0 && errno == EINTR)
+                    continue;
+                if (k <= 0) {
+                    free(buf);
+                    return -1; /* shrank under us: the caller sends what stat says, or closes */
+                }
+                got += (uint64_t)k;
+            }
+            o += rs[i].len;
+        }
+    }
+    /* A boundary no part can contain by chance: 64 random bits per answer. */
+    e->prng ^= e->prng << 13;
+    e->prng ^= e->prng >> 7;
+    e->prng ^= e->prng << 17;
+    char bnd[17];
+    for (int i = 0; i < 16; i++)
+        bnd[i] = HEX[(e->prng >> (60 - 4 * i)) & 15];
+    bnd[16] = '\0';
+    const char *ct;
+    size_t ct_len;
+    content_type(st, path, path_len, &ct, &ct_len);
+    /* Part heads, built once to count the length and once to send. */
+    char crange[SWS_CONTENT_RANGE_MAX];
+    uint64_t body_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        int cl = sws_format_content_range(crange, sizeof crange, rs[i].start, rs[i].len, f->size);
+        body_len += 2 + 2 + 16 + 2 + ct_len + 15 + (uint64_t)cl + 2 + 2 + rs[i].len;
+    }
+    body_len += 2 + 2 + 16 + 2 + 2;
+    out_status_line(e, "HTTP/1.1 206 Partial Content\r\n");
+    out_str(e, "Content-Type: multipart/byteranges; boundary=");
+    out_copy(e, bnd, 16);
+    out_str(e, "\r\nContent-Length: ");
+    out_u64(e, body_len);
+    out_str(e, "\r\nAccept-Ranges: bytes\r\n");
+    out_validators(e, st, f);
+    out_conn_end(e, r->minor, keepalive);
+    if (head_only) {
+        sws_filecache_release(e->fc, f);
+        return 0;
+    }
+    uint64_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int cl = sws_format_content_range(crange, sizeof crange, rs[i].start, rs[i].len, f->size);
+        out_copy(e, "\r\n--", 4);
+        out_copy(e, bnd, 16);
+        out_copy(e, "\r\n", 2);
+        out_copy(e, ct, ct_len); /* "Content-Type: ...\r\n" */
+        out_copy(e, "Content-Range: ", 15);
+        out_copy(e, crange, (size_t)cl);
+        out_copy(e, "\r\n\r\n", 4);
+        const char *data = f->mem ? f->mem + rs[i].start : buf + o;
+        out_ref(e, data, (size_t)rs[i].len);
+        o += rs[i].len;
+    }
+    out_copy(e, "\r\n--", 4);
+    out_copy(e, bnd, 16);
+    out_copy(e, "--\r\n", 4);
+    *sent = (size_t)body_len;
+    if (buf) {
+        c->heap = buf; /* freed once written */
+        sws_filecache_release(e->fc, f);
+    } else {
+        c->file = f; /* the memory copy stays referenced until written */
+        c->file_left = 0;
+    }
+    return 0;
+}
+
 /* Answers a request on a static route into the batch. Returns the status
  * (for the log) and *sent, the body bytes. A file body that is not copied
  * into the batch leaves c->file referenced until it is written. */
@@ -1377,6 +1475,9 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
                 blen = rs[0].len;
                 status = 206;
                 crange_len = sws_format_content_range(crange, sizeof crange, start, blen, f->size);
+            } else if (n > 1 && serve_multipart(e, c, r, st, f, path, path_len, rs, (size_t)n,
+                                                head_only, keepalive, sent) == 0) {
+                return 206;
             }
         }
     }

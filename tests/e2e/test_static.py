@@ -414,3 +414,38 @@ def test_autoindex_lists_and_escapes(server, www):
     assert r.status == 200 and body == b""
     assert get(srv.port, "/sub/")[1] == b"<h1>index</h1>\n"  # an index file still wins
     assert get(start(server, www).port, "/list/")[0].status == 403  # off by default
+
+
+def _parts(r, body):
+    """The parts of a multipart/byteranges body, through the stdlib's MIME parser."""
+    import email.parser
+    import email.policy
+    msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + r.getheader("Content-Type").encode() + b"\r\n\r\n" + body)
+    assert msg.is_multipart()
+    return [(p["Content-Range"], p.get_payload(decode=True)) for p in msg.iter_parts()]
+
+
+@pytest.mark.parametrize("name", ["mid.bin", "big.bin"])   # from memory, from disk
+def test_several_ranges_are_multipart(server, www, name):
+    srv = start(server, www)
+    data = (www / name).read_bytes()
+    size = len(data)
+    r, body = get(srv.port, "/" + name, {"Range": "bytes=0-9, 100-199, -5"})
+    assert r.status == 206
+    assert r.getheader("Content-Type").startswith("multipart/byteranges; boundary=")
+    assert int(r.getheader("Content-Length")) == len(body)
+    assert _parts(r, body) == [
+        (f"bytes 0-9/{size}", data[0:10]),
+        (f"bytes 100-199/{size}", data[100:200]),
+        (f"bytes {size - 5}-{size - 1}/{size}", data[-5:]),
+    ]
+    b1 = r.getheader("Content-Type")
+    r2, _ = get(srv.port, "/" + name, {"Range": "bytes=0-9, 100-199"})
+    assert r2.getheader("Content-Type") != b1  # a new boundary each answer
+
+
+def test_several_large_ranges_of_a_disk_file_get_the_whole_file(server, www):
+    srv = start(server, www)
+    r, body = get(srv.port, "/big.bin", {"Range": "bytes=0-999999, 1000000-2099999"})
+    assert r.status == 200 and len(body) == 3_000_000  # over 1 MiB to gather: ignored
