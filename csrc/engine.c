@@ -937,9 +937,8 @@ static const sws_header_t *find_hdr(const sws_header_t *h, size_t n, const char 
 static void out_validators(sws_engine_t *e, const sws_static_t *st, const sws_file_t *f)
 {
     char date[SWS_HTTP_DATE_LEN];
-    sws_http_date((time_t)f->mtime, date);
     out_copy(e, "Last-Modified: ", 15);
-    out_copy(e, date, SWS_HTTP_DATE_LEN);
+    out_copy(e, f->last_modified, SWS_HTTP_DATE_LEN); /* formatted when the file was opened */
     out_copy(e, "\r\nETag: ", 8);
     out_copy(e, f->etag, f->etag_len);
     out_copy(e, "\r\n", 2);

@@ -1,6 +1,7 @@
 /* The open-file cache; contract in scalws/filecache.h. */
 #define _GNU_SOURCE
 #include "scalws/filecache.h"
+#include "scalws/httpdate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -125,6 +126,7 @@ static void entry_evict(sws_filecache_t *fc, sws_file_t *f)
 
 static void make_etag(sws_file_t *f)
 {
+    sws_http_date((time_t)f->mtime, f->last_modified);
     /* Strong validator (RFC 9110 §8.8.3): any change of content changes size,
      * mtime (ns) or inode (a replacement by rename). */
     int n = snprintf(f->etag, sizeof f->etag, "\"%llx-%llx-%llx\"",
@@ -133,8 +135,67 @@ static void make_etag(sws_file_t *f)
     f->etag_len = n > 0 && (size_t)n < sizeof f->etag ? (size_t)n : 0;
 }
 
+/* SWS_FC_OWNER: walk the path a component at a time; a symlink is
+ * followed only when it and its resolution have the same owner. */
+static int open_owner(int root_fd, const char *rel, int oflags)
+{
+    int dfd = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -errno;
+    if (rel[0] == '.' && rel[1] == '\0') {
+        int fd = openat(dfd, ".", O_RDONLY | O_CLOEXEC | oflags);
+        int err = errno;
+        close(dfd);
+        return fd < 0 ? -err : fd;
+    }
+    const char *p = rel;
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        int last = !slash || slash[1] == '\0';
+        char comp[256];
+        if (n == 0 || n >= sizeof comp) {
+            close(dfd);
+            return n ? -ENAMETOOLONG : -ENOENT;
+        }
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        struct stat ls, ts;
+        if (fstatat(dfd, comp, &ls, AT_SYMLINK_NOFOLLOW) < 0) {
+            int err = errno;
+            close(dfd);
+            return -err;
+        }
+        int follow = 0;
+        if (S_ISLNK(ls.st_mode)) {
+            if (fstatat(dfd, comp, &ts, 0) < 0) {
+                int err = errno; /* a dangling link is ENOENT */
+                close(dfd);
+                return -err;
+            }
+            if (ts.st_uid != ls.st_uid) {
+                close(dfd);
+                return -ELOOP; /* someone else's file behind this link */
+            }
+            follow = 1;
+        }
+        int of = last ? (O_RDONLY | oflags) : (O_PATH | O_DIRECTORY);
+        int fd = openat(dfd, comp, of | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+        int err = errno;
+        close(dfd);
+        if (fd < 0)
+            return -err;
+        if (last)
+            return fd;
+        dfd = fd;
+        p = slash + 1;
+    }
+}
+
 static int open_path_mode(int root_fd, const char *rel, int flags, int oflags)
 {
+    if (flags & SWS_FC_OWNER)
+        return open_owner(root_fd, rel, oflags);
     if (flags & SWS_FC_NOFOLLOW) {
         struct open_how how = {
             .flags = (uint64_t)(O_RDONLY | O_CLOEXEC | oflags),

@@ -23,6 +23,7 @@ from scalws.config.mime import content_type as _content_type
 from scalws.handlers import respond as respond_handler
 
 _FC_NOFOLLOW = 1  # SWS_FC_NOFOLLOW (csrc/include/scalws/filecache.h)
+_FC_OWNER = 2     # SWS_FC_OWNER
 
 _MATCH = {
     "exact": SWS_MATCH_EXACT,
@@ -175,7 +176,7 @@ cdef class Engine:
         fd = os.open(cfg.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         self._fds.append(fd)
         st.root_fd = fd
-        st.fc_flags = _FC_NOFOLLOW if cfg.follow_symlinks == "off" else 0
+        st.fc_flags = {"off": _FC_NOFOLLOW, "owner": _FC_OWNER}.get(cfg.follow_symlinks, 0)
         st.deny_hidden = cfg.deny_hidden
         st.precompressed = cfg.precompressed
         st.autoindex = cfg.autoindex

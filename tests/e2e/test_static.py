@@ -156,6 +156,9 @@ def test_path_escapes_stay_in_root(server, www, tmp_path):
                    b"/a%00.txt", b"/%c0%ae%c0%ae/outside.txt"):
         data = raw(srv.port, b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n")
         assert statuses(data) == [400] and b"secret" not in data, target
+    # A backslash is no separator on Linux: a name with backslashes, not a way up.
+    data = raw(srv.port, b"GET /..\\..\\outside.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert statuses(data) == [404] and b"secret" not in data
 
 
 def test_symlinks(server, www, tmp_path):
@@ -449,3 +452,28 @@ def test_several_large_ranges_of_a_disk_file_get_the_whole_file(server, www):
     srv = start(server, www)
     r, body = get(srv.port, "/big.bin", {"Range": "bytes=0-999999, 1000000-2099999"})
     assert r.status == 200 and len(body) == 3_000_000  # over 1 MiB to gather: ignored
+
+
+def test_follow_symlinks_owner(server, www, tmp_path):
+    # The link and its target must have one owner (nginx's if_not_owner).
+    # The test chowns files, so it needs root (CI runs as root).
+    if os.geteuid() != 0:
+        pytest.skip("chown needs root")
+    other = 65534  # nobody
+    (tmp_path / "mine.txt").write_text("same owner")
+    (tmp_path / "theirs.txt").write_text("other owner")
+    os.chown(tmp_path / "theirs.txt", other, other)
+    os.symlink(tmp_path / "mine.txt", www / "ok-link")
+    os.symlink(tmp_path / "theirs.txt", www / "bad-link")
+    (www / "dir-target").mkdir()
+    (www / "dir-target" / "f.txt").write_text("in a linked folder")
+    os.symlink(www / "dir-target", www / "dir-link")
+    os.symlink(www / "dir-target", www / "their-dir-link")
+    os.lchown(www / "their-dir-link", other, other)
+    srv = start(server, www, extra=", follow_symlinks: owner")
+    assert get(srv.port, "/ok-link")[1] == b"same owner"
+    assert get(srv.port, "/bad-link")[0].status == 403
+    assert get(srv.port, "/dir-link/f.txt")[1] == b"in a linked folder"   # a link mid-path
+    assert get(srv.port, "/their-dir-link/f.txt")[0].status == 403
+    assert get(srv.port, "/a.txt")[1] == b"hello\n"
+    assert get(srv.port, "/nope")[0].status == 404

@@ -35,13 +35,6 @@ sites:
 P = "sites[0].routes[0].static"
 
 
-@pytest.fixture(autouse=True)
-def wired(request, monkeypatch):
-    # These tests cover the whole validation, including keys whose runtime is
-    # not built yet (try_files, autoindex, precompressed, follow_symlinks:
-    # owner); test_keys_not_served_yet_are_refused checks the refusal itself.
-    if "not_yet" not in request.keywords:
-        monkeypatch.setattr(static, "_not_yet", lambda ctx, keys, values, sub: True)
 
 
 @pytest.fixture
@@ -551,13 +544,3 @@ def test_static_config_imports_nothing_compiled(tmp_path):
         """)
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
-
-@pytest.mark.not_yet
-@pytest.mark.parametrize("body,where,message", [
-    ("follow_symlinks: owner", "7:28", "follow_symlinks: follow_symlinks: owner is not available in this version of scalws"),
-])
-def test_keys_not_served_yet_are_refused(tmp_path, www, body, where, message):
-    path = write(tmp_path, f"root: {www}\n{body}\n")
-    with pytest.raises(ConfigError) as exc:
-        load_config(path)
-    assert str(exc.value) == f"{path}:{where}: {P}.{message}"

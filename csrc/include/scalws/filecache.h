@@ -23,8 +23,10 @@
  * Paths: `path` is the normalized request path (csrc/path.c: starts with
  * '/', no '.' or '..' segments). With SWS_FC_NOFOLLOW no component may be a
  * symlink and the result stays beneath the root (openat2 RESOLVE_BENEATH |
- * RESOLVE_NO_SYMLINKS); without it, symlinks are followed, as nginx does by
- * default.
+ * RESOLVE_NO_SYMLINKS); with SWS_FC_OWNER each component that is a symlink
+ * is followed only when the link and what it resolves to have the same
+ * owner (nginx's disable_symlinks if_not_owner), else -ELOOP; with neither,
+ * symlinks are followed, as nginx does by default.
  *
  * Blocking: open, fstatat and the read of small files block the calling
  * thread; they run only on a miss or a revalidation.
@@ -36,6 +38,7 @@
 #include <stdint.h>
 
 #define SWS_FC_NOFOLLOW 1
+#define SWS_FC_OWNER 2    /* a symlink is followed only when it and its target have one owner */
 #define SWS_FC_ETAG_MAX 64
 
 typedef struct sws_file {
@@ -47,6 +50,7 @@ typedef struct sws_file {
     char etag[SWS_FC_ETAG_MAX]; /* with the quotes: "size-mtimens-inode" in hex */
     size_t etag_len;
     const char *mem;         /* the content when size <= mem_max, else NULL */
+    char last_modified[29];  /* mtime as an IMF-fixdate, for the header */
     /* private */
     uint64_t ino, dev;
     int64_t mtime_ns;

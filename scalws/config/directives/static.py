@@ -149,25 +149,10 @@ def compile(ctx, node, path):
         put("sendfile_chunk", ctx.size(
             keys["sendfile_chunk"][1], sub("sendfile_chunk"), 4 << 10, 1 << 30))
 
-    ok &= _not_yet(ctx, keys, values, sub)
     if not ok:
         return None
     return Static(mime_types=load_mime_types(extra), **values)
 
-
-# Validated, but not served by this version's runtime (csrc/engine.c): a
-# configuration that asks for them is refused rather than silently served
-# without them.
-def _not_yet(ctx, keys, values, sub) -> bool:
-    ok = True
-    asked = [("follow_symlinks", values.get("follow_symlinks") == "owner")]
-    for name, on in asked:
-        if on:
-            what = "follow_symlinks: owner" if name == "follow_symlinks" else name
-            ctx.error(keys[name][1], sub(name),
-                      f"{what} is not available in this version of scalws")
-            ok = False
-    return ok
 
 
 # -- root and file names ------------------------------------------------------
