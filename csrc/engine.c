@@ -925,14 +925,6 @@ static void content_type(const sws_static_t *st, const char *p, size_t n, const 
     }
 }
 
-static const sws_header_t *find_hdr(const sws_header_t *h, size_t n, const char *name, size_t len)
-{
-    for (size_t i = 0; i < n; i++)
-        if (h[i].name_len == len && strncasecmp(h[i].name, name, len) == 0)
-            return &h[i];
-    return NULL;
-}
-
 /* Validators and caching headers shared by 200 and 304. */
 static void out_validators(sws_engine_t *e, const sws_static_t *st, const sws_file_t *f)
 {
@@ -1383,23 +1375,50 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
         return err->status;
     }
 
-    const sws_header_t *h;
+    /* The fields a file answer depends on, in one pass over the head (the
+     * first of each counts). */
     sws_cond_fields_t cf;
     memset(&cf, 0, sizeof cf);
-    if ((h = find_hdr(r->h, r->nh, "if-match", 8)))
-        cf.if_match = h->value, cf.if_match_len = h->value_len;
-    if ((h = find_hdr(r->h, r->nh, "if-none-match", 13)))
-        cf.if_none_match = h->value, cf.if_none_match_len = h->value_len;
-    if ((h = find_hdr(r->h, r->nh, "if-modified-since", 17)))
-        cf.if_modified_since = h->value, cf.if_modified_since_len = h->value_len;
-    if ((h = find_hdr(r->h, r->nh, "if-unmodified-since", 19)))
-        cf.if_unmodified_since = h->value, cf.if_unmodified_since_len = h->value_len;
+    const sws_header_t *ae = NULL, *rg = NULL, *ir = NULL;
+    for (size_t i = 0; i < r->nh; i++) {
+        const sws_header_t *h = &r->h[i];
+        const char *nm = h->name;
+        switch (h->name_len) {
+        case 5:
+            if (!rg && strncasecmp(nm, "range", 5) == 0)
+                rg = h;
+            break;
+        case 8:
+            if (!cf.if_match && strncasecmp(nm, "if-match", 8) == 0)
+                cf.if_match = h->value, cf.if_match_len = h->value_len;
+            else if (!ir && strncasecmp(nm, "if-range", 8) == 0)
+                ir = h;
+            break;
+        case 13:
+            if (!cf.if_none_match && strncasecmp(nm, "if-none-match", 13) == 0)
+                cf.if_none_match = h->value, cf.if_none_match_len = h->value_len;
+            break;
+        case 15:
+            if (!ae && strncasecmp(nm, "accept-encoding", 15) == 0)
+                ae = h;
+            break;
+        case 17:
+            if (!cf.if_modified_since && strncasecmp(nm, "if-modified-since", 17) == 0)
+                cf.if_modified_since = h->value, cf.if_modified_since_len = h->value_len;
+            break;
+        case 19:
+            if (!cf.if_unmodified_since && strncasecmp(nm, "if-unmodified-since", 19) == 0)
+                cf.if_unmodified_since = h->value, cf.if_unmodified_since_len = h->value_len;
+            break;
+        }
+    }
+    if (method != SWS_M_GET)
+        rg = NULL; /* Range is for GET (RFC 9110 §14.2) */
     /* Precompressed siblings (FILE.br, FILE.zst, FILE.gz): the one the client
      * prefers is served in FILE's place, with its own validators (RFC 9110
      * §8.8.3: each representation has its own ETag); Range applies to it. */
     const char *encoding = NULL;
     if (st->precompressed) {
-        const sws_header_t *ae = find_hdr(r->h, r->nh, "accept-encoding", 15);
         if (ae && path_len + 4 < e->lim.max_uri_bytes + 512) { /* room for the suffix */
             static const struct { const char *sfx; int bit; const char *name; } SIB[] = {
                 {".br", SWS_ENC_BR, "br"}, {".zst", SWS_ENC_ZSTD, "zstd"}, {".gz", SWS_ENC_GZIP, "gzip"}};
@@ -1454,9 +1473,7 @@ static int serve_static(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, cons
     int status = 200;
     char crange[SWS_CONTENT_RANGE_MAX];
     int crange_len = 0;
-    const sws_header_t *rg = method == SWS_M_GET ? find_hdr(r->h, r->nh, "range", 5) : NULL;
     if (rg) {
-        const sws_header_t *ir = find_hdr(r->h, r->nh, "if-range", 8);
         if (!ir || sws_if_range_matches(ir->value, ir->value_len, f->etag, f->etag_len, f->mtime)) {
             sws_range_t rs[RANGES_MAX];
             int n = sws_parse_range(rg->value, rg->value_len, f->size, rs, RANGES_MAX);
