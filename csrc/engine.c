@@ -671,11 +671,22 @@ static int out_flush(sws_engine_t *e, sws_conn_t *c)
 }
 
 /* Appends a prebuilt response to the batch. Returns body bytes sent. */
+static void out_str(sws_engine_t *e, const char *s) { out_copy(e, s, strlen(s)); }
+
+/* Ends a head: the Connection header the keep-alive decision needs (none
+ * for a kept HTTP/1.1 connection), then the empty line. */
+static void out_conn_end(sws_engine_t *e, int minor, int keepalive)
+{
+    if (!keepalive)
+        out_str(e, "Connection: close\r\n");
+    else if (minor == 0)
+        out_str(e, "Connection: keep-alive\r\n");
+    out_copy(e, "\r\n", 2);
+}
+
 static size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_only, int minor,
                            int keepalive)
 {
-    static const char KA10[] = "Connection: keep-alive\r\n";
-    static const char CLOSE[] = "Connection: close\r\n";
     if (r->head_a_len <= COPY_HEAD_MAX)
         out_copy(e, r->head_a, r->head_a_len);
     else
@@ -685,11 +696,7 @@ static size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_onl
         out_copy(e, r->head_b, r->head_b_len);
     else
         out_ref(e, r->head_b, r->head_b_len);
-    if (!keepalive)
-        out_copy(e, CLOSE, sizeof CLOSE - 1);
-    else if (minor == 0)
-        out_copy(e, KA10, sizeof KA10 - 1);
-    out_copy(e, "\r\n", 2);
+    out_conn_end(e, minor, keepalive);
     if (head_only || r->body_len == 0)
         return 0;
     if (r->body_len <= COPY_BODY_MAX)
@@ -852,22 +859,11 @@ static int conn_send_file(sws_engine_t *e, sws_conn_t *c)
     return 0;
 }
 
-static void out_str(sws_engine_t *e, const char *s) { out_copy(e, s, strlen(s)); }
-
 static void out_u64(sws_engine_t *e, uint64_t v)
 {
     char buf[24];
     int n = snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
     out_copy(e, buf, (size_t)n);
-}
-
-static void out_conn_end(sws_engine_t *e, int minor, int keepalive)
-{
-    if (!keepalive)
-        out_str(e, "Connection: close\r\n");
-    else if (minor == 0)
-        out_str(e, "Connection: keep-alive\r\n");
-    out_copy(e, "\r\n", 2);
 }
 
 static void out_status_line(sws_engine_t *e, const char *line)
