@@ -162,3 +162,9 @@ STATUS_RE = re.compile(rb"^HTTP/1\.1 (\d{3}) ", re.M)
 
 def statuses(data: bytes) -> list[int]:
     return [int(m.group(1)) for m in STATUS_RE.finditer(data)]
+
+
+# Upstreams for the reverse-proxy tests (test_proxy*.py): upstream_app,
+# raw_upstream, fault_proxy, node_upstream, nginx_upstream.
+from tests.e2e.upstreams.fixtures import (  # noqa: E402,F401
+    fault_proxy, nginx_upstream, node_upstream, raw_upstream, upstream_app)
