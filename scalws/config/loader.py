@@ -33,7 +33,7 @@ import re
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .directives import HANDLERS, UNAVAILABLE_HANDLERS
+from .directives import HANDLERS, UNAVAILABLE_HANDLERS, proxy
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .model import Config, Limits, Listen, LogConfig, Route, Site
@@ -55,10 +55,10 @@ _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _NOT_AVAILABLE = "'{}' is not available in this version of scalws"
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
-            "pid", "log", "limits", "sites")
+            "pid", "log", "limits", "trusted_proxies", "upstreams", "sites")
 # Keys of the design (DESIGN.md) that this version does not implement yet.
 TOP_UNAVAILABLE = {k: _NOT_AVAILABLE.format(k)
-                   for k in ("status", "instances", "upstreams", "apps")}
+                   for k in ("status", "instances", "apps")}
 LOG_KEYS = ("access", "format", "error", "level", "buffer", "flush")
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
 SITE_KEYS = ("listen", "server_names", "routes")
@@ -82,6 +82,11 @@ class _Context:
         # id(Listen or Route) -> (node, key path), for checks made later.
         self.origin: dict = {}
         self.explicit_backlog: set = set()     # id(Listen) with backlog=N
+        # The reverse proxy (directives/proxy.py): routes may name a group
+        # written later in the file, so names are checked after the walk.
+        self.upstream_refs: list = []          # [(name, node, key path)]
+        self.upstream_names: set = set()       # every name under `upstreams`
+        self.implicit_upstreams: dict = {}     # "url:ADDRESS" -> Upstream
 
     # -- reporting ---------------------------------------------------------
 
@@ -504,8 +509,18 @@ def _walk_document(ctx: _Context, root) -> Config:
     if "limits" in keys:
         _limits(ctx, keys["limits"][1], cfg.limits)
 
+    if "trusted_proxies" in keys:
+        cfg.trusted_proxies = proxy.compile_trusted_proxies(
+            ctx, keys["trusted_proxies"][1], "trusted_proxies")
+
+    upstreams = {}
+    if "upstreams" in keys:
+        upstreams = proxy.compile_upstreams(ctx, keys["upstreams"][1], "upstreams")
+
     if ctx.require(keys, root, "", "sites"):
         cfg.sites = _sites(ctx, keys["sites"][1])
+    # After the sites: routes name groups, and `url:` adds implicit ones.
+    cfg.upstreams = proxy.check_references(ctx, upstreams)
     return cfg
 
 

@@ -100,6 +100,8 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)
     sites: list = field(default_factory=list)  # [Site]
+    upstreams: dict = field(default_factory=dict)  # name -> Upstream (reverse proxy)
+    trusted_proxies: list = field(default_factory=list)  # CIDR strings whose X-Forwarded-* we believe
 
 
 @dataclass
@@ -127,3 +129,63 @@ class Static:
     open_file_cache_max: int = 10000       # entries per worker
     memory_cache_max: int = 64 * 1024      # largest file kept in memory; 0 = none
     sendfile_chunk: int = 2 * 1024 * 1024  # most bytes per sendfile call
+
+
+# ---- reverse proxy (config half: directives/proxy.py, loader's `upstreams`) ----
+
+@dataclass
+class UpstreamServer:
+    """One server of an upstream group; `address` is as written in the file."""
+    address: str                           # "127.0.0.1:3000", "[::1]:3000", "unix:/run/a.sock"
+    kind: str = "tcp"                      # "tcp" | "unix"
+    host: str = ""                         # numeric IP (names are resolved at load)
+    port: int = 0
+    path: str = ""                         # unix socket path
+    weight: int = 1
+    max_fails: int = 1                     # failures within fail_timeout that mark it down; 0 = never
+    fail_timeout: float = 10.0             # seconds: the failure window and how long it stays down
+    backup: bool = False                   # used only when every primary is down
+    max_connections: int = 0               # per worker; 0 = unlimited
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class Health:
+    """Active health checks of an upstream group (per worker)."""
+    path: str = "/"
+    interval: float = 5.0
+    timeout: float = 2.0
+    expect_status: list = field(default_factory=lambda: [(200, 399)])  # [(lo, hi)] inclusive
+    rise: int = 2                          # passes that bring a down server back
+    fall: int = 3                          # failures that take a server down
+    host: Optional[str] = None             # Host header; None = the server's address
+
+
+@dataclass
+class Upstream:
+    name: str
+    servers: list                          # [UpstreamServer], at least one
+    balance: str = "round_robin"           # "round_robin" (weighted) | "least_conn" | "hash"
+    hash_key: str = "client_addr"          # "client_addr" | "uri" | "header:<Name>" (balance: hash)
+    keepalive: int = 32                    # idle connections kept per worker (whole group); 0 = none
+    keepalive_timeout: float = 60.0        # idle pooled connection closed after this
+    keepalive_requests: int = 1000         # requests per upstream connection, then close
+    health: Optional[Health] = None
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class Proxy:
+    """A `proxy` route. `url:` is turned into an implicit Upstream named
+    "url:<address>" (added to Config.upstreams) plus `path_prefix`."""
+    upstream: str                          # key into Config.upstreams
+    path_prefix: str = ""                  # from url's path: prepended after strip_prefix
+    strip_prefix: str = ""                 # removed from the start of the request path
+    host: Optional[str] = None             # Host sent upstream; None = the client's
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0
+    send_timeout: float = 60.0
+    retries: int = 1                       # further servers tried (idempotent, before any response byte)
+    request_headers: list = field(default_factory=list)   # [(name, value)]; value None = remove
+    response_headers: list = field(default_factory=list)  # [(name, value)]; value None = remove
+    buffer_size: int = 64 * 1024           # bytes buffered per direction per proxied request

@@ -1,0 +1,835 @@
+"""The config half of the reverse proxy: the `proxy` route handler, the
+top-level `upstreams` groups and `trusted_proxies`.
+
+    upstreams:
+      api:
+        servers: ["127.0.0.1:3000", {address: "[::1]:3001", weight: 2}]
+        balance: least_conn
+        health: {path: /healthz}
+    sites:
+      - routes:
+          - {path: /api/, proxy: {upstream: api, strip_prefix: /api}}
+          - {path: /b/, proxy: api}                        # an upstream name
+          - {path: /c/, proxy: "http://127.0.0.1:3000/v1/"}  # a URL
+
+compile() validates a route's `proxy:` value and returns a model.Proxy, or
+None after reporting every problem through the loader's context (`ctx`, see
+loader._Context), in the shape of respond.compile. compile_upstreams() and
+compile_trusted_proxies() do the same for the top-level keys; the loader
+calls them and then check_references(), once the whole file is walked,
+because a route may name a group written further down the file.
+
+The context carries the state shared between those calls:
+  ctx.upstream_refs        [(name, node, path)] of every `upstream:` named
+  ctx.upstream_names       names written under `upstreams` (valid or not)
+  ctx.implicit_upstreams   "url:<address>" -> Upstream, made from `url:`
+
+Host names (in servers and in url) are resolved here, once, with
+getaddrinfo: each address a name resolves to becomes its own UpstreamServer
+with the same options, and the model holds numeric addresses only. The
+keys, their defaults and the runtime's behaviour are documented in
+docs/configuration.md (sections `upstreams`, `proxy`, `trusted_proxies`).
+"""
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import os
+import re
+import socket
+
+from ..model import Health, Proxy, Upstream, UpstreamServer
+from .respond import header_value_problem, is_token
+
+KEYS = ("upstream", "url", "strip_prefix", "host", "connect_timeout",
+        "read_timeout", "send_timeout", "retries", "headers", "buffer_size")
+UNAVAILABLE = {"cache": "'cache' is not available in this version of scalws"}
+HEADERS_KEYS = ("request", "response")
+HEADER_ACTIONS = ("set", "remove")
+
+UPSTREAM_KEYS = ("servers", "balance", "hash_key", "keepalive",
+                 "keepalive_timeout", "keepalive_requests", "health")
+SERVER_KEYS = ("address", "weight", "max_fails", "fail_timeout", "backup",
+               "max_connections")
+HEALTH_KEYS = ("path", "interval", "timeout", "expect_status", "rise", "fall",
+               "host")
+BALANCE = ("round_robin", "least_conn", "hash")
+HASH_KEYS = ("client_addr", "uri", "header:NAME")
+
+UNIX_PATH_MAX = 107            # sizeof(sun_path) - 1 on Linux
+DEFAULT_HTTP_PORT = 80
+IMPLICIT_PREFIX = "url:"
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
+_LABEL_RE = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+_STATUS_RANGE_RE = re.compile(r"([0-9]{3})\s*-\s*([0-9]{3})")
+_STATUS_CLASS_RE = re.compile(r"([1-5])[xX][xX]")
+
+_HOP = "hop-by-hop headers are handled by the proxy"
+_FRAMING = "the proxy chooses the framing"
+# Headers the proxy runtime owns, by lowercase name -> why, per direction.
+_OWNED_COMMON = {
+    "connection": _HOP, "keep-alive": _HOP, "te": _HOP, "trailer": _HOP,
+    "upgrade": _HOP, "transfer-encoding": _FRAMING, "content-length": _FRAMING,
+}
+OWNED_REQUEST = {**_OWNED_COMMON, "host": "use proxy.host"}
+OWNED_RESPONSE = {**_OWNED_COMMON, "host": "Host is a request header"}
+
+
+def _sub(path, name):
+    return f"{path}.{name}"
+
+
+def _control_problem(text):
+    if "\0" in text:
+        return "must not contain NUL"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return "must not contain control characters"
+    if any(c.isspace() for c in text):
+        return "must not contain whitespace"
+    return None
+
+
+# --------------------------------------------------------------------------
+# The `proxy` route handler
+
+def compile(ctx, node, path):
+    """Validate `proxy:` at `node`; return a Proxy or None."""
+    kind = ctx.kind(node)
+    if kind == "str":
+        return _shorthand(ctx, node, path)
+    if kind != "map":
+        ctx.error(node, path, "expected an upstream name, a URL such as "
+                  "http://127.0.0.1:3000, or a mapping with upstream or url; "
+                  f"got {ctx.describe(node)}")
+        return None
+    keys = ctx.mapping(node, path, KEYS, UNAVAILABLE)
+    if keys is None:
+        return None
+    ok = True
+    values = {}
+
+    def put(name, value):
+        nonlocal ok
+        if value is None:
+            ok = False
+        else:
+            values[name] = value
+
+    # Exactly one of upstream and url.
+    if "upstream" in keys and "url" in keys:
+        later = max(("upstream", "url"), key=lambda k: (keys[k][0].start_mark.line,
+                                                         keys[k][0].start_mark.column))
+        ctx.error(keys[later][0], _sub(path, later), "upstream and url exclude "
+                  "each other: give one")
+        ok = False
+    elif "upstream" in keys:
+        put("upstream", _upstream_ref(ctx, keys["upstream"][1], _sub(path, "upstream")))
+    elif "url" in keys:
+        target = _url(ctx, keys["url"][1], _sub(path, "url"))
+        if target is None:
+            ok = False
+        else:
+            values["upstream"], values["path_prefix"] = target
+    elif any(name not in UNAVAILABLE for name in _written(node)):
+        # (A mapping with only refused keys has had its problem reported.)
+        ctx.error(node, path, "expected the key upstream (a group's name) or url "
+                  "(such as http://127.0.0.1:3000)")
+        ok = False
+    else:
+        ok = False
+
+    if "strip_prefix" in keys:
+        put("strip_prefix", _path_text(ctx, keys["strip_prefix"][1],
+                                       _sub(path, "strip_prefix")))
+    if "host" in keys:
+        put("host", _host_header(ctx, keys["host"][1], _sub(path, "host")))
+    for name in ("connect_timeout", "read_timeout", "send_timeout"):
+        if name in keys:
+            put(name, ctx.duration(keys[name][1], _sub(path, name), positive=True))
+    if "retries" in keys:
+        put("retries", ctx.integer(keys["retries"][1], _sub(path, "retries"), 0, 100))
+    if "headers" in keys:
+        headers = _headers(ctx, keys["headers"][1], _sub(path, "headers"))
+        if headers is None:
+            ok = False
+        else:
+            values["request_headers"], values["response_headers"] = headers
+    if "buffer_size" in keys:
+        put("buffer_size", ctx.size(keys["buffer_size"][1], _sub(path, "buffer_size"),
+                                    4 << 10, 16 << 20))
+    if not ok:
+        return None
+    return Proxy(**values)
+
+
+def _written(node):
+    return [k.value for k, _ in node.value if hasattr(k, "value")
+            and isinstance(k.value, str)]
+
+
+def _looks_like_url(text):
+    return "://" in text or text.startswith("unix:")
+
+
+def _shorthand(ctx, node, path):
+    """proxy: NAME (an upstream group) or proxy: URL."""
+    text = node.value
+    if _looks_like_url(text):
+        target = _url(ctx, node, path)
+        if target is None:
+            return None
+        return Proxy(upstream=target[0], path_prefix=target[1])
+    name = _upstream_ref(ctx, node, path)
+    return None if name is None else Proxy(upstream=name)
+
+
+def _upstream_ref(ctx, node, path):
+    """A group's name; checked against `upstreams` once the file is walked."""
+    name = ctx.string(node, path)
+    if name is None:
+        return None
+    if not _NAME_RE.fullmatch(name):
+        hint = ""
+        if ":" in name and not _looks_like_url(name):
+            hint = f"; for an address write a URL, as http://{name}"
+        ctx.error(node, path, f"'{name}' is not an upstream name (letters, digits, "
+                  f"'_', '.' and '-'){hint}")
+        return None
+    ctx.upstream_refs.append((name, node, path))
+    return name
+
+
+def _url(ctx, node, path):
+    """url: http://HOST[:PORT][/PATH] or unix:/PATH -> (implicit group, prefix)."""
+    text = ctx.string(node, path)
+    if text is None:
+        return None
+    scheme, sep, rest = text.partition("://")
+    if text.startswith("unix:") and not sep:
+        servers = _unix_server(ctx, node, path, text)
+        if servers is None:
+            return None
+        address, prefix = f"unix:{servers[0].path}", ""
+    elif not sep:
+        hint = ""
+        if _NAME_RE.fullmatch(text):
+            hint = f"; for an upstream group write upstream: {text}"
+        ctx.error(node, path, "expected a URL such as http://127.0.0.1:3000 or "
+                  f"unix:/run/app.sock, got '{text}'{hint}")
+        return None
+    elif scheme.lower() == "https":
+        ctx.error(node, path, "TLS to upstreams is not available in this version "
+                  "of scalws (use http://)")
+        return None
+    elif scheme.lower() != "http":
+        ctx.error(node, path, f"the scheme '{scheme}' is not supported: expected "
+                  "http:// or unix:")
+        return None
+    else:
+        authority, slash, tail = rest.partition("/")
+        prefix = slash + tail
+        if "?" in authority or "#" in authority or "?" in prefix or "#" in prefix:
+            ctx.error(node, path, "a proxy url has no query string or fragment")
+            return None
+        if "@" in authority:
+            ctx.error(node, path, "a proxy url has no user name or password")
+            return None
+        why = _control_problem(prefix)
+        if why is not None:
+            ctx.error(node, path, why)
+            return None
+        if prefix == "/":
+            prefix = ""
+        if not authority:
+            ctx.error(node, path, f"expected a host after '{scheme}://'")
+            return None
+        address = authority
+        if not _has_port(authority):
+            address = f"{authority}:{DEFAULT_HTTP_PORT}"
+        servers = _tcp_servers(ctx, node, path, address)
+        if servers is None:
+            return None
+    name = IMPLICIT_PREFIX + address
+    if name not in ctx.implicit_upstreams:
+        ctx.implicit_upstreams[name] = Upstream(name=name, servers=servers,
+                                                mark=ctx.mark(node))
+    return name, prefix
+
+
+def _has_port(authority):
+    if authority.startswith("["):
+        return "]:" in authority or "]" not in authority   # (the parser says why)
+    return ":" in authority
+
+
+def _path_text(ctx, node, path):
+    text = ctx.string(node, path)
+    if text is None:
+        return None
+    if not text.startswith("/"):
+        ctx.error(node, path, f"must start with '/', got '{text}'")
+        return None
+    why = _control_problem(text)
+    if why is not None:
+        ctx.error(node, path, why)
+        return None
+    return text
+
+
+def _host_header(ctx, node, path):
+    text = ctx.scalar_text(node, path)
+    if text is None:
+        return None
+    if not text:
+        ctx.error(node, path, "must not be empty")
+        return None
+    why = header_value_problem(text)
+    if why is None and any(c.isspace() for c in text):
+        why = "must not contain whitespace"
+    if why is not None:
+        ctx.error(node, path, why)
+        return None
+    return text
+
+
+# -- headers ----------------------------------------------------------------
+
+def _headers(ctx, node, path):
+    """headers: {request: {set, remove}, response: {set, remove}} -> two lists."""
+    keys = ctx.mapping(node, path, HEADERS_KEYS)
+    if keys is None:
+        return None
+    ok = True
+    out = {"request": [], "response": []}
+    for side, owned in (("request", OWNED_REQUEST), ("response", OWNED_RESPONSE)):
+        if side in keys:
+            got = _header_actions(ctx, keys[side][1], _sub(path, side), owned)
+            if got is None:
+                ok = False
+            else:
+                out[side] = got
+    return (out["request"], out["response"]) if ok else None
+
+
+def _header_actions(ctx, node, path, owned):
+    keys = ctx.mapping(node, path, HEADER_ACTIONS)
+    if keys is None:
+        return None
+    ok = True
+    seen = {}                  # lowercase name -> (as written, line)
+    sets, removes = [], []
+
+    def check_name(name, where, hpath):
+        lname = name.lower()
+        if not is_token(name):
+            ctx.error(where, hpath, f"'{name}' is not a valid header name "
+                      "(letters, digits and !#$%&'*+-.^_`|~ only)")
+            return False
+        if lname in owned:
+            ctx.error(where, hpath, f"header '{name}' is managed by the proxy and "
+                      f"cannot be set or removed: {owned[lname]}")
+            return False
+        if lname in seen:
+            first, line = seen[lname]
+            ctx.error(where, hpath, f"header '{name}' is already listed as "
+                      f"'{first}' (line {line}; names are case-insensitive)")
+            return False
+        seen[lname] = (name, where.start_mark.line + 1)
+        return True
+
+    if "set" in keys:
+        spath = _sub(path, "set")
+        snode = keys["set"][1]
+        pairs = ctx.mapping(snode, spath, None)
+        if pairs is None:
+            ok = False
+        else:
+            for name, (knode, vnode) in pairs.items():
+                hpath = _sub(spath, name)
+                if not check_name(name, knode, hpath):
+                    ok = False
+                    continue
+                value = ctx.scalar_text(vnode, hpath)
+                why = None if value is None else header_value_problem(value)
+                if why is not None:
+                    ctx.error(vnode, hpath, why)
+                if value is None or why is not None:
+                    ok = False
+                    continue
+                sets.append((name, value))
+
+    if "remove" in keys:
+        rpath = _sub(path, "remove")
+        rnode = keys["remove"][1]
+        kind = ctx.kind(rnode)
+        if kind == "str":
+            items = [(rnode, rpath)]
+        elif kind == "seq":
+            items = [(item, f"{rpath}[{i}]") for i, item in enumerate(rnode.value)]
+        else:
+            ctx.error(rnode, rpath, "expected a list of header names, got "
+                      f"{ctx.describe(rnode)}")
+            items = []
+            ok = False
+        for item, ipath in items:
+            name = ctx.string(item, ipath)
+            if name is None or not check_name(name, item, ipath):
+                ok = False
+                continue
+            removes.append((name, None))
+    return sets + removes if ok else None
+
+
+# --------------------------------------------------------------------------
+# Top-level `upstreams`
+
+def compile_upstreams(ctx, node, path="upstreams") -> dict:
+    """upstreams: {NAME: group} -> {name: Upstream} (bad groups left out)."""
+    groups = ctx.mapping(node, path, None)
+    if groups is None:
+        return {}
+    out = {}
+    for name, (knode, vnode) in groups.items():
+        gpath = _sub(path, name)
+        ctx.upstream_names.add(name)
+        if not _NAME_RE.fullmatch(name):
+            ctx.error(knode, gpath, f"'{name}' is not a valid upstream name "
+                      "(letters, digits, '_', '.' and '-')")
+            continue
+        group = _upstream(ctx, knode, vnode, gpath, name)
+        if group is not None:
+            out[name] = group
+    return out
+
+
+def _upstream(ctx, knode, node, path, name):
+    if ctx.kind(node) != "map":
+        ctx.error(node, path, "expected a mapping with at least servers, such as "
+                  f"{{servers: [\"127.0.0.1:3000\"]}}; got {ctx.describe(node)}")
+        return None
+    keys = ctx.mapping(node, path, UPSTREAM_KEYS)
+    if keys is None:
+        return None
+    ok = True
+    values = {}
+
+    def put(key, value):
+        nonlocal ok
+        if value is None:
+            ok = False
+        else:
+            values[key] = value
+
+    servers = None
+    if ctx.require(keys, node, path, "servers"):
+        servers = _servers(ctx, keys["servers"][1], _sub(path, "servers"))
+    ok &= servers is not None
+
+    if "balance" in keys:
+        put("balance", ctx.choice(keys["balance"][1], _sub(path, "balance"), BALANCE))
+    if "hash_key" in keys:
+        hnode = keys["hash_key"][1]
+        hpath = _sub(path, "hash_key")
+        balance = values.get("balance", "round_robin")
+        if "balance" in keys and "balance" not in values:
+            ok = False                 # the balance problem is reported already
+        elif balance != "hash":
+            ctx.error(keys["hash_key"][0], hpath, "hash_key applies only with "
+                      f"balance: hash (balance is {balance})")
+            ok = False
+        else:
+            put("hash_key", _hash_key(ctx, hnode, hpath))
+    if "keepalive" in keys:
+        put("keepalive", ctx.integer(keys["keepalive"][1], _sub(path, "keepalive"),
+                                     0, 1_000_000))
+    if "keepalive_timeout" in keys:
+        put("keepalive_timeout", ctx.duration(keys["keepalive_timeout"][1],
+                                              _sub(path, "keepalive_timeout"),
+                                              positive=True))
+    if "keepalive_requests" in keys:
+        put("keepalive_requests", ctx.integer(keys["keepalive_requests"][1],
+                                              _sub(path, "keepalive_requests"),
+                                              1, (1 << 31) - 1))
+    if "health" in keys:
+        health = _health(ctx, keys["health"][1], _sub(path, "health"))
+        if health is False:
+            ok = False
+        else:
+            values["health"] = health
+
+    if not ok:
+        return None
+    return Upstream(name=name, servers=servers, mark=ctx.mark(knode), **values)
+
+
+def _hash_key(ctx, node, path):
+    text = ctx.string(node, path)
+    if text is None:
+        return None
+    if text in ("client_addr", "uri"):
+        return text
+    if text.startswith("header:"):
+        name = text[len("header:"):]
+        if not is_token(name):
+            ctx.error(node, path, f"'{name}' is not a valid header name "
+                      "(letters, digits and !#$%&'*+-.^_`|~ only)")
+            return None
+        return text
+    ctx.error(node, path, "expected client_addr, uri or header:NAME; got "
+              f"{ctx.describe(node)}")
+    return None
+
+
+# -- servers -------------------------------------------------------------------
+
+def _servers(ctx, node, path):
+    if ctx.kind(node) != "seq":
+        ctx.error(node, path, f"expected a list of servers, got {ctx.describe(node)}")
+        return None
+    if not node.value:
+        ctx.error(node, path, "expected at least one server")
+        return None
+    out = []
+    seen = {}                  # endpoint -> line of its first entry
+    ok = True
+    for i, item in enumerate(node.value):
+        ipath = f"{path}[{i}]"
+        servers = _server(ctx, item, ipath)
+        if servers is None:
+            ok = False
+            continue
+        for server in servers:
+            key = (server.kind, server.host, server.port, server.path)
+            if key in seen:
+                what = server.path if server.kind == "unix" else \
+                    _fmt_host_port(server.host, server.port)
+                ctx.error(item, ipath, f"{what} is already a server of this group "
+                          f"(line {seen[key]}); give it a weight instead")
+                ok = False
+                break
+            seen[key] = server.mark[1]
+        else:
+            out.extend(servers)
+    if ok and all(s.backup for s in out):
+        ctx.error(node, path, "every server is a backup: at least one must not be")
+        ok = False
+    return out if ok else None
+
+
+def _server(ctx, node, path):
+    """One item of servers -> [UpstreamServer] (several when a name resolves
+    to several addresses), or None after reporting."""
+    kind = ctx.kind(node)
+    if kind == "str":
+        return _address(ctx, node, path, node.value)
+    if kind != "map":
+        ctx.error(node, path, "expected an address such as 127.0.0.1:3000, "
+                  "[::1]:3000 or unix:/run/app.sock, or a mapping with address; "
+                  f"got {ctx.describe(node)}")
+        return None
+    keys = ctx.mapping(node, path, SERVER_KEYS)
+    if keys is None:
+        return None
+    ok = True
+    options = {}
+
+    def put(key, value):
+        nonlocal ok
+        if value is None:
+            ok = False
+        else:
+            options[key] = value
+
+    servers = None
+    if ctx.require(keys, node, path, "address"):
+        anode = keys["address"][1]
+        apath = _sub(path, "address")
+        text = ctx.string(anode, apath)
+        if text is not None:
+            servers = _address(ctx, anode, apath, text)
+    ok &= servers is not None
+    if "weight" in keys:
+        put("weight", ctx.integer(keys["weight"][1], _sub(path, "weight"), 1, 1000))
+    if "max_fails" in keys:
+        put("max_fails", ctx.integer(keys["max_fails"][1], _sub(path, "max_fails"),
+                                     0, 1000))
+    if "fail_timeout" in keys:
+        put("fail_timeout", ctx.duration(keys["fail_timeout"][1],
+                                         _sub(path, "fail_timeout"), positive=True))
+    if "backup" in keys:
+        put("backup", ctx.boolean(keys["backup"][1], _sub(path, "backup")))
+    if "max_connections" in keys:
+        put("max_connections", ctx.integer(keys["max_connections"][1],
+                                           _sub(path, "max_connections"), 0, 1_000_000))
+    if not ok:
+        return None
+    for server in servers:
+        for key, value in options.items():
+            setattr(server, key, value)
+    return servers
+
+
+def _address(ctx, node, path, text):
+    """HOST:PORT, [V6]:PORT or unix:PATH -> [UpstreamServer], or None."""
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if scheme.lower() == "http" and rest.split("/", 1)[0]:
+            message = f"a server is an address, not a URL: write '{rest.split('/', 1)[0]}'"
+        else:
+            message = f"a server is an address such as 127.0.0.1:3000, not a URL ('{text}')"
+        ctx.error(node, path, message)
+        return None
+    if text.startswith("unix:"):
+        return _unix_server(ctx, node, path, text)
+    return _tcp_servers(ctx, node, path, text)
+
+
+def _unix_server(ctx, node, path, text):
+    sock = text[len("unix:"):]
+    if not sock:
+        ctx.error(node, path, "expected a socket path after 'unix:'")
+        return None
+    if "\0" in sock:
+        ctx.error(node, path, "must not contain NUL")
+        return None
+    full = os.path.normpath(os.path.join(ctx.base_dir, sock))
+    if len(full.encode()) > UNIX_PATH_MAX:
+        ctx.error(node, path, f"the socket path {full} is longer than "
+                  f"{UNIX_PATH_MAX} bytes (the limit of a unix socket address)")
+        return None
+    return [UpstreamServer(address=text, kind="unix", path=full, mark=ctx.mark(node))]
+
+
+def _tcp_servers(ctx, node, path, text):
+    try:
+        host, port, numeric = _split_host_port(text)
+    except ValueError as e:
+        ctx.error(node, path, str(e))
+        return None
+    if numeric:
+        hosts = [host]
+    else:
+        try:
+            hosts = resolve(host, port)
+        except OSError as e:
+            reason = getattr(e, "strerror", None) or str(e)
+            ctx.error(node, path, f"cannot resolve '{host}': {reason}")
+            return None
+        if not hosts:
+            ctx.error(node, path, f"cannot resolve '{host}': no TCP address")
+            return None
+    mark = ctx.mark(node)
+    return [UpstreamServer(address=text, kind="tcp", host=h, port=port, mark=mark)
+            for h in hosts]
+
+
+def resolve(host: str, port: int) -> list:
+    """The numeric addresses `host` resolves to for TCP, in the resolver's
+    order, without repeats (one getaddrinfo call; /etc/hosts, then DNS)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                               proto=socket.IPPROTO_TCP)
+    out = []
+    for family, _, _, _, sockaddr in infos:
+        if family not in (socket.AF_INET, socket.AF_INET6):
+            continue
+        addr = sockaddr[0]
+        if family == socket.AF_INET6:
+            addr = ipaddress.IPv6Address(addr).compressed
+        if addr not in out:
+            out.append(addr)
+    return out
+
+
+def _split_host_port(text):
+    """-> (host, port, numeric); host is normalised when numeric."""
+    if not text.strip():
+        raise ValueError("must not be empty")
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"missing ']' after the IPv6 address in '{text}'")
+        inner, rest = text[1:end], text[end + 1:]
+        try:
+            host = ipaddress.IPv6Address(inner).compressed
+        except ValueError:
+            raise ValueError(f"'{inner}' is not an IPv6 address") from None
+        if not rest.startswith(":"):
+            raise ValueError(f"expected [address]:port, got '{text}' (the port is "
+                             "missing)")
+        return host, _port(rest[1:]), True
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"expected host:port, got '{text}' (the port is missing)")
+    if ":" in host:
+        raise ValueError("an IPv6 address goes in brackets, as in [::1]:3000")
+    if not host:
+        raise ValueError(f"expected host:port, got '{text}' (the host is missing)")
+    port = _port(port)
+    try:
+        return str(ipaddress.IPv4Address(host)), port, True
+    except ValueError:
+        pass
+    if re.fullmatch(r"[0-9.]+", host):
+        raise ValueError(f"'{host}' is not an IPv4 address")
+    name = host[:-1] if host.endswith(".") else host
+    if (not name.isascii() or len(name) > 253
+            or not all(_LABEL_RE.fullmatch(label) for label in name.split("."))):
+        raise ValueError(f"'{host}' is not a valid host name")
+    return host, port, False
+
+
+def _port(text):
+    if not text.isdigit():
+        raise ValueError(f"'{text}' is not a port number")
+    if not 1 <= int(text) <= 65535:
+        raise ValueError(f"port must be between 1 and 65535, got {int(text)}")
+    return int(text)
+
+
+def _fmt_host_port(host, port):
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# -- health checks -------------------------------------------------------------
+
+def _health(ctx, node, path):
+    """health: on, off or a mapping -> Health, None (off), or False (reported)."""
+    kind = ctx.kind(node)
+    if kind == "bool":
+        return Health() if ctx.boolean(node, path) else None
+    if kind == "str" and node.value in ("on", "off"):
+        return Health() if node.value == "on" else None
+    if kind != "map":
+        ctx.error(node, path, "expected on, off or a mapping such as "
+                  f"{{path: /healthz}}; got {ctx.describe(node)}")
+        return False
+    keys = ctx.mapping(node, path, HEALTH_KEYS)
+    if keys is None:
+        return False
+    ok = True
+    values = {}
+
+    def put(key, value):
+        nonlocal ok
+        if value is None:
+            ok = False
+        else:
+            values[key] = value
+
+    if "path" in keys:
+        put("path", _path_text(ctx, keys["path"][1], _sub(path, "path")))
+    for name in ("interval", "timeout"):
+        if name in keys:
+            put(name, ctx.duration(keys[name][1], _sub(path, name), positive=True))
+    if "expect_status" in keys:
+        put("expect_status", _expect_status(ctx, keys["expect_status"][1],
+                                            _sub(path, "expect_status")))
+    for name in ("rise", "fall"):
+        if name in keys:
+            put(name, ctx.integer(keys[name][1], _sub(path, name), 1, 1000))
+    if "host" in keys:
+        put("host", _host_header(ctx, keys["host"][1], _sub(path, "host")))
+    return Health(**values) if ok else False
+
+
+_STATUS_HINT = ("expected a status (200), a range (\"200-399\"), a class (2xx) "
+                "or a list of them")
+
+
+def _expect_status(ctx, node, path):
+    """200, "200-399", "2xx", or a list of them -> [(lo, hi)]."""
+    if ctx.kind(node) == "seq":
+        if not node.value:
+            ctx.error(node, path, "expected at least one status")
+            return None
+        items = [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+    else:
+        items = [(node, path)]
+    out = []
+    ok = True
+    for item, ipath in items:
+        kind = ctx.kind(item)
+        text = item.value.strip() if kind in ("int", "str") else None
+        span = None
+        if text is not None:
+            if text.isdigit():
+                span = (int(text), int(text))
+            elif m := _STATUS_RANGE_RE.fullmatch(text):
+                span = (int(m.group(1)), int(m.group(2)))
+            elif m := _STATUS_CLASS_RE.fullmatch(text):
+                span = (int(m.group(1)) * 100, int(m.group(1)) * 100 + 99)
+        if span is None:
+            ctx.error(item, ipath, f"{_STATUS_HINT}; got {ctx.describe(item)}")
+            ok = False
+        elif not (100 <= span[0] <= 599 and 100 <= span[1] <= 599):
+            ctx.error(item, ipath, f"a status must be between 100 and 599, got {text}")
+            ok = False
+        elif span[0] > span[1]:
+            ctx.error(item, ipath, f"the range {text} is empty (write the lower "
+                      "status first)")
+            ok = False
+        else:
+            out.append(span)
+    return out if ok else None
+
+
+# --------------------------------------------------------------------------
+# Top-level `trusted_proxies`
+
+def compile_trusted_proxies(ctx, node, path="trusted_proxies") -> list:
+    """A list of CIDR networks or addresses -> normalised network strings."""
+    kind = ctx.kind(node)
+    if kind == "str":
+        items = [(node, path)]
+    elif kind == "seq":
+        items = [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+    else:
+        ctx.error(node, path, "expected a list of addresses or networks such as "
+                  f"127.0.0.1 or 10.0.0.0/8; got {ctx.describe(node)}")
+        return []
+    out = []
+    seen = {}
+    for item, ipath in items:
+        text = ctx.string(item, ipath)
+        if text is None:
+            continue
+        try:
+            net = ipaddress.ip_network(text.strip(), strict=False)
+        except ValueError:
+            ctx.error(item, ipath, f"'{text}' is not an IP address or a network "
+                      "(such as 10.0.0.0/8 or ::1); names are not accepted")
+            continue
+        norm = str(net)
+        if norm in seen:
+            ctx.error(item, ipath, f"{norm} is already listed (line {seen[norm]})")
+            continue
+        seen[norm] = item.start_mark.line + 1
+        out.append(norm)
+    return out
+
+
+# --------------------------------------------------------------------------
+# After the walk
+
+def check_references(ctx, upstreams: dict) -> dict:
+    """Check every `upstream:` a route named against the groups, and return
+    the groups with the implicit `url:` ones added after them."""
+    known = sorted(ctx.upstream_names)
+    for name, node, path in ctx.upstream_refs:
+        if name in ctx.upstream_names:
+            continue           # defined (a bad definition is reported there)
+        if not known:
+            ctx.error(node, path, f"unknown upstream '{name}': no upstreams are "
+                      "defined (add it under the top-level key upstreams)")
+            continue
+        close = difflib.get_close_matches(name, known, n=1)
+        if not close:
+            close = difflib.get_close_matches(name.lower(), known, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else \
+            f" (upstreams: {', '.join(known)})"
+        ctx.error(node, path, f"unknown upstream '{name}'{hint}")
+    merged = dict(upstreams)
+    for name, group in ctx.implicit_upstreams.items():
+        merged.setdefault(name, group)
+    return merged
