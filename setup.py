@@ -70,7 +70,7 @@ def ext(name, sources):
 
 
 CORE_C = ["csrc/http1.c", "csrc/path.c", "csrc/httpcond.c", "csrc/filecache.c", "csrc/httpdate.c",
-          "csrc/router.c", "csrc/engine.c"]
+          "csrc/router.c", "csrc/engine.c", "csrc/proxy.c"]
 
 extensions = [
     ext("scalws.http.parser", ["scalws/http/parser.pyx", "csrc/http1.c"]),

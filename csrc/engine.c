@@ -27,125 +27,13 @@
 #include "scalws/httpcond.h"
 #include "scalws/httpdate.h"
 #include "scalws/path.h"
-
-#define EV_BATCH 256          /* events per epoll_wait */
-#define RUN_ROUNDS 4          /* epoll_wait rounds per sws_engine_run */
-#define ACCEPT_BATCH 64       /* accepts per listener event */
-#define OUT_BUF (64 * 1024)   /* per-engine response batch */
-#define OUT_IOV 64
-#define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
-#define RANGES_MAX 16         /* more ranges than this in one request: Range ignored */
-#define MULTIPART_READ_MAX (1 << 20) /* several ranges of a file on disk: read up to this */
-#define COPY_HEAD_MAX 8192    /* head parts up to this too; longer ones are referenced */
-#define LINGER_MS 2000        /* wait for the peer's FIN after our last response */
-#define LINGER_BYTES (1 << 20)
-#define EMFILE_PAUSE_MS 500
-#define STOP_GRACE_MS 500    /* see sws_engine_shutdown */
-#define IN_EXTRA (64 * 1024)  /* read buffer = max_header_bytes + this */
-
-enum { T_LISTENER = 1, T_CONN = 2 };
-enum { S_HEAD, S_BODY, S_LINGER };
-enum { TL_NONE = -1, TL_HEADER, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_GRACE, TL_COUNT };
-
-typedef struct {
-    int type; /* T_LISTENER: must be first, as in sws_conn */
-    int fd;
-    int enabled;
-    const sws_vhosts_t *vh;
-} listener_t;
-
-/* Output the socket did not take: iov[idx..niov) still to write; iovecs
- * point into data[] (copied) or at handler-owned bytes. */
-typedef struct {
-    int idx, niov;
-    struct iovec iov[];
-} pend_t;
-
-typedef struct sws_conn sws_conn_t;
-struct sws_conn {
-    int type; /* T_CONN */
-    int fd;
-    sws_conn_t *tprev, *tnext; /* timeout list */
-    uint64_t deadline;         /* monotonic ms */
-    signed char tlist;
-    unsigned char state;       /* S_* */
-    unsigned char chunked : 1, close_after : 1, in_head : 1, want_out : 1, is_unix : 1,
-        head_armed : 1, /* the TL_HEADER deadline belongs to the current head */
-        resume : 1,     /* the stash may hold whole requests (output stopped us) */
-        corked : 1;     /* TCP_CORK set for a file body */
-    uint32_t requests;
-    uint64_t req_start;        /* monotonic ms when the current head began */
-    uint32_t stash_len;
-    char *stash;               /* unparsed input, malloc'd, exact size */
-    pend_t *pend;
-    sws_file_t *file;          /* referenced by pending output; file_left bytes still to sendfile */
-    char *heap;                /* a generated body (folder listing) referenced by pending output */
-    uint64_t file_off, file_left;
-    size_t file_chunk;
-    const sws_vhosts_t *vh;
-    uint64_t body_left;
-    uint64_t linger_bytes;
-    sws_chunked_decoder_t dec;
-    uint16_t peer_port;
-    unsigned char peer_family;
-    unsigned char peer[16];
-};
-
-typedef struct {
-    sws_conn_t *head, *tail;
-    uint32_t ms;
-} tlist_t;
-
-struct sws_engine {
-    int epfd;
-    int wait_ms;              /* first epoll_wait of a run may block this long */
-    int worker_id;
-    int shutting_down;
-    sws_limits_t lim;
-    sws_respond_t err[SWS_ERR_COUNT];
-    listener_t *listeners;
-    size_t n_listeners;
-    int accept_paused;        /* listeners off: EMFILE or max_connections */
-    uint64_t accept_resume;   /* monotonic ms to retry after EMFILE */
-    tlist_t tl[TL_COUNT];
-    sws_counters_t cnt;
-
-    uint64_t now;             /* monotonic ms, read once per run/tick */
-    time_t wall;
-    char date[SWS_HTTP_DATE_LEN];
-    char log_time[SWS_LOG_TIME_LEN];
-    char iso_time[SWS_ISO_TIME_LEN];
-    char err_time[SWS_ERR_TIME_LEN];
-
-    char *path;               /* normalized path of the current request (max_uri_bytes) */
-    char *path2;              /* the path with an index file name appended */
-    sws_filecache_t *fc;
-    const char *server_line;
-    size_t server_line_len;
-    char *in;                 /* read buffer */
-    size_t in_cap;
-    char out[OUT_BUF];        /* response batch */
-    size_t out_len;
-    struct iovec iov[OUT_IOV];
-    int niov;
-
-    int alog_fd, alog_format;
-    char *alog;
-    size_t alog_len, alog_cap;
-    uint32_t alog_flush_ms;
-    uint64_t alog_last_flush;
-    uint64_t rid_base, rid_seq;
-    uint64_t prng;            /* xorshift state for multipart boundaries */
-
-    int elog_fd, elog_level;
-    struct epoll_event ev[EV_BATCH];
-};
+#include "engine_int.h"
 
 /* ---- error log ---------------------------------------------------------- */
 
 static const char *LEVELS[] = {"emerg", "alert", "crit", "error", "warn", "notice", "info", "debug"};
 
-static void elog(sws_engine_t *e, int level, const char *fmt, ...)
+void elog(sws_engine_t *e, int level, const char *fmt, ...)
 {
     if (level > e->elog_level)
         return;
@@ -185,7 +73,7 @@ void sws_engine_now(uint64_t *mono_ms, time_t *wall)
 
 /* ---- timeout lists -------------------------------------------------------- */
 
-static void tl_unlink(sws_engine_t *e, sws_conn_t *c)
+void tl_unlink(sws_engine_t *e, sws_conn_t *c)
 {
     if (c->tlist == TL_NONE)
         return;
@@ -204,7 +92,7 @@ static void tl_unlink(sws_engine_t *e, sws_conn_t *c)
 
 /* Puts c at the tail of list `which` with deadline now + that list's timeout;
  * every entry of a list has the same timeout, so the list stays sorted. */
-static void tl_set(sws_engine_t *e, sws_conn_t *c, int which)
+void tl_set(sws_engine_t *e, sws_conn_t *c, int which)
 {
     tl_unlink(e, c);
     tlist_t *l = &e->tl[which];
@@ -276,13 +164,13 @@ int sws_engine_run_wait(sws_engine_t *e, int ms)
     return n;
 }
 
-static void conn_close(sws_engine_t *e, sws_conn_t *c);
 
 void sws_engine_free(sws_engine_t *e)
 {
     if (!e)
         return;
     sws_engine_close_all(e);
+    px_engine_free(e);
     sws_engine_flush(e);
     for (size_t i = 0; i < e->n_listeners; i++)
         if (e->listeners[i].fd >= 0)
@@ -396,15 +284,6 @@ const sws_counters_t *sws_engine_counters(const sws_engine_t *e) { return &e->cn
 
 /* ---- access log ------------------------------------------------------------ */
 
-typedef struct {
-    const char *method, *target;
-    size_t method_len, target_len;
-    int minor;
-    const sws_header_t *h;
-    size_t nh;
-    const char *host;
-    size_t host_len;
-} reqview_t;
 
 static const char HEX[] = "0123456789abcdef";
 
@@ -447,7 +326,7 @@ static char *esc_json(char *p, const char *s, size_t n)
     return p;
 }
 
-static const sws_header_t *find_header(const reqview_t *r, const char *name, size_t len)
+const sws_header_t *find_header(const reqview_t *r, const char *name, size_t len)
 {
     for (size_t i = 0; i < r->nh; i++)
         if (r->h[i].name_len == len && strncasecmp(r->h[i].name, name, len) == 0)
@@ -455,7 +334,7 @@ static const sws_header_t *find_header(const reqview_t *r, const char *name, siz
     return NULL;
 }
 
-static char *put_peer(char *p, const sws_conn_t *c)
+char *put_peer(char *p, const sws_conn_t *c)
 {
     if (c->is_unix) {
         memcpy(p, "unix:", 5);
@@ -479,7 +358,7 @@ static char *put_peer(char *p, const sws_conn_t *c)
 #define LOG_FIXED 512
 #define LOG_FIELDS 5
 
-static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int status,
+void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int status,
                        size_t body_bytes)
 {
     if (e->alog_format == SWS_LOG_OFF)
@@ -500,10 +379,17 @@ static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int s
     if (e->alog_len + need > e->alog_cap)
         sws_engine_flush(e);
     char *p = e->alog + e->alog_len;
-    uint64_t rid = e->rid_base ^ (++e->rid_seq * 0x9E3779B97F4A7C15ull);
-    char ridtxt[16];
-    for (int i = 0; i < 16; i++)
-        ridtxt[i] = HEX[(rid >> (60 - 4 * i)) & 15];
+    char ridbuf[16];
+    const char *ridtxt = ridbuf;
+    int rid_len = 16;
+    if (r && r->rid) {
+        ridtxt = r->rid; /* a proxied request's id, as sent upstream (at most 64 bytes) */
+        rid_len = (int)r->rid_len;
+    } else {
+        uint64_t rid = next_request_id(e);
+        for (int i = 0; i < 16; i++)
+            ridbuf[i] = HEX[(rid >> (60 - 4 * i)) & 15];
+    }
     /* Request time: head start to answer, at the loop's millisecond clock. */
     uint64_t ms = c->in_head || r ? e->now - c->req_start : 0;
     char reqt[32];
@@ -534,11 +420,11 @@ static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int s
             p = esc_combined(p, ua->value, ul);
         else
             *p++ = '-';
-        p += sprintf(p, "\" %s %.16s\n", reqt, ridtxt);
+        p += sprintf(p, "\" %s %.*s\n", reqt, rid_len, ridtxt);
     } else {
         p += sprintf(p, "{\"time\":\"%.*s\",\"remote_addr\":\"", SWS_ISO_TIME_LEN, e->iso_time);
         p = put_peer(p, c);
-        p += sprintf(p, "\",\"request_id\":\"%.16s\",\"method\":\"", ridtxt);
+        p += sprintf(p, "\",\"request_id\":\"%.*s\",\"method\":\"", rid_len, ridtxt);
         if (r)
             p = esc_json(p, r->method, ml);
         memcpy(p, "\",\"uri\":\"", 9);
@@ -564,9 +450,14 @@ static void access_log(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, int s
     e->alog_len = (size_t)(p - e->alog);
 }
 
+uint64_t next_request_id(sws_engine_t *e)
+{
+    return e->rid_base ^ (++e->rid_seq * 0x9E3779B97F4A7C15ull);
+}
+
 /* ---- output ------------------------------------------------------------------ */
 
-static void out_copy(sws_engine_t *e, const char *p, size_t n)
+void out_copy(sws_engine_t *e, const char *p, size_t n)
 {
     struct iovec *last = e->niov ? &e->iov[e->niov - 1] : NULL;
     char *dst = e->out + e->out_len;
@@ -581,7 +472,7 @@ static void out_copy(sws_engine_t *e, const char *p, size_t n)
     }
 }
 
-static void out_ref(sws_engine_t *e, const char *p, size_t n)
+void out_ref(sws_engine_t *e, const char *p, size_t n)
 {
     e->iov[e->niov].iov_base = (void *)p;
     e->iov[e->niov].iov_len = n;
@@ -589,7 +480,7 @@ static void out_ref(sws_engine_t *e, const char *p, size_t n)
 }
 
 /* Room for one more response of `need` copied bytes and two iovecs? */
-static int out_room(const sws_engine_t *e, size_t need)
+int out_room(const sws_engine_t *e, size_t need)
 {
     return e->out_len + need <= OUT_BUF && e->niov + 5 <= OUT_IOV;
 }
@@ -601,19 +492,24 @@ static ssize_t send_iov(int fd, struct iovec *iov, int n)
     return sendmsg(fd, &m, MSG_NOSIGNAL);
 }
 
+int conn_set_mask(sws_engine_t *e, sws_conn_t *c, uint32_t events)
+{
+    if (c->evmask == events)
+        return 0;
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+    c->evmask = events;
+    return epoll_ctl(e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
 static int conn_set_events(sws_engine_t *e, sws_conn_t *c, int want_out)
 {
-    if (c->want_out == want_out)
-        return 0;
-    struct epoll_event ev = {.events = want_out ? EPOLLOUT : EPOLLIN, .data.ptr = c};
-    c->want_out = (unsigned char)want_out;
-    return epoll_ctl(e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    return conn_set_mask(e, c, want_out ? EPOLLOUT : EPOLLIN);
 }
 
 /* Writes the batch to c. Returns 0 when all of it went (or was queued in
  * c->pend), -1 on a socket error (the caller closes). Queued bytes that live
  * in the batch buffer are copied; handler-owned bytes are referenced. */
-static int out_flush(sws_engine_t *e, sws_conn_t *c)
+int out_flush(sws_engine_t *e, sws_conn_t *c)
 {
     struct iovec *iov = e->iov;
     int niov = e->niov;
@@ -671,11 +567,11 @@ static int out_flush(sws_engine_t *e, sws_conn_t *c)
 }
 
 /* Appends a prebuilt response to the batch. Returns body bytes sent. */
-static void out_str(sws_engine_t *e, const char *s) { out_copy(e, s, strlen(s)); }
+void out_str(sws_engine_t *e, const char *s) { out_copy(e, s, strlen(s)); }
 
 /* Ends a head: the Connection header the keep-alive decision needs (none
  * for a kept HTTP/1.1 connection), then the empty line. */
-static void out_conn_end(sws_engine_t *e, int minor, int keepalive)
+void out_conn_end(sws_engine_t *e, int minor, int keepalive)
 {
     if (!keepalive)
         out_str(e, "Connection: close\r\n");
@@ -684,7 +580,7 @@ static void out_conn_end(sws_engine_t *e, int minor, int keepalive)
     out_copy(e, "\r\n", 2);
 }
 
-static size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_only, int minor,
+size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_only, int minor,
                            int keepalive)
 {
     if (r->head_a_len <= COPY_HEAD_MAX)
@@ -708,7 +604,7 @@ static size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_onl
 
 /* Batch bytes put_response copies for r (at most 2 * COPY_HEAD_MAX +
  * COPY_BODY_MAX + 90, well inside OUT_BUF), and room for 100 Continue. */
-static size_t response_copy_size(const sws_respond_t *r)
+size_t response_copy_size(const sws_respond_t *r)
 {
     return (r->head_a_len <= COPY_HEAD_MAX ? r->head_a_len : 0) + SWS_HTTP_DATE_LEN +
            (r->head_b_len <= COPY_HEAD_MAX ? r->head_b_len : 0) + 32 + 26 +
@@ -717,8 +613,10 @@ static size_t response_copy_size(const sws_respond_t *r)
 
 /* ---- connections --------------------------------------------------------- */
 
-static void conn_close(sws_engine_t *e, sws_conn_t *c)
+void conn_close(sws_engine_t *e, sws_conn_t *c)
 {
+    if (c->px)
+        px_client_gone(e, c); /* the upstream side goes too, never reused */
     tl_unlink(e, c);
     close(c->fd); /* also removes it from the epoll set */
     free(c->stash);
@@ -737,7 +635,7 @@ static void conn_close(sws_engine_t *e, sws_conn_t *c)
 /* Our last response is out: half-close and read until the peer's FIN, so
  * unread input does not turn our close into a reset that could destroy the
  * response in flight (nginx's lingering close). */
-static void conn_linger(sws_engine_t *e, sws_conn_t *c)
+void conn_linger(sws_engine_t *e, sws_conn_t *c)
 {
     if (c->state == S_LINGER)
         return;
@@ -750,7 +648,7 @@ static void conn_linger(sws_engine_t *e, sws_conn_t *c)
     tl_set(e, c, TL_LINGER);
 }
 
-static int err_index(int status)
+int err_index(int status)
 {
     switch (status) {
     case 400: return SWS_ERR_400;
@@ -764,6 +662,9 @@ static int err_index(int status)
     case 417: return SWS_ERR_417;
     case 431: return SWS_ERR_431;
     case 501: return SWS_ERR_501;
+    case 502: return SWS_ERR_502;
+    case 503: return SWS_ERR_503;
+    case 504: return SWS_ERR_504;
     case 505: return SWS_ERR_505;
     default: return SWS_ERR_500;
     }
@@ -1548,7 +1449,7 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
                            size_t last_len)
 {
     size_t off = 0, len = *lenp;
-    while (off < len && !c->close_after && !c->pend && !c->file && !c->heap) {
+    while (off < len && !c->close_after && !c->pend && !c->file && !c->heap && !c->px) {
         if (c->state == S_LINGER) {
             c->linger_bytes += len - off;
             return len;
@@ -1676,11 +1577,13 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
         const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
         const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->err[SWS_ERR_404];
         const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->fc ? h->data : NULL;
+        const sws_proxy_t *pxc = h && h->kind == SWS_H_PROXY ? h->data : NULL;
         /* What this answer may copy into the batch: a static head is at
          * most a few hundred bytes, the extra headers, a Location of the
          * raw path, and a body up to COPY_BODY_MAX. */
-        size_t need = st ? 1024 + st->extra_len + raw_len + r.target_len + COPY_BODY_MAX
-                         : response_copy_size(resp) + 32;
+        size_t need = st    ? 1024 + st->extra_len + raw_len + r.target_len + COPY_BODY_MAX
+                      : pxc ? response_copy_size(&e->err[SWS_ERR_504]) + 32
+                            : response_copy_size(resp) + 32;
         if (need > OUT_BUF / 2) {
             conn_error(e, c, 414, &r, head_only); /* a Location that long is not worth making */
             return len;
@@ -1705,7 +1608,17 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
             out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25); /* we will read the body */
         size_t sent;
         int answered;
-        if (st) {
+        if (pxc) {
+            size_t took = 0;
+            answered = px_start(e, c, &r, &info, pxc, path, path_len, raw_path, keepalive,
+                                buf + off, len - off, &took);
+            if (c->px) {
+                off += took; /* the body so far; what follows waits in the stash */
+                return off;
+            }
+            /* answered at once (no live upstream): an error page */
+            sent = put_response(e, &e->err[err_index(answered)], head_only, r.minor, keepalive);
+        } else if (st) {
             answered = serve_static(e, c, &r, site, st, path, path_len, raw_path, raw_len, method,
                                     keepalive, 0, &sent);
         } else {
@@ -1729,7 +1642,7 @@ static size_t conn_process(sws_engine_t *e, sws_conn_t *c, char *buf, size_t *le
 }
 
 /* After input was handled: flush, stash the unparsed tail, pick the timer. */
-static void conn_settle(sws_engine_t *e, sws_conn_t *c, const char *rest, size_t rest_len)
+void conn_settle(sws_engine_t *e, sws_conn_t *c, const char *rest, size_t rest_len)
 {
     for (;;) {
         if (e->niov && out_flush(e, c) < 0) {
@@ -1747,12 +1660,14 @@ static void conn_settle(sws_engine_t *e, sws_conn_t *c, const char *rest, size_t
             c->stash_len = (uint32_t)rest_len;
             /* Processing stopped for output, not for lack of input: the stash
              * may hold whole requests, to be answered once the output is out. */
-            c->resume = c->pend || c->file || c->heap;
+            c->resume = c->pend || c->file || c->heap || c->px;
         }
         if (c->heap && !c->pend) {
             free(c->heap); /* the listing went out */
             c->heap = NULL;
         }
+        if (c->px)
+            return; /* the proxy drives the connection until its answer is done */
         if (c->file && !c->pend && conn_send_file(e, c) < 0) {
             conn_close(e, c);
             return;
@@ -1928,6 +1843,7 @@ static void do_accept(sws_engine_t *e, listener_t *l)
             free(c);
             continue;
         }
+        c->evmask = EPOLLIN;
         e->cnt.accepted++;
         e->cnt.active++;
         tl_set(e, c, TL_HEADER); /* the first request has header_timeout to arrive */
@@ -1951,8 +1867,14 @@ int sws_engine_run(sws_engine_t *e)
                     do_accept(e, l);
                 continue;
             }
+            if (type == T_UPSTREAM) {
+                px_upstream_event(e, e->ev[i].data.ptr, e->ev[i].events);
+                continue;
+            }
             sws_conn_t *c = e->ev[i].data.ptr;
-            if (c->pend || c->file)
+            if (c->px)
+                px_client_event(e, c, e->ev[i].events);
+            else if (c->pend || c->file)
                 conn_write(e, c);
             else
                 conn_read(e, c);
@@ -1974,7 +1896,7 @@ void sws_engine_tick(sws_engine_t *e)
         while (l->head && l->head->deadline <= e->now) {
             sws_conn_t *c = l->head;
             e->cnt.timeouts++;
-            if (which == TL_HEADER && c->state == S_HEAD && (c->in_head || c->stash)) {
+            if (which == TL_HEADER && !c->px && c->state == S_HEAD && (c->in_head || c->stash)) {
                 /* RFC 9110 §15.5.9: the head did not arrive in time. */
                 elog(e, SWS_L_INFO, "client timed out reading the request head");
                 tl_unlink(e, c);
@@ -1992,6 +1914,7 @@ void sws_engine_tick(sws_engine_t *e)
             conn_close(e, c);
         }
     }
+    px_tick(e);
     if (e->accept_paused && e->accept_resume && e->now >= e->accept_resume && !e->shutting_down) {
         e->accept_resume = 0;
         if (e->cnt.active < e->lim.max_connections)
@@ -2008,6 +1931,7 @@ void sws_engine_shutdown(sws_engine_t *e)
     while (sws_engine_run(e) >= RUN_ROUNDS * EV_BATCH)
         ;
     e->shutting_down = 1;
+    px_shutdown(e); /* pooled upstream connections close; busy ones finish */
     listeners_enable(e, 0);
     for (size_t i = 0; i < e->n_listeners; i++) {
         if (e->listeners[i].fd >= 0) {
@@ -2048,6 +1972,7 @@ void sws_engine_shutdown(sws_engine_t *e)
 
 void sws_engine_close_all(sws_engine_t *e)
 {
+    px_close_all(e); /* proxied clients are in no timeout list */
     for (int which = 0; which < TL_COUNT; which++)
         while (e->tl[which].head)
             conn_close(e, e->tl[which].head);

@@ -1,5 +1,5 @@
 # Declarations of csrc/include/scalws/engine.h used by Cython; contract there.
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from posix.types cimport time_t
 
 from scalws.includes.router cimport sws_vhosts_t
@@ -9,6 +9,66 @@ cdef extern from "scalws/engine.h" nogil:
     enum:
         SWS_H_RESPOND
         SWS_H_STATIC
+        SWS_H_PROXY
+
+    enum:
+        SWS_BAL_RR, SWS_BAL_LEAST_CONN, SWS_BAL_HASH
+    enum:
+        SWS_HASH_CLIENT, SWS_HASH_URI, SWS_HASH_HEADER
+
+    ctypedef struct sws_upstream_server_t:
+        const char *name
+        uint32_t weight
+        uint32_t max_fails
+        uint32_t fail_timeout_ms
+        uint32_t max_conns
+        int backup
+
+    ctypedef struct sws_upstream_t:
+        const char *name
+        sws_upstream_server_t *servers
+        size_t n_servers
+        int balance
+        int hash_key
+        const char *hash_header
+        size_t hash_header_len
+        uint32_t keepalive
+        uint32_t keepalive_timeout_ms
+        uint32_t keepalive_requests
+        const char *hc_request
+        size_t hc_request_len
+        uint32_t hc_interval_ms, hc_timeout_ms, hc_rise, hc_fall
+        const uint16_t *hc_expect
+        size_t hc_n_expect
+
+    ctypedef struct sws_hname_t:
+        const char *name
+        size_t name_len
+
+    ctypedef struct sws_proxy_t:
+        sws_upstream_t *up
+        const char *path_prefix
+        size_t path_prefix_len
+        const char *strip_prefix
+        size_t strip_prefix_len
+        const char *host
+        size_t host_len
+        uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms
+        uint32_t retries
+        const sws_hname_t *req_drop
+        size_t n_req_drop
+        const char *req_set
+        size_t req_set_len
+        const sws_hname_t *resp_drop
+        size_t n_resp_drop
+        const char *resp_set
+        size_t resp_set_len
+        size_t buffer_size
+
+    ctypedef struct sws_cidr_t:
+        int family
+        unsigned char addr[16]
+        int bits
 
     ctypedef struct sws_respond_t:
         int status
@@ -65,7 +125,7 @@ cdef extern from "scalws/engine.h" nogil:
     enum:
         SWS_ERR_400, SWS_ERR_403, SWS_ERR_404, SWS_ERR_405, SWS_ERR_408, SWS_ERR_412,
         SWS_ERR_413, SWS_ERR_414, SWS_ERR_417, SWS_ERR_431, SWS_ERR_500, SWS_ERR_501,
-        SWS_ERR_505, SWS_ERR_COUNT
+        SWS_ERR_502, SWS_ERR_503, SWS_ERR_504, SWS_ERR_505, SWS_ERR_COUNT
 
     enum:
         SWS_LOG_OFF, SWS_LOG_COMBINED, SWS_LOG_JSON
@@ -77,6 +137,9 @@ cdef extern from "scalws/engine.h" nogil:
         uint64_t active
         uint64_t timeouts
         uint64_t errors_4xx_close
+        uint64_t upstream_conns
+        uint64_t upstream_reused
+        uint64_t upstream_errors
 
     ctypedef struct sws_engine_t:
         pass
@@ -92,6 +155,10 @@ cdef extern from "scalws/engine.h" nogil:
     int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid_ms,
                                  size_t mem_max)
     void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len)
+    int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
+    int sws_upstream_server_set_addr(sws_upstream_server_t *s, const char *host, int port,
+                                     const char *unix_path)
+    void sws_engine_set_trusted(sws_engine_t *e, const sws_cidr_t *list, size_t n)
     int sws_engine_run(sws_engine_t *e)
     int sws_engine_run_wait(sws_engine_t *e, int ms)
     void sws_engine_tick(sws_engine_t *e)

@@ -12,16 +12,21 @@ held by `self._keep` for the life of the Engine.
 """
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.errno cimport errno
+from libc.stdint cimport uint16_t
 from libc.string cimport strerror
 
 from scalws.includes.engine cimport *
 from scalws.includes.router cimport *
 
+import ipaddress
 import os
+import socket as _socket
 
 from scalws.config.mime import content_type as _content_type
 from scalws.handlers import respond as respond_handler
 
+_AF_INET = _socket.AF_INET
+_AF_INET6 = _socket.AF_INET6
 _FC_NOFOLLOW = 1  # SWS_FC_NOFOLLOW (csrc/include/scalws/filecache.h)
 _FC_OWNER = 2     # SWS_FC_OWNER
 
@@ -51,6 +56,8 @@ cdef class Engine:
     cdef sws_respond_t *responds      # one per respond route, then the error pages
     cdef sws_handler_t *handlers
     cdef sws_static_t *statics        # one per static route
+    cdef sws_proxy_t *proxies         # one per proxy route
+    cdef dict _upstreams              # name -> address of its sws_upstream_t
     cdef list _keep
     cdef list _fds                    # root folders of static routes
     cdef object _server
@@ -73,7 +80,10 @@ cdef class Engine:
         self.responds = <sws_respond_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_respond_t))
         self.handlers = <sws_handler_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_handler_t))
         self.statics = <sws_static_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_static_t))
-        if self.responds == NULL or self.handlers == NULL or self.statics == NULL:
+        self.proxies = <sws_proxy_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_proxy_t))
+        self._upstreams = {}
+        if self.responds == NULL or self.handlers == NULL or self.statics == NULL \
+                or self.proxies == NULL:
             raise MemoryError()
         server = config.server_header
         for i, status in enumerate(respond_handler.ERROR_STATUSES):
@@ -99,6 +109,7 @@ cdef class Engine:
         line = f"Server: {server}\r\n".encode("latin-1") if server else b""
         self._keep.append(line)
         sws_engine_set_server(self.e, line, len(line))
+        self._build_upstreams(config)
         self._build_router(config, server)
         statics = [r.handler for r in routes if r.kind == "static"]
         if statics:
@@ -138,6 +149,10 @@ cdef class Engine:
                     self._fill_static(&self.statics[n], route.handler)
                     self.handlers[n].kind = SWS_H_STATIC
                     self.handlers[n].data = &self.statics[n]
+                elif route.kind == "proxy":
+                    self._fill_proxy(&self.proxies[n], route.handler)
+                    self.handlers[n].kind = SWS_H_PROXY
+                    self.handlers[n].data = &self.proxies[n]
                 else:
                     raise ValueError(f"handler {route.kind!r} has no runtime in this build")
                 b = route.pattern.encode()
@@ -242,6 +257,144 @@ cdef class Engine:
             st.try_uri_len = len(b)
         st.sendfile_chunk = cfg.sendfile_chunk
 
+    cdef bytes _bytes(self, text):
+        """Encodes `text` and keeps the bytes alive as long as the engine."""
+        cdef bytes b = text if isinstance(text, bytes) else text.encode("latin-1")
+        self._keep.append(b)
+        return b
+
+    cdef _build_upstreams(self, config):
+        """Compiles config.upstreams (model.Upstream) into sws_upstream_t
+        groups registered with the engine; runtime state starts zeroed."""
+        cdef sws_upstream_t *u
+        cdef sws_upstream_server_t *srv
+        cdef uint16_t *expect
+        cdef bytes b
+        cdef sws_cidr_t *cidrs
+        for name, cfg in config.upstreams.items():
+            u = <sws_upstream_t *>PyMem_Calloc(1, sizeof(sws_upstream_t))
+            self._keep.append(_Block(<size_t>u))
+            srv = <sws_upstream_server_t *>PyMem_Calloc(len(cfg.servers), sizeof(sws_upstream_server_t))
+            self._keep.append(_Block(<size_t>srv))
+            if u == NULL or srv == NULL:
+                raise MemoryError()
+            b = self._bytes(name)
+            u.name = b
+            u.servers = srv
+            u.n_servers = len(cfg.servers)
+            for i, s in enumerate(cfg.servers):
+                if s.kind == "unix":
+                    b = self._bytes(s.path)
+                    rc = sws_upstream_server_set_addr(&srv[i], NULL, 0, b)
+                    label = "unix:" + s.path
+                else:
+                    b = self._bytes(s.host)
+                    rc = sws_upstream_server_set_addr(&srv[i], b, s.port, NULL)
+                    label = f"[{s.host}]:{s.port}" if ":" in s.host else f"{s.host}:{s.port}"
+                if rc != 0:
+                    raise ValueError(f"upstream {name!r}: bad address {s.address!r}")
+                b = self._bytes(label)
+                srv[i].name = b
+                srv[i].weight = s.weight
+                srv[i].max_fails = s.max_fails
+                srv[i].fail_timeout_ms = _ms(s.fail_timeout)
+                srv[i].max_conns = s.max_connections
+                srv[i].backup = s.backup
+            u.balance = {"round_robin": SWS_BAL_RR, "least_conn": SWS_BAL_LEAST_CONN,
+                         "hash": SWS_BAL_HASH}[cfg.balance]
+            key = cfg.hash_key
+            if key == "uri":
+                u.hash_key = SWS_HASH_URI
+            elif key.startswith("header:"):
+                u.hash_key = SWS_HASH_HEADER
+                b = self._bytes(key[7:].strip().lower())
+                u.hash_header = b
+                u.hash_header_len = len(b)
+            else:
+                u.hash_key = SWS_HASH_CLIENT
+            u.keepalive = cfg.keepalive
+            u.keepalive_timeout_ms = _ms(cfg.keepalive_timeout)
+            u.keepalive_requests = cfg.keepalive_requests
+            h = cfg.health
+            if h is not None:
+                host = h.host or srv[0].name.decode("latin-1")
+                b = self._bytes(f"GET {h.path} HTTP/1.1\r\nHost: {host}\r\n"
+                                "User-Agent: scalws-health-check\r\nConnection: close\r\n\r\n")
+                u.hc_request = b
+                u.hc_request_len = len(b)
+                u.hc_interval_ms = _ms(h.interval)
+                u.hc_timeout_ms = _ms(h.timeout)
+                u.hc_rise = h.rise
+                u.hc_fall = h.fall
+                expect = <uint16_t *>PyMem_Calloc(2 * len(h.expect_status) + 2, sizeof(uint16_t))
+                self._keep.append(_Block(<size_t>expect))
+                if expect == NULL:
+                    raise MemoryError()
+                for i, (lo, hi) in enumerate(h.expect_status):
+                    expect[2 * i] = lo
+                    expect[2 * i + 1] = hi
+                u.hc_expect = expect
+                u.hc_n_expect = len(h.expect_status)
+            if sws_engine_add_upstream(self.e, u) != 0:
+                raise MemoryError()
+            self._upstreams[name] = <size_t>u
+        trusted = [ipaddress.ip_network(t, strict=False) for t in config.trusted_proxies]
+        cidrs = <sws_cidr_t *>PyMem_Calloc(len(trusted) + 1, sizeof(sws_cidr_t))
+        self._keep.append(_Block(<size_t>cidrs))
+        if cidrs == NULL:
+            raise MemoryError()
+        for i, net in enumerate(trusted):
+            cidrs[i].family = _AF_INET6 if net.version == 6 else _AF_INET
+            packed = net.network_address.packed
+            for k in range(len(packed)):
+                cidrs[i].addr[k] = packed[k]
+            cidrs[i].bits = net.prefixlen
+        sws_engine_set_trusted(self.e, cidrs, len(trusted))
+
+    cdef _hnames(self, names, size_t *count):
+        cdef sws_hname_t *arr = <sws_hname_t *>PyMem_Calloc(len(names) + 1, sizeof(sws_hname_t))
+        cdef bytes b
+        self._keep.append(_Block(<size_t>arr))
+        if arr == NULL:
+            raise MemoryError()
+        for i, name in enumerate(names):
+            b = self._bytes(name.lower())
+            arr[i].name = b
+            arr[i].name_len = len(b)
+        count[0] = len(names)
+        return <size_t>arr
+
+    cdef _fill_proxy(self, sws_proxy_t *p, cfg):
+        """Compiles a config.model.Proxy; its upstream group is built already."""
+        cdef bytes b
+        p.up = <sws_upstream_t *><size_t>self._upstreams[cfg.upstream]
+        b = self._bytes(cfg.path_prefix or "")
+        p.path_prefix = b
+        p.path_prefix_len = len(b)
+        b = self._bytes(cfg.strip_prefix or "")
+        p.strip_prefix = b
+        p.strip_prefix_len = len(b)
+        if cfg.host:
+            b = self._bytes(cfg.host)
+            p.host = b
+            p.host_len = len(b)
+        p.connect_timeout_ms = _ms(cfg.connect_timeout)
+        p.read_timeout_ms = _ms(cfg.read_timeout)
+        p.send_timeout_ms = _ms(cfg.send_timeout)
+        p.retries = cfg.retries
+        # A set header replaces the client's (or upstream's) field of that name.
+        p.req_drop = <sws_hname_t *><size_t>self._hnames(
+            [n for n, _ in cfg.request_headers], &p.n_req_drop)
+        b = self._bytes("".join(f"{n}: {v}\r\n" for n, v in cfg.request_headers if v is not None))
+        p.req_set = b
+        p.req_set_len = len(b)
+        p.resp_drop = <sws_hname_t *><size_t>self._hnames(
+            [n for n, _ in cfg.response_headers], &p.n_resp_drop)
+        b = self._bytes("".join(f"{n}: {v}\r\n" for n, v in cfg.response_headers if v is not None))
+        p.resp_set = b
+        p.resp_set_len = len(b)
+        p.buffer_size = cfg.buffer_size
+
     def __dealloc__(self):
         if self.e != NULL:
             sws_engine_free(self.e)
@@ -250,6 +403,7 @@ cdef class Engine:
         PyMem_Free(self.responds)
         PyMem_Free(self.handlers)
         PyMem_Free(self.statics)
+        PyMem_Free(self.proxies)
         for fd in self._fds or ():
             os.close(fd)
 
@@ -327,7 +481,8 @@ cdef class Engine:
         cdef const sws_counters_t *c = sws_engine_counters(self.e)
         return {"accepted": c.accepted, "handled": c.handled, "requests": c.requests,
                 "active": c.active, "timeouts": c.timeouts,
-                "refused": c.errors_4xx_close}
+                "refused": c.errors_4xx_close, "upstream_conns": c.upstream_conns,
+                "upstream_reused": c.upstream_reused, "upstream_errors": c.upstream_errors}
 
 
 cdef class _Block:

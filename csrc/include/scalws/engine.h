@@ -29,11 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/socket.h>
 
 #include "scalws/filecache.h"
 #include "scalws/router.h"
 
-enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2 };
+enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2, SWS_H_PROXY = 3 };
 
 /* A prebuilt response: head_a, the Date value, head_b, the connection
  * header, CRLF, body. head_a ends with "Date: ", head_b starts with CRLF and
@@ -89,6 +90,93 @@ typedef struct {
     size_t sendfile_chunk;        /* most bytes per sendfile call */
 } sws_static_t;
 
+/* ---- reverse proxy (csrc/proxy.c) -----------------------------------------
+ * Config halves are filled by the caller (scalws/server/engine.pyx) and must
+ * outlive the engine; fields under "runtime" are the engine's (zero them).
+ * Each worker is its own process, so runtime state is per worker. */
+
+enum { SWS_BAL_RR = 0, SWS_BAL_LEAST_CONN = 1, SWS_BAL_HASH = 2 };
+enum { SWS_HASH_CLIENT = 0, SWS_HASH_URI = 1, SWS_HASH_HEADER = 2 };
+
+typedef struct {
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    const char *name;          /* "127.0.0.1:3000", for logs */
+    uint32_t weight;
+    uint32_t max_fails;        /* 0: never marked down by failures */
+    uint32_t fail_timeout_ms;
+    uint32_t max_conns;        /* 0: unlimited */
+    int backup;
+    /* runtime */
+    uint32_t active;           /* connections busy with a request */
+    uint32_t fails;
+    uint64_t fail_start;       /* monotonic ms of the first failure counted */
+    uint64_t down_until;       /* passive: skipped until then */
+    int hc_down;               /* active checks say down (or passive, when checks exist) */
+    uint32_t hc_pass, hc_fail;
+    uint64_t hc_next;
+    int hc_busy;
+    int64_t cw;                /* smooth weighted round robin */
+} sws_upstream_server_t;
+
+typedef struct {
+    const char *name;
+    sws_upstream_server_t *servers;
+    size_t n_servers;
+    int balance;               /* SWS_BAL_* */
+    int hash_key;              /* SWS_HASH_* */
+    const char *hash_header;   /* lowercase name for SWS_HASH_HEADER */
+    size_t hash_header_len;
+    uint32_t keepalive;        /* idle connections kept (this worker, whole group) */
+    uint32_t keepalive_timeout_ms;
+    uint32_t keepalive_requests;
+    /* active health checks: hc_request NULL = none */
+    const char *hc_request;    /* whole request bytes */
+    size_t hc_request_len;
+    uint32_t hc_interval_ms, hc_timeout_ms, hc_rise, hc_fall;
+    const uint16_t *hc_expect; /* [lo, hi] pairs */
+    size_t hc_n_expect;
+    /* runtime */
+    struct upconn *idle;       /* pooled connections, most recent first */
+    uint32_t n_idle;
+    uint64_t *ring;            /* consistent-hash points: hash << 16 | server index */
+    size_t ring_len;
+} sws_upstream_t;
+
+/* A header name (lowercase) and, for "set", its whole line "Name: v\r\n". */
+typedef struct {
+    const char *name;
+    size_t name_len;
+} sws_hname_t;
+
+typedef struct {
+    sws_upstream_t *up;
+    const char *path_prefix;   /* prepended after strip_prefix */
+    size_t path_prefix_len;
+    const char *strip_prefix;
+    size_t strip_prefix_len;
+    const char *host;          /* Host sent upstream; NULL: the client's */
+    size_t host_len;
+    uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms;
+    uint32_t retries;
+    const sws_hname_t *req_drop;   /* client headers not passed (removed or set) */
+    size_t n_req_drop;
+    const char *req_set;           /* header lines added upstream */
+    size_t req_set_len;
+    const sws_hname_t *resp_drop;
+    size_t n_resp_drop;
+    const char *resp_set;
+    size_t resp_set_len;
+    size_t buffer_size;            /* upstream read buffer: the response head must fit */
+} sws_proxy_t;
+
+/* A network prefix: family AF_INET or AF_INET6, address bytes, prefix bits. */
+typedef struct {
+    int family;
+    unsigned char addr[16];
+    int bits;
+} sws_cidr_t;
+
 typedef struct {
     size_t max_header_bytes; /* request line + headers; over it: 431 (414 if the line alone) */
     size_t max_headers;      /* header fields; over it: 431 */
@@ -104,7 +192,8 @@ typedef struct {
 /* Error responses the engine sends itself, indexed by SWS_ERR_*. */
 enum {
     SWS_ERR_400, SWS_ERR_403, SWS_ERR_404, SWS_ERR_405, SWS_ERR_408, SWS_ERR_412, SWS_ERR_413,
-    SWS_ERR_414, SWS_ERR_417, SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_505, SWS_ERR_COUNT
+    SWS_ERR_414, SWS_ERR_417, SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_502, SWS_ERR_503,
+    SWS_ERR_504, SWS_ERR_505, SWS_ERR_COUNT
 };
 
 enum { SWS_LOG_OFF = 0, SWS_LOG_COMBINED = 1, SWS_LOG_JSON = 2 };
@@ -118,6 +207,9 @@ typedef struct {
     uint64_t active;    /* open client connections */
     uint64_t timeouts;  /* closed by a timeout */
     uint64_t errors_4xx_close; /* refused malformed requests */
+    uint64_t upstream_conns;   /* upstream connections opened */
+    uint64_t upstream_reused;  /* requests sent on a pooled connection */
+    uint64_t upstream_errors;  /* failed attempts (connect, reset, timeout, bad response) */
 } sws_counters_t;
 
 typedef struct sws_engine sws_engine_t;
@@ -151,6 +243,19 @@ void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len);
 
 /* Error log for the engine's own messages: fd (-1 = stderr), level (SWS_L_*). */
 void sws_engine_set_error_log(sws_engine_t *e, int fd, int level);
+
+/* Registers an upstream group (health checks, hashing ring, pooled
+ * connections closed at free); before the first request. 0 or -ENOMEM. */
+int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u);
+
+/* Sets s->addr from a numeric IPv4/IPv6 host and port, or from a unix
+ * socket path (host NULL). 0, or -EINVAL. */
+int sws_upstream_server_set_addr(sws_upstream_server_t *s, const char *host, int port,
+                                 const char *unix_path);
+
+/* Peers whose X-Forwarded-For/-Proto/-Host and X-Request-Id are believed;
+ * the array must outlive the engine. */
+void sws_engine_set_trusted(sws_engine_t *e, const sws_cidr_t *list, size_t n);
 
 /* Reads the clocks: monotonic milliseconds and wall seconds. */
 void sws_engine_now(uint64_t *mono_ms, time_t *wall);
