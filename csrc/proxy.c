@@ -50,6 +50,7 @@
 
 enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_HEALTH };
 enum { RS_HEAD, RS_BODY, RS_DONE, RS_TUNNEL };
+enum { D_NONE, D_CONNECT, D_SEND, D_READ };
 /* What went wrong, for retries, passive health and the log. */
 enum { F_CONNECT, F_CONNECT_TIMEOUT, F_RESET, F_READ_TIMEOUT, F_SEND_TIMEOUT, F_BAD_RESPONSE };
 
@@ -65,6 +66,7 @@ typedef struct upconn {
     int hc;                       /* a health check, not traffic */
     uint32_t evmask;
     uint64_t deadline;            /* monotonic ms; 0: none */
+    int dkind;                    /* what the deadline is for: D_* */
     uint64_t created;
     uint32_t requests;            /* requests sent on it */
     size_t hc_sent;               /* health check: request bytes sent, */
@@ -87,7 +89,9 @@ typedef struct px {
         out_chunked : 1,          /* the client gets chunked framing from us */
         out_close : 1,            /* the client's response ends with the connection */
         junk : 1,                 /* bytes after the response: do not reuse */
-        up_eof : 1;               /* tunnel: the upstream closed */
+        up_eof : 1,               /* tunnel: the upstream closed */
+        in_start : 1;             /* px_start is on the stack: errors are returned, not sent */
+    int early_status;             /* the error px_start returns */
     uint32_t attempts;
     uint64_t tried;               /* servers tried, by index (first 64) */
     uint64_t hash;                /* balance: hash */
@@ -111,10 +115,13 @@ typedef struct px {
 } px_t;
 
 static void px_sync(sws_engine_t *e, px_t *x);
-static void px_attempt(sws_engine_t *e, px_t *x);
+/* Functions returning int here return 1 when the px is gone (finished,
+ * failed over to an error page, or its client closed): the caller must not
+ * touch it (nor its client) again; 0 when it goes on. */
+static int px_attempt(sws_engine_t *e, px_t *x);
 static void px_finish(sws_engine_t *e, px_t *x);
 static void up_read(sws_engine_t *e, px_t *x);
-static void up_write(sws_engine_t *e, px_t *x);
+static int up_write(sws_engine_t *e, px_t *x);
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -640,19 +647,20 @@ static int dropped(const sws_header_t *h, const sws_hname_t *drop, size_t n)
  * (RFC 9110 §7.6.1), the ones we set, framing we redo. */
 static int req_hop(const sws_header_t *h)
 {
+    int hop = 0;
     switch (h->name_len) {
-    case 2: return name_is(h, "te", 2);
-    case 4: return name_is(h, "host", 4);
-    case 6: return name_is(h, "expect", 6);
-    case 7: return name_is(h, "trailer", 7) || name_is(h, "upgrade", 7);
-    case 10: return name_is(h, "connection", 10) || name_is(h, "keep-alive", 10);
-    case 12: return name_is(h, "x-request-id", 12);
-    case 15: return name_is(h, "x-forwarded-for", 15);
-    case 16: return name_is(h, "x-forwarded-host", 16);
-    case 17: return name_is(h, "transfer-encoding", 17) || name_is(h, "x-forwarded-proto", 17);
+    case 2: hop = name_is(h, "te", 2); break;
+    case 4: hop = name_is(h, "host", 4); break;
+    case 6: hop = name_is(h, "expect", 6); break;
+    case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
+    case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
+    case 12: hop = name_is(h, "x-request-id", 12); break;
+    case 15: hop = name_is(h, "x-forwarded-for", 15); break;
+    case 16: hop = name_is(h, "x-forwarded-host", 16); break;
+    case 17: hop = name_is(h, "transfer-encoding", 17) || name_is(h, "x-forwarded-proto", 17); break;
     default: break;
     }
-    return h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0;
+    return hop || (h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0);
 }
 
 static const char *hval(const reqview_t *r, const char *name, size_t n, size_t *len)
@@ -945,7 +953,21 @@ int px_start(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, const sws_reque
     x->woff = 0;
     c->px = x;
     tl_unlink(e, c);
-    px_attempt(e, x);
+    x->in_start = 1;
+    px_attempt(e, x); /* cannot close c or finish x while in_start */
+    x->in_start = 0;
+    if (x->early_status) {
+        int status = x->early_status;
+        c->px = NULL;
+        if (x->uc)
+            uc_close(e, x->uc);
+        /* conn_process answers and reads past the body as for any answer,
+         * unless decoding the chunked body in place destroyed its framing. */
+        if (x->req_chunked && used)
+            c->close_after = 1;
+        px_free(x);
+        return status;
+    }
     return 0;
 }
 
@@ -969,9 +991,13 @@ static int rearm_request(px_t *x)
 
 /* Answers the client with an error page in place of the upstream's
  * response, and ends the proxied request. */
-static void px_answer_error(sws_engine_t *e, px_t *x, int status)
+static int px_answer_error(sws_engine_t *e, px_t *x, int status)
 {
     sws_conn_t *c = x->c;
+    if (x->in_start) {
+        x->early_status = status; /* conn_process answers it like any other */
+        return 1;
+    }
     x->status = status;
     x->rs = RS_DONE;
     x->junk = 1; /* nothing here can go back to a pool */
@@ -981,9 +1007,10 @@ static void px_answer_error(sws_engine_t *e, px_t *x, int status)
     x->started = 1;
     if (out_flush(e, c) < 0) {
         conn_close(e, c);
-        return;
+        return 1;
     }
     px_finish(e, x);
+    return 1;
 }
 
 /* May this failure go to the next server? Only before the response began,
@@ -1006,7 +1033,7 @@ static int px_retry_ok(const sws_engine_t *e, const px_t *x, int kind, int reuse
 
 /* The upstream side failed: log it with the address, count it for passive
  * health, then retry, answer 502/504, or cut the client connection short. */
-static void px_fail(sws_engine_t *e, px_t *x, int kind, int err)
+static int px_fail(sws_engine_t *e, px_t *x, int kind, int err)
 {
     upconn_t *uc = x->uc;
     sws_conn_t *c = x->c;
@@ -1024,25 +1051,22 @@ static void px_fail(sws_engine_t *e, px_t *x, int kind, int err)
         uc_close(e, uc);
     }
     if (px_retry_ok(e, x, kind, reused)) {
-        if (rearm_request(x) == 0) {
-            px_attempt(e, x);
-            return;
-        }
+        if (rearm_request(x) == 0)
+            return px_attempt(e, x);
     }
-    if (!x->started) {
-        px_answer_error(e, x, kind == F_READ_TIMEOUT || kind == F_CONNECT_TIMEOUT ||
-                                      kind == F_SEND_TIMEOUT ? 504 : 502);
-        return;
-    }
+    if (!x->started)
+        return px_answer_error(e, x, kind == F_READ_TIMEOUT || kind == F_CONNECT_TIMEOUT ||
+                                             kind == F_SEND_TIMEOUT ? 504 : 502);
     /* Mid-body: the client must see the truncation, never a complete-looking
      * response: what is pending goes out, then the connection ends. */
     x->status = x->status ? x->status : 502;
     x->junk = 1;
     c->close_after = 1;
     px_finish(e, x);
+    return 1;
 }
 
-static void px_attempt(sws_engine_t *e, px_t *x)
+static int px_attempt(sws_engine_t *e, px_t *x)
 {
     sws_upstream_t *up = x->up;
     for (;;) {
@@ -1050,8 +1074,7 @@ static void px_attempt(sws_engine_t *e, px_t *x)
         if (i < 0) {
             elog(e, SWS_L_ERROR, "no live upstreams in \"%s\" while proxying \"%.*s %.*s\"", up->name,
                  (int)x->log.method_len, x->log.method, (int)x->log.target_len, x->log.target);
-            px_answer_error(e, x, 502);
-            return;
+            return px_answer_error(e, x, 502);
         }
         sws_upstream_server_t *s = &up->servers[i];
         if (i < 64)
@@ -1068,8 +1091,7 @@ static void px_attempt(sws_engine_t *e, px_t *x)
                 srv_fail(e, up, s);
                 if (px_retry_ok(e, x, F_CONNECT, 0))
                     continue;
-                px_answer_error(e, x, 502);
-                return;
+                return px_answer_error(e, x, 502);
             }
             s->active++;
         }
@@ -1078,18 +1100,20 @@ static void px_attempt(sws_engine_t *e, px_t *x)
         x->uc = uc;
         x->rs = RS_HEAD;
         x->rlen = x->last_len = 0;
-        if (uc->state == UC_CONNECTING)
+        uc->dkind = D_NONE;
+        if (uc->state == UC_CONNECTING) {
             uc->deadline = e->now + x->p->connect_timeout_ms;
-        else
-            up_write(e, x);
-        if (x->uc == uc) /* not failed meanwhile */
-            px_sync(e, x);
-        return;
+            uc->dkind = D_CONNECT;
+        } else if (up_write(e, x)) {
+            return 1;
+        }
+        px_sync(e, x);
+        return 0;
     }
 }
 
 /* Sends what w holds. */
-static void up_write(sws_engine_t *e, px_t *x)
+static int up_write(sws_engine_t *e, px_t *x)
 {
     upconn_t *uc = x->uc;
     while (x->woff < x->wlen) {
@@ -1099,17 +1123,14 @@ static void up_write(sws_engine_t *e, px_t *x)
                 continue;
             if (errno == EAGAIN)
                 break;
-            px_fail(e, x, F_RESET, errno);
-            return;
+            return px_fail(e, x, F_RESET, errno);
         }
         x->woff += (size_t)n;
-        uc->deadline = e->now + x->p->send_timeout_ms;
+        uc->dkind = D_NONE; /* progress: px_sync starts the timeout again */
     }
-    if (x->woff == x->wlen) {
+    if (x->woff == x->wlen)
         x->woff = x->wlen = 0;
-        if (x->rs == RS_HEAD)
-            uc->deadline = e->now + x->p->read_timeout_ms; /* now waiting for the answer */
-    }
+    return 0;
 }
 
 /* ---- state -> events ----------------------------------------------------------------- */
@@ -1127,14 +1148,20 @@ static void px_sync(sws_engine_t *e, px_t *x)
         } else {
             int read_ok = x->rs != RS_DONE && !c->pend && !x->up_eof;
             m = (wpending ? EPOLLOUT : 0) | (read_ok ? EPOLLIN | EPOLLRDHUP : 0);
-            /* Deadlines: up_write refreshes the send timeout on progress and
-             * up_read the read timeout; here only the pauses are settled. */
-            if (!read_ok && !wpending)
-                uc->deadline = 0; /* the client is slow: its send_timeout rules */
-            else if (!read_ok && wpending)
-                uc->deadline = uc->deadline ? uc->deadline : e->now + x->p->send_timeout_ms;
-            else if (!uc->deadline)
-                uc->deadline = e->now + x->p->read_timeout_ms;
+            /* Which timeout runs: sending (send_timeout), waiting for the
+             * answer or tunnel traffic (read_timeout), or none while we wait
+             * on the client (its body, or its slow reading: the client's own
+             * timeouts rule). Progress resets dkind, restarting it. */
+            int want = wpending                                   ? D_SEND
+                       : !read_ok                                 ? D_NONE
+                       : !x->req_done && x->rs == RS_HEAD         ? D_NONE
+                                                                  : D_READ;
+            if (want != uc->dkind) {
+                uc->dkind = want;
+                uc->deadline = want == D_SEND   ? e->now + x->p->send_timeout_ms
+                               : want == D_READ ? e->now + x->p->read_timeout_ms
+                                                : 0;
+            }
         }
         uc_set_mask(e, uc, m);
     }
@@ -1161,18 +1188,19 @@ static void px_sync(sws_engine_t *e, px_t *x)
 
 static int resp_hop(const sws_header_t *h)
 {
+    int hop = 0;
     switch (h->name_len) {
-    case 2: return name_is(h, "te", 2);
-    case 4: return name_is(h, "date", 4);
-    case 6: return name_is(h, "server", 6);
-    case 7: return name_is(h, "trailer", 7) || name_is(h, "upgrade", 7);
-    case 10: return name_is(h, "connection", 10) || name_is(h, "keep-alive", 10);
-    case 12: return name_is(h, "x-request-id", 12);
-    case 14: return name_is(h, "content-length", 14);
-    case 17: return name_is(h, "transfer-encoding", 17);
+    case 2: hop = name_is(h, "te", 2); break;
+    case 4: hop = name_is(h, "date", 4); break;
+    case 6: hop = name_is(h, "server", 6); break;
+    case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
+    case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
+    case 12: hop = name_is(h, "x-request-id", 12); break;
+    case 14: hop = name_is(h, "content-length", 14); break;
+    case 17: hop = name_is(h, "transfer-encoding", 17); break;
     default: break;
     }
-    return h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0;
+    return hop || (h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0);
 }
 
 /* Queues the client's response head for a parsed upstream head. */
@@ -1348,7 +1376,7 @@ static void up_read(sws_engine_t *e, px_t *x)
         return;
     }
     x->rlen += (size_t)got;
-    uc->deadline = e->now + x->p->read_timeout_ms;
+    uc->dkind = D_NONE; /* progress */
     size_t body_off = 0;
     while (x->rs == RS_HEAD) {
         int minor, status;
@@ -1408,6 +1436,8 @@ static void up_read(sws_engine_t *e, px_t *x)
     }
     if (x->rs != RS_DONE && x->rlen > body_off &&
         body_out(e, x, x->rbuf + body_off, x->rlen - body_off) < 0) {
+        e->niov = 0; /* a head queued with this body must not go out: a 502 replaces it */
+        e->out_len = 0;
         px_fail(e, x, F_BAD_RESPONSE, 0);
         return;
     }
@@ -1419,10 +1449,9 @@ static void up_read(sws_engine_t *e, px_t *x)
         px_finish(e, x);
         return;
     }
-    if (x->rs == RS_TUNNEL && x->wlen > x->woff)
-        up_write(e, x);
-    if (c->px == x)
-        px_sync(e, x);
+    if (x->rs == RS_TUNNEL && x->wlen > x->woff && up_write(e, x))
+        return;
+    px_sync(e, x);
 }
 
 /* ---- the end of a proxied request --------------------------------------------------- */
@@ -1549,10 +1578,11 @@ void px_client_event(sws_engine_t *e, sws_conn_t *c, uint32_t events)
         }
         x->can_retry = 0; /* the body is no longer all in head[] */
     }
-    if (x->uc && x->uc->state != UC_CONNECTING)
-        up_write(e, x);
-    if (c->px == x)
-        px_sync(e, x);
+    if (x->rs == RS_TUNNEL && x->uc)
+        x->uc->dkind = D_NONE; /* tunnel traffic either way keeps it open */
+    if (x->uc && x->uc->state != UC_CONNECTING && up_write(e, x))
+        return;
+    px_sync(e, x);
 }
 
 static void hc_event(sws_engine_t *e, upconn_t *uc, uint32_t events);
@@ -1579,16 +1609,14 @@ void px_upstream_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
         }
         uc->state = UC_ACTIVE;
         uc->deadline = 0;
-        up_write(e, x);
-        if (x->c->px == x && x->uc == uc)
-            px_sync(e, x);
+        uc->dkind = D_NONE;
+        if (up_write(e, x))
+            return;
+        px_sync(e, x);
         return;
     }
-    if ((events & EPOLLOUT) && x->woff < x->wlen) {
-        up_write(e, x);
-        if (x->c->px != x || x->uc != uc)
-            return;
-    }
+    if ((events & EPOLLOUT) && x->woff < x->wlen && up_write(e, x))
+        return;
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         if (x->c->pend || x->rs == RS_DONE) {
             if (events & (EPOLLHUP | EPOLLERR)) {
@@ -1809,15 +1837,16 @@ void px_tick(sws_engine_t *e)
             continue;
         }
         uc->deadline = 0;
+        uc->dkind = D_NONE;
         if (uc->state == UC_IDLE) {
             uc_close(e, uc);
         } else if (uc->hc) {
             hc_done(e, uc, 0, "timed out");
         } else {
             px_t *x = uc->px;
-            int kind = uc->state == UC_CONNECTING ? F_CONNECT_TIMEOUT
-                       : x->woff < x->wlen       ? F_SEND_TIMEOUT
-                                                 : F_READ_TIMEOUT;
+            int kind = uc->dkind == D_CONNECT ? F_CONNECT_TIMEOUT
+                       : uc->dkind == D_SEND  ? F_SEND_TIMEOUT
+                                              : F_READ_TIMEOUT;
             if (x->rs == RS_TUNNEL) {
                 conn_close(e, x->c);
             } else {
