@@ -6,7 +6,8 @@
 Prints one line "READY <port>" (or "READY unix:<path>") on stdout once it is
 listening; `--port 0` picks a free port, which that line tells.
 
-Endpoints (any method unless said):
+Endpoints (any method unless said; every answer carries X-Conn-Seq, the
+conn_seq below):
 
   /echo...          JSON: name, method, path (raw target as received), headers
                     ([[name, value], ...] in order, latin-1), version, body_len,
@@ -177,6 +178,13 @@ async def track(request, handler):
     return await handler(request)
 
 
+async def add_conn_seq(request, response):
+    """Every answer says which connection carried it (X-Conn-Seq), so a test
+    can tell whether the next request came on the same one."""
+    if "conn_seq" in request:
+        response.headers["X-Conn-Seq"] = str(request["conn_seq"])
+
+
 async def echo(request):
     h = hashlib.sha256()
     n = 0
@@ -343,6 +351,7 @@ async def echo_any(request):
 
 def make_app() -> web.Application:
     app = web.Application(middlewares=[track], client_max_size=1 << 40)
+    app.on_response_prepare.append(add_conn_seq)
     app.router.add_route("*", "/conns", conns)
     app.router.add_route("*", "/download", download)
     app.router.add_route("*", "/upload", upload)

@@ -1,0 +1,755 @@
+"""The reverse proxy end to end: real scalwsd in front of real upstreams
+(tests/e2e/upstreams): the request head it rebuilds, paths, bodies of
+100 MiB both ways in flat memory, upstream keep-alive, balancing, WebSocket
+upgrades, Node.js and nginx upstreams.
+
+Failures (refused, reset, stalled, malformed and cut upstreams, retries and
+health) are in test_proxy_faults.py, which uses the helpers defined here.
+
+Every config is built by proxy_yaml(): one group `app` and a site on
+127.0.0.1:{port} whose last route, `/`, proxies to it (JSON is YAML too).
+"""
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.e2e.conftest import ROOT
+from tests.e2e.upstreams import pattern_sha256
+
+pytestmark = pytest.mark.timeout(60)
+
+MIB = 1 << 20
+TRUSTED = "127.0.0.2"          # a client bound to this address is a trusted proxy
+REQUEST_ID = re.compile(r"[0-9a-fA-F]{16,}")
+
+
+# ---- configs -----------------------------------------------------------------
+
+def addr_of(x) -> str:
+    """A `servers:` entry's address for an Upstream, FaultProxy, port or string."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, int):
+        return f"127.0.0.1:{x}"
+    return x.addr
+
+
+def server_entry(x):
+    if isinstance(x, dict):
+        return {**x, "address": addr_of(x["address"])}
+    return addr_of(x)
+
+
+def proxy_yaml(servers, upstream=None, proxy=None, routes=(), top=None, workers=1,
+               default_route=True) -> str:
+    """A config for the `server` fixture: `upstreams: {app: {servers, **upstream}}`,
+    `trusted_proxies: [127.0.0.2/32]`, and one site whose routes are `routes`
+    followed by `{path: /, proxy: {upstream: app, **proxy}}`."""
+    cfg = {"workers": workers, "trusted_proxies": [f"{TRUSTED}/32"], **(top or {})}
+    cfg["upstreams"] = {"app": {"servers": [server_entry(s) for s in servers],
+                                **(upstream or {})}}
+    all_routes = list(routes)
+    if default_route:
+        all_routes.append({"path": "/", "proxy": {"upstream": "app", **(proxy or {})}})
+    cfg["sites"] = [{"listen": ["127.0.0.1:@PORT@"], "routes": all_routes}]
+    text = json.dumps(cfg, indent=2)
+    # The fixture runs str.format over the text: braces doubled, then {port}.
+    return text.replace("{", "{{").replace("}", "}}").replace("@PORT@", "{port}")
+
+
+@pytest.fixture
+def proxy_server(server):
+    """proxy_server(servers, upstream=None, proxy=None, routes=(), top=None,
+    workers=1) -> the started conftest.Server (see proxy_yaml)."""
+    def make(servers, **kw):
+        return server(proxy_yaml(servers, **kw))
+    return make
+
+
+# ---- clients -----------------------------------------------------------------
+
+class Resp:
+    def __init__(self, status, headers, body, reason=""):
+        self.status, self.headers, self.body, self.reason = status, headers, body, reason
+
+    def all(self, name) -> list[str]:
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+    def header(self, name):
+        """The one value of `name`, None if absent; two are an error."""
+        got = self.all(name)
+        assert len(got) <= 1, f"{name} sent {len(got)} times: {got}"
+        return got[0] if got else None
+
+    def json(self):
+        assert self.status == 200, f"{self.status}: {self.body[:300]!r}"
+        return json.loads(self.body)
+
+    @property
+    def text(self):
+        return self.body.decode("latin-1")
+
+    def __repr__(self):
+        return f"<Resp {self.status} {self.headers} {self.body[:80]!r}>"
+
+
+class Client:
+    """One keep-alive client connection (http.client), optionally bound to a
+    source address (127.0.0.2 = a trusted proxy)."""
+
+    def __init__(self, port, source=None, timeout=10):
+        self.conn = http.client.HTTPConnection(
+            "127.0.0.1", port, timeout=timeout,
+            source_address=(source, 0) if source else None)
+
+    def request(self, path, method="GET", headers=None, body=None, encode_chunked=False) -> Resp:
+        self.conn.request(method, path, body=body, headers=headers or {},
+                          encode_chunked=encode_chunked)
+        r = self.conn.getresponse()
+        return Resp(r.status, r.getheaders(), r.read(), r.reason)
+
+    def get(self, path, **kw) -> Resp:
+        return self.request(path, **kw)
+
+    def close(self):
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def request(port, path, method="GET", headers=None, body=None, source=None, timeout=10,
+            encode_chunked=False) -> Resp:
+    """One request on a new connection."""
+    with Client(port, source=source, timeout=timeout) as c:
+        return c.request(path, method=method, headers=headers, body=body,
+                         encode_chunked=encode_chunked)
+
+
+def raw_exchange(port, data: bytes, method="GET", source=None, timeout=10) -> Resp:
+    """Sends exact bytes; parses one response (any framing) with http.client."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                  source_address=(source, 0) if source else None) as s:
+        s.sendall(data)
+        r = http.client.HTTPResponse(s, method=method)
+        r.begin()
+        return Resp(r.status, r.getheaders(), r.read(), r.reason)
+
+
+def echo_headers(j) -> dict[str, list[str]]:
+    """The headers an /echo answer says the upstream received: lowercase name -> values."""
+    out = {}
+    for k, v in j["headers"]:
+        out.setdefault(k.lower(), []).append(v)
+    return out
+
+
+def ids(port, n, path="/id", client=None, **kw) -> list[str]:
+    """Names of the upstreams that answered n requests of /id (one keep-alive connection)."""
+    own = client is None
+    c = client or Client(port)
+    try:
+        out = []
+        for _ in range(n):
+            r = c.get(path, **kw)
+            assert r.status == 200, r
+            out.append(r.text)
+        return out
+    finally:
+        if own:
+            c.close()
+
+
+def wait_until(pred, timeout, what, interval=0.02):
+    """Polls pred() until it is true; returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+# ---- memory ------------------------------------------------------------------
+
+def rss_kib(pid) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+class RssWatch:
+    """Samples a process's RSS in a thread while the block runs; .grown_kib
+    is the peak over the value at entry."""
+
+    def __init__(self, pid, interval=0.02):
+        self.pid, self.interval = pid, interval
+        self.base = self.peak = 0
+        self._stop = threading.Event()
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            try:
+                self.peak = max(self.peak, rss_kib(self.pid))
+            except (FileNotFoundError, ProcessLookupError, StopIteration):
+                return
+
+    def __enter__(self):
+        self.base = self.peak = rss_kib(self.pid)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_kib(self.pid))
+
+    @property
+    def grown_kib(self):
+        return self.peak - self.base
+
+
+def only_worker(srv) -> int:
+    workers = srv.workers()
+    assert len(workers) == 1, f"expected one worker, got {workers}"
+    return workers[0]
+
+
+def warm(port, n=20):
+    """A few proxied requests first, so a worker's pools are in its RSS baseline."""
+    with Client(port) as c:
+        for _ in range(n):
+            assert c.get("/echo").status == 200
+
+
+# ---- the request head ----------------------------------------------------------
+
+def test_hop_by_hop_request_headers_are_removed(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    r = raw_exchange(srv.port, (
+        b"GET /echo HTTP/1.1\r\n"
+        b"Host: front.test\r\n"
+        b"Connection: keep-alive, X-Listed-In-Connection\r\n"
+        b"X-Listed-In-Connection: secret\r\n"
+        b"Keep-Alive: timeout=5\r\n"
+        b"TE: trailers\r\n"
+        b"Trailer: X-Checksum\r\n"
+        b"Upgrade: h2c\r\n"
+        b"Proxy-Authorization: Basic Zm9vOmJhcg==\r\n"
+        b"Proxy-Connection: keep-alive\r\n"
+        b"Proxy-Foo: 1\r\n"
+        b"X-Kept: yes\r\n"
+        b"User-Agent: test/1\r\n"
+        b"\r\n"))
+    h = echo_headers(r.json())
+    for name in ("x-listed-in-connection", "keep-alive", "te", "trailer", "upgrade",
+                 "proxy-authorization", "proxy-connection", "proxy-foo"):
+        assert name not in h, f"hop-by-hop {name} reached the upstream: {h[name]}"
+    for value in h.get("connection", []):
+        tokens = {t.strip().lower() for t in value.split(",")}
+        assert tokens <= {"keep-alive", "close"}, f"the client's Connection leaked: {value!r}"
+    assert h["x-kept"] == ["yes"] and h["user-agent"] == ["test/1"]
+
+
+def test_x_forwarded_from_an_untrusted_client(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    r = request(srv.port, "/echo", headers={
+        "Host": "front.test:8080", "X-Forwarded-For": "1.2.3.4",
+        "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.test"})
+    h = echo_headers(r.json())
+    assert h["x-forwarded-for"] == ["127.0.0.1"], \
+        "an untrusted client's X-Forwarded-For must be dropped: XFF = the client only"
+    assert h["x-forwarded-proto"] == ["http"]
+    assert h["x-forwarded-host"] == ["front.test:8080"], "X-Forwarded-Host = the client's Host"
+    assert h["host"] == ["front.test:8080"], "Host upstream = the client's Host by default"
+
+
+def test_x_forwarded_for_from_a_trusted_proxy_is_appended_to(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    r = request(srv.port, "/echo", source=TRUSTED,
+                headers={"Host": "front.test", "X-Forwarded-For": "1.2.3.4, 10.0.0.1"})
+    assert echo_headers(r.json())["x-forwarded-for"] == ["1.2.3.4, 10.0.0.1, 127.0.0.2"]
+    r = request(srv.port, "/echo", source=TRUSTED)
+    assert echo_headers(r.json())["x-forwarded-for"] == ["127.0.0.2"]
+    # The same header from 127.0.0.1 (not in trusted_proxies) is not believed.
+    r = request(srv.port, "/echo", headers={"X-Forwarded-For": "1.2.3.4"})
+    assert echo_headers(r.json())["x-forwarded-for"] == ["127.0.0.1"]
+
+
+def access_records(path, n, timeout=5.0) -> list[dict]:
+    def enough():
+        try:
+            with open(path) as f:
+                recs = [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return None
+        return recs if len(recs) >= n else None
+    return wait_until(enough, timeout, f"{n} lines in {path}")
+
+
+def test_request_id_generated_returned_and_logged(proxy_server, upstream_app, tmp_path):
+    a = upstream_app("a")
+    log = tmp_path / "access.json"
+    srv = proxy_server([a], top={"log": {"access": str(log), "format": "json", "flush": "100ms"}})
+    seen = []
+    for headers in ({}, {"X-Request-Id": "from-an-untrusted-client"}):
+        r = request(srv.port, "/echo", headers=headers)
+        upstream_ids = echo_headers(r.json()).get("x-request-id", [])
+        assert len(upstream_ids) == 1, f"upstream got X-Request-Id {upstream_ids}"
+        rid = upstream_ids[0]
+        assert REQUEST_ID.fullmatch(rid), f"generated id {rid!r}: 16+ hex digits expected"
+        assert rid != "from-an-untrusted-client"
+        assert r.header("X-Request-Id") == rid, "the client gets the id the upstream got"
+        seen.append(rid)
+    assert seen[0] != seen[1]
+    recs = access_records(log, 2)
+    assert [rec["request_id"] for rec in recs[-2:]] == seen
+
+
+def test_request_id_from_a_trusted_proxy_is_kept_when_sane(proxy_server, upstream_app, tmp_path):
+    a = upstream_app("a")
+    log = tmp_path / "access.json"
+    srv = proxy_server([a], top={"log": {"access": str(log), "format": "json", "flush": "100ms"}})
+    sane = ["abc-DEF_123.x", "a", "Z" * 64]
+    insane = ["has space", "semi;colon", "a" * 65, "quote\"d", "caf\xe9"]
+    got = []
+    for rid in sane + insane:
+        r = request(srv.port, "/echo", source=TRUSTED, headers={"X-Request-Id": rid})
+        upstream = echo_headers(r.json()).get("x-request-id", [])
+        assert len(upstream) == 1, upstream
+        if rid in sane:
+            assert upstream[0] == rid, f"a trusted proxy's sane id {rid!r} must pass"
+        else:
+            assert upstream[0] != rid and REQUEST_ID.fullmatch(upstream[0]), \
+                f"an insane id {rid!r} must be replaced by a generated one, got {upstream[0]!r}"
+        assert r.header("X-Request-Id") == upstream[0]
+        got.append(upstream[0])
+    recs = access_records(log, len(got))
+    assert [rec["request_id"] for rec in recs[-len(got):]] == got
+
+
+def test_host_is_the_clients_unless_proxy_host(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a], routes=[
+        {"path": "/keep/", "proxy": {"upstream": "app", "strip_prefix": "/keep"}},
+        {"path": "/set/", "proxy": {"upstream": "app", "strip_prefix": "/set",
+                                    "host": "example.com"}}])
+    h = echo_headers(request(srv.port, "/keep/echo", headers={"Host": "front.test"}).json())
+    assert h["host"] == ["front.test"]
+    h = echo_headers(request(srv.port, "/set/echo", headers={"Host": "front.test"}).json())
+    assert h["host"] == ["example.com"]
+    assert h["x-forwarded-host"] == ["front.test"], "X-Forwarded-Host stays the client's"
+
+
+def test_upstream_date_and_server_are_replaced(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    r = request(srv.port, "/headers?set=Server:upstream-x"
+                          "&set=Date:Thu,%2001%20Jan%201970%2000:00:00%20GMT")
+    assert r.status == 200 and r.body == b"headers"
+    assert r.header("Server") == "scalws", r.headers
+    date = email.utils.parsedate_to_datetime(r.header("Date")).timestamp()
+    assert abs(date - time.time()) < 60, f"the upstream's Date leaked: {r.header('Date')}"
+
+
+def test_hop_by_hop_response_headers_are_stripped(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    r = request(srv.port, "/headers?set=Connection:x-custom&set=X-Custom:1"
+                          "&set=Keep-Alive:timeout=5&set=Proxy-Foo:1&set=Trailer:X-T"
+                          "&set=Upgrade:foo&set=X-Kept:yes")
+    assert r.status == 200 and r.body == b"headers"
+    for name in ("X-Custom", "Keep-Alive", "Proxy-Foo", "Trailer", "Upgrade"):
+        assert r.all(name) == [], f"{name} reached the client: {r.headers}"
+    for value in r.all("Connection"):
+        assert "x-custom" not in value.lower(), f"upstream's Connection leaked: {value!r}"
+    assert r.header("X-Kept") == "yes"
+
+
+def test_headers_set_and_remove_both_ways(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a], proxy={"headers": {
+        "request": {"set": {"X-A": "1"}, "remove": ["X-B"]},
+        "response": {"set": {"X-C": "2"}, "remove": ["X-Powered-By"]}}})
+    r = request(srv.port, "/echo", headers={"X-A": "0", "X-B": "gone", "X-Other": "o"})
+    h = echo_headers(r.json())
+    assert h["x-a"] == ["1"], "request set replaces the client's value"
+    assert "x-b" not in h
+    assert h["x-other"] == ["o"]
+    assert r.header("X-C") == "2"
+    r = request(srv.port, "/headers?set=X-C:9&set=X-Powered-By:php&set=X-Other:o")
+    assert r.all("X-C") == ["2"], "response set replaces the upstream's value"
+    assert r.all("X-Powered-By") == []
+    assert r.header("X-Other") == "o"
+
+
+def test_paths_strip_prefix_url_prefix_and_query(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a], default_route=False, routes=[
+        {"path": "/api/", "proxy": {"upstream": "app", "strip_prefix": "/api"}},
+        {"path": "/u/", "proxy": {"url": f"http://{a.addr}/echo/v1/", "strip_prefix": "/u/"}},
+        {"path": "/", "proxy": {"upstream": "app"}}])
+    cases = [
+        ("/api/echo/x?q=1&r=%20&s=a%2Fb", "/echo/x?q=1&r=%20&s=a%2Fb"),
+        ("/api/echo", "/echo"),
+        ("/u/x/y?z=1", "/echo/v1/x/y?z=1"),
+        ("/u/", "/echo/v1/"),
+        ("/echo/plain?k=v", "/echo/plain?k=v"),
+    ]
+    for client_path, upstream_path in cases:
+        j = request(srv.port, client_path).json()
+        assert j["path"] == upstream_path, f"{client_path} -> {j['path']}, want {upstream_path}"
+
+
+def test_methods_statuses_and_small_bodies_pass_through(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    with Client(srv.port) as c:
+        for method, body in (("POST", b"hello"), ("PUT", os.urandom(100_000)),
+                             ("DELETE", b""), ("PATCH", b"{}")):
+            j = c.request("/echo", method=method, body=body).json()
+            assert (j["method"], j["body_len"]) == (method, len(body))
+            assert j["body_sha256"] == hashlib.sha256(body).hexdigest()
+        j = c.request("/echo", method="POST", body=iter([b"ab", b"cde"]), encode_chunked=True).json()
+        assert (j["body_len"], j["body_sha256"]) == (5, hashlib.sha256(b"abcde").hexdigest())
+        r = c.request("/echo", method="HEAD")
+        assert r.status == 200 and r.body == b""
+        for code, body in ((204, b""), (304, b""), (404, b"status 404\n"),
+                           (500, b"status 500\n"), (503, b"status 503\n")):
+            r = c.request(f"/status/{code}")
+            assert (r.status, r.body) == (code, body), r
+
+
+def test_unix_socket_upstream(proxy_server, upstream_app):
+    u = upstream_app("u", unix=True)
+    srv = proxy_server([u])
+    j = request(srv.port, "/echo?x=1").json()
+    assert (j["name"], j["path"]) == ("u", "/echo?x=1")
+    assert request(srv.port, "/download?size=3000000").body == \
+        u.get("/download?size=3000000")[2]
+
+
+# ---- bodies --------------------------------------------------------------------
+
+SIZE_100M = 100 * MIB
+RSS_LIMIT_KIB = 40 * 1024
+
+
+def body_pieces(block, count):
+    for _ in range(count):
+        yield block
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_upload_100mib_in_flat_memory(proxy_server, upstream_app, framing):
+    a = upstream_app("a")
+    srv = proxy_server([a], top={"limits": {"max_body_bytes": "1g"}})
+    worker = only_worker(srv)
+    warm(srv.port)
+    block = os.urandom(MIB)
+    expect = hashlib.sha256()
+    for _ in range(100):
+        expect.update(block)
+    headers = {"Content-Length": str(SIZE_100M)} if framing == "content-length" else {}
+    with RssWatch(worker) as w:
+        r = request(srv.port, "/upload", method="POST", headers=headers, timeout=60,
+                    body=body_pieces(block, 100), encode_chunked=framing == "chunked")
+    j = r.json()
+    assert j["len"] == SIZE_100M and j["sha256"] == expect.hexdigest()
+    assert w.grown_kib < RSS_LIMIT_KIB, f"worker RSS grew {w.grown_kib} KiB during the upload"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("query", ["", "&chunked=1"], ids=["content-length", "chunked"])
+def test_download_100mib_in_flat_memory(proxy_server, upstream_app, query):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    worker = only_worker(srv)
+    warm(srv.port)
+    with RssWatch(worker) as w, Client(srv.port, timeout=60) as c:
+        c.conn.request("GET", f"/download?size={SIZE_100M}{query}")
+        r = c.conn.getresponse()
+        assert r.status == 200
+        h, n = hashlib.sha256(), 0
+        while chunk := r.read(MIB):
+            h.update(chunk)
+            n += len(chunk)
+    assert n == SIZE_100M, f"got {n} bytes"
+    assert h.hexdigest() == pattern_sha256(SIZE_100M)
+    assert w.grown_kib < RSS_LIMIT_KIB, f"worker RSS grew {w.grown_kib} KiB during the download"
+
+
+@pytest.mark.timeout(120)
+def test_a_client_that_stops_reading_costs_no_memory(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    worker = only_worker(srv)
+    warm(srv.port)
+    with Client(srv.port, timeout=60) as c:
+        c.conn.request("GET", f"/download?size={SIZE_100M}")
+        r = c.conn.getresponse()
+        assert r.status == 200
+        h = hashlib.sha256(r.read(64 * 1024))
+        n = 64 * 1024
+        # The client reads nothing for 2 s: a window in which an unthrottled
+        # proxy would take all 100 MiB from the loopback upstream (< 1 s).
+        with RssWatch(worker) as w:
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 2.0:
+                time.sleep(0.05)
+        assert w.grown_kib < RSS_LIMIT_KIB, \
+            f"worker RSS grew {w.grown_kib} KiB while its client did not read"
+        # Then the client reads on and gets every byte.
+        while chunk := r.read(MIB):
+            h.update(chunk)
+            n += len(chunk)
+    assert n == SIZE_100M and h.hexdigest() == pattern_sha256(SIZE_100M)
+
+
+# ---- keep-alive to upstreams ------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_upstream_connections_are_reused(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a], upstream={"keepalive": 32})
+
+    def client(_):
+        with Client(srv.port) as c:
+            for _ in range(250):
+                assert c.get("/echo").status == 200
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(client, range(4)))
+    got = a.conns()
+    assert got["requests"] == 1000, got
+    assert got["connections"] <= 8, \
+        f"1,000 requests over 4 client connections opened {got['connections']} upstream ones"
+
+
+def test_keepalive_0_opens_a_connection_per_request(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a], upstream={"keepalive": 0})
+    with Client(srv.port) as c:
+        seqs = [c.get("/echo").json()["conn_seq"] for _ in range(20)]
+    assert len(set(seqs)) == 20, f"connections reused with keepalive: 0: {seqs}"
+    a.wait_conns("active", lambda n: n == 0, what="(keepalive: 0 keeps none open)")
+    assert a.conns()["connections"] == 20
+
+
+@pytest.mark.timeout(120)
+def test_keepalive_requests_bounds_each_connection(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a], upstream={"keepalive_requests": 10})
+    with Client(srv.port) as c:
+        for _ in range(1000):
+            assert c.get("/id").status == 200
+    got = a.conns()
+    assert got["requests"] == 1000
+    assert 95 <= got["connections"] <= 110, \
+        f"keepalive_requests: 10 over 1,000 requests: {got['connections']} connections (~100)"
+
+
+def test_upstream_connection_close_is_not_reused(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    with Client(srv.port) as c:
+        for _ in range(3):
+            r = c.get("/close")
+            assert (r.status, r.body) == (200, b"bye")
+            closed = r.header("X-Conn-Seq")
+            nxt = c.get("/echo").json()["conn_seq"]
+            assert str(nxt) != closed, "a connection the upstream closed was used again"
+
+
+def test_keepalive_timeout_closes_idle_upstream_connections(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a], upstream={"keepalive_timeout": "1s"})
+    assert request(srv.port, "/id").text == "a"
+    t0 = time.monotonic()
+    assert a.conns()["active"] == 1, "the connection is kept for the next request"
+    a.wait_conns("active", lambda n: n == 0, timeout=4.0,
+                 what="(an idle pooled connection is closed after keepalive_timeout: 1s)")
+    assert time.monotonic() - t0 >= 0.7, "closed long before keepalive_timeout"
+
+
+@pytest.mark.parametrize("path", ["/trickle?n=100&delay=0.05", f"/download?size={SIZE_100M}"],
+                         ids=["trickle", "download"])
+def test_client_gone_mid_response_closes_the_upstream_connection(proxy_server, upstream_app, path):
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+    got = b""
+    while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < 4:
+        b = s.recv(65536)
+        assert b, "connection closed before the body began"
+        got += b
+    seq = re.search(rb"\r\nX-Conn-Seq: (\d+)\r\n", got.split(b"\r\n\r\n", 1)[0], re.I)
+    assert seq, got[:500]
+    assert a.conns()["active"] == 1
+    s.close()
+    t0 = time.monotonic()
+    # The trickle would go on for 5 s and the download is throttled: only the
+    # proxy closing the connection brings it down this soon.
+    a.wait_conns("active", lambda n: n == 0, timeout=3.0,
+                 what="(the proxy must close an upstream connection whose client left)")
+    assert time.monotonic() - t0 < 3.0
+    j = request(srv.port, "/echo").json()
+    assert str(j["conn_seq"]) != seq.group(1).decode()
+
+
+# ---- balancing -----------------------------------------------------------------------
+
+def test_round_robin_follows_weights(proxy_server, upstream_app):
+    a, b = upstream_app("a"), upstream_app("b")
+    srv = proxy_server([a, {"address": b, "weight": 3}], upstream={"balance": "round_robin"})
+    got = ids(srv.port, 400)
+    na, nb = got.count("a"), got.count("b")
+    assert na + nb == 400
+    assert 90 <= na <= 110 and 290 <= nb <= 310, f"weights 1:3 over 400 requests gave {na}:{nb}"
+
+
+def test_least_conn_avoids_the_busy_server(proxy_server, upstream_app):
+    slow = upstream_app("slow", delay=1.0)
+    fast = upstream_app("fast")
+    srv = proxy_server([slow, fast], upstream={"balance": "least_conn"})
+
+    def one(i):
+        time.sleep(i * 0.05)  # a new request every 50 ms, while slow ones are in flight
+        return request(srv.port, "/id", timeout=10).text
+
+    with ThreadPoolExecutor(20) as pool:
+        got = list(pool.map(one, range(20)))
+    assert got.count("slow") + got.count("fast") == 20
+    assert got.count("slow") <= 3, \
+        f"least_conn sent {got.count('slow')} of 20 requests to the server busy for 1 s: {got}"
+
+
+@pytest.mark.parametrize("hash_key", ["header:X-User", "uri", "client_addr"])
+def test_hash_is_stable_per_key(proxy_server, upstream_app, hash_key):
+    ups = [upstream_app(n) for n in ("a", "b", "c")]
+    srv = proxy_server(ups, upstream={"balance": "hash", "hash_key": hash_key})
+
+    def one(i):
+        if hash_key == "uri":
+            return request(srv.port, f"/id?user={i}").text
+        if hash_key == "client_addr":  # all of 127/8 is local: 20 client addresses
+            return request(srv.port, "/id", source=f"127.0.0.{10 + i}").text
+        return request(srv.port, "/id", headers={"X-User": f"user-{i}"}).text
+
+    chosen = {}
+    for round_ in range(3):
+        for i in range(20):
+            name = one(i)
+            assert chosen.setdefault(i, name) == name, \
+                f"key {i} went to {chosen[i]}, then to {name} (round {round_})"
+    used = set(chosen.values())
+    assert len(used) >= 2, f"20 keys over 3 servers all hashed to {used}"
+
+
+def test_backup_is_used_only_while_the_primary_is_down(proxy_server, upstream_app):
+    a, b = upstream_app("a"), upstream_app("b")
+    srv = proxy_server([{"address": a, "fail_timeout": "1s"}, {"address": b, "backup": True}],
+                       proxy={"retries": 1})
+    assert set(ids(srv.port, 20)) == {"a"}, "a backup served while the primary was up"
+    a.stop()
+    assert set(ids(srv.port, 10)) == {"b"}, "the backup must serve while the primary is down"
+    a.start()  # the same port again
+    wait_until(lambda: request(srv.port, "/id").text == "a", 5.0,
+               "the primary to be used again after fail_timeout")
+    assert set(ids(srv.port, 10)) == {"a"}
+
+
+# ---- upgrades ------------------------------------------------------------------------
+
+def test_websocket_echo_through_the_proxy(proxy_server, upstream_app):
+    from websockets.sync.client import connect
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    with connect(f"ws://127.0.0.1:{srv.port}/ws", max_size=None, open_timeout=10,
+                 close_timeout=5) as ws:
+        ws.send("hello")
+        assert ws.recv(timeout=10) == "hello"
+        big = os.urandom(MIB)
+        ws.send(big)
+        assert ws.recv(timeout=10) == big
+        ws.send("x" * 70_000)
+        assert ws.recv(timeout=10) == "x" * 70_000
+    assert request(srv.port, "/id").text == "a"  # plain requests still work
+
+
+# ---- other upstreams ---------------------------------------------------------------------
+
+def test_node_upstream(proxy_server, node_upstream):
+    srv = proxy_server([node_upstream])
+    with Client(srv.port) as c:
+        for _ in range(100):
+            r = c.get("/")
+            assert (r.status, r.body) == (200, b"hello world"), r
+
+
+@pytest.mark.timeout(120)
+def test_nginx_upstream_1000_requests_over_keepalive(proxy_server, nginx_upstream):
+    srv = proxy_server([nginx_upstream], upstream={"keepalive": 8})
+    with Client(srv.port) as c:
+        for i in range(1000):
+            r = c.get(f"/n/{i}")
+            assert (r.status, r.body) == (200, b"hello from nginx\n"), f"request {i}: {r}"
+
+
+# ---- the configuration ------------------------------------------------------------------
+
+SPEC_EXAMPLE = """\
+trusted_proxies: ["127.0.0.2/32"]
+upstreams:
+  app:
+    servers: ["127.0.0.1:{p1}", {{address: "127.0.0.1:{p2}", weight: 3, max_fails: 1, fail_timeout: 2s, backup: false, max_connections: 0}}]
+    balance: round_robin
+    keepalive: 32
+    keepalive_timeout: 60s
+    keepalive_requests: 1000
+    health: {{path: /healthz, interval: 200ms, timeout: 1s, expect_status: "200-399", rise: 1, fall: 1}}
+  hashed:
+    servers: ["127.0.0.1:{p1}"]
+    balance: hash
+    hash_key: "header:X-User"
+sites:
+  - listen: ["127.0.0.1:{port}"]
+    routes:
+      - path: /api/
+        proxy: {{upstream: app, strip_prefix: /api, host: example.com, connect_timeout: 1s, read_timeout: 1s, send_timeout: 5s, retries: 1,
+                headers: {{request: {{set: {{X-A: "1"}}, remove: [X-B]}}, response: {{set: {{X-C: "2"}}, remove: [X-Powered-By]}}}},
+                buffer_size: 64k}}
+      - {{path: /h/, proxy: {{upstream: hashed}}}}
+      - {{path: /u/, proxy: {{url: "http://127.0.0.1:{p1}/v1/", strip_prefix: /u/}}}}
+"""
+
+
+def test_the_spec_example_config_checks(tmp_path):
+    cfg = tmp_path / "proxy.yaml"
+    cfg.write_text(SPEC_EXAMPLE.format(p1=18001, p2=18002, port=18000))
+    r = subprocess.run([sys.executable, "-m", "scalws", "--check-config", str(cfg)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "test is successful" in r.stdout, r.stderr
