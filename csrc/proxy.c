@@ -43,7 +43,6 @@
 
 #define RESP_HEADERS_MAX 128     /* upstream response fields; more: 502 */
 #define RESP_HEAD_MAX (24 * 1024) /* our rebuilt response head must fit the batch */
-#define UP_MAX_AGE_MS (3600u * 1000u) /* a pooled connection older than this closes (nginx's keepalive_time) */
 #define RING_POINTS 160          /* consistent-hash points per unit of weight */
 #define RID_MAX 64
 #define CONN_TOKENS_MAX 16
@@ -365,7 +364,7 @@ static const char *reuse_refusal(const sws_engine_t *e, const px_t *x, const upc
         return "upstream said Connection: close";
     if (uc->requests >= x->up->keepalive_requests)
         return "keepalive_requests reached";
-    if (e->now - uc->created >= UP_MAX_AGE_MS)
+    if (e->now - uc->created >= x->up->keepalive_time_ms)
         return "connection too old";
     if (e->shutting_down)
         return "shutting down";

@@ -170,6 +170,7 @@ class Upstream:
     keepalive: int = 32                    # idle connections kept per worker (whole group); 0 = none
     keepalive_timeout: float = 60.0        # idle pooled connection closed after this
     keepalive_requests: int = 1000         # requests per upstream connection, then close
+    keepalive_time: float = 3600.0         # a connection older than this is not pooled again
     health: Optional[Health] = None
     mark: Mark = ("<default>", 0, 0)
 

@@ -35,6 +35,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t keepalive
         uint32_t keepalive_timeout_ms
         uint32_t keepalive_requests
+        uint32_t keepalive_time_ms
         const char *hc_request
         size_t hc_request_len
         uint32_t hc_interval_ms, hc_timeout_ms, hc_rise, hc_fall

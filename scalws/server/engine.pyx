@@ -315,6 +315,7 @@ cdef class Engine:
             u.keepalive = cfg.keepalive
             u.keepalive_timeout_ms = _ms(cfg.keepalive_timeout)
             u.keepalive_requests = cfg.keepalive_requests
+            u.keepalive_time_ms = _ms(getattr(cfg, "keepalive_time", 3600.0))
             h = cfg.health
             if h is not None:
                 host = h.host or srv[0].name.decode("latin-1")

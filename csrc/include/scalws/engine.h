@@ -130,6 +130,7 @@ typedef struct {
     uint32_t keepalive;        /* idle connections kept (this worker, whole group) */
     uint32_t keepalive_timeout_ms;
     uint32_t keepalive_requests;
+    uint32_t keepalive_time_ms;  /* a connection older than this is not pooled again */
     /* active health checks: hc_request NULL = none */
     const char *hc_request;    /* whole request bytes */
     size_t hc_request_len;
