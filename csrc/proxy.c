@@ -1517,7 +1517,8 @@ static void client_write(sws_engine_t *e, sws_conn_t *c)
     free(p);
     c->pend = NULL;
     px_t *x = c->px;
-    x->rlen = 0; /* the client has all of rbuf */
+    if (x->rs != RS_HEAD)
+        x->rlen = 0; /* the client has all of rbuf (a head still arriving stays) */
     if (x->up_eof) {
         conn_close(e, c);
         return;
