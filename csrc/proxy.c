@@ -926,6 +926,7 @@ int px_start(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, const sws_reque
     ssize_t used = body_in(e, x, body_buf, body_len);
     if (used < 0) {
         px_free(x);
+        c->close_after = 1; /* the body's framing is lost */
         return 400;
     }
     *took = (size_t)used;
