@@ -730,6 +730,7 @@ upstreams:
     keepalive: 32
     keepalive_timeout: 60s
     keepalive_requests: 1000
+    keepalive_time: 1h
     health: {{path: /healthz, interval: 200ms, timeout: 1s, expect_status: "200-399", rise: 1, fall: 1}}
   hashed:
     servers: ["127.0.0.1:{p1}"]

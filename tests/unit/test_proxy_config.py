@@ -483,6 +483,7 @@ def test_group_defaults(tmp_path):
         address="127.0.0.1:3000", host="127.0.0.1", port=3000, mark=up.servers[0].mark)])
     assert (up.balance, up.hash_key, up.keepalive) == ("round_robin", "client_addr", 32)
     assert (up.keepalive_timeout, up.keepalive_requests, up.health) == (60.0, 1000, None)
+    assert up.keepalive_time == 3600.0
     assert up.mark[1:] == (6, 3)
     s = up.servers[0]
     assert (s.kind, s.weight, s.max_fails, s.fail_timeout) == ("tcp", 1, 1, 10.0)
@@ -503,6 +504,7 @@ def test_group_every_key(tmp_path, addresses):
         keepalive: 0
         keepalive_timeout: 2m
         keepalive_requests: 50
+        keepalive_time: 90s
         health: {path: /healthz, interval: 10s, timeout: 1s, expect_status: 204,
                  rise: 1, fall: 5, host: example.com}
         """)
@@ -515,7 +517,7 @@ def test_group_every_key(tmp_path, addresses):
         ("app.local:3002", "tcp", "10.0.0.7", 3002, "", 1, 0, 10.0, False, 0, (12, 19)),
     ]
     assert (up.balance, up.hash_key, up.keepalive) == ("hash", "header:X-User", 0)
-    assert (up.keepalive_timeout, up.keepalive_requests) == (120.0, 50)
+    assert (up.keepalive_timeout, up.keepalive_requests, up.keepalive_time) == (120.0, 50, 90.0)
     assert up.health == Health(path="/healthz", interval=10.0, timeout=1.0,
                                expect_status=[(204, 204)], rise=1, fall=5,
                                host="example.com")
@@ -698,6 +700,10 @@ def test_group_requires_servers(tmp_path):
      "keepalive_timeout: must be more than 0, got 0"),
     ('servers: ["127.0.0.1:1"]\nkeepalive_requests: 0', "8:25",
      "keepalive_requests: must be between 1 and 2147483647, got 0"),
+    ('servers: ["127.0.0.1:1"]\nkeepalive_time: 0', "8:21",
+     "keepalive_time: must be more than 0, got 0"),
+    ('servers: ["127.0.0.1:1"]\nkeepalive_time: forever', "8:21",
+     "keepalive_time: expected a duration such as 10s or 500ms, got a string 'forever'"),
 ])
 def test_group_problems(tmp_path, body, where, message):
     assert group_problem(tmp_path, body + "\n") == f"F:{where}: {G}.{message}"

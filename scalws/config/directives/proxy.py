@@ -48,7 +48,8 @@ HEADERS_KEYS = ("request", "response")
 HEADER_ACTIONS = ("set", "remove")
 
 UPSTREAM_KEYS = ("servers", "balance", "hash_key", "keepalive",
-                 "keepalive_timeout", "keepalive_requests", "health")
+                 "keepalive_timeout", "keepalive_requests", "keepalive_time",
+                 "health")
 SERVER_KEYS = ("address", "weight", "max_fails", "fail_timeout", "backup",
                "max_connections")
 HEALTH_KEYS = ("path", "interval", "timeout", "expect_status", "rise", "fall",
@@ -451,6 +452,10 @@ def _upstream(ctx, knode, node, path, name):
         put("keepalive_requests", ctx.integer(keys["keepalive_requests"][1],
                                               _sub(path, "keepalive_requests"),
                                               1, (1 << 31) - 1))
+    if "keepalive_time" in keys:
+        put("keepalive_time", ctx.duration(keys["keepalive_time"][1],
+                                           _sub(path, "keepalive_time"),
+                                           positive=True))
     if "health" in keys:
         health = _health(ctx, keys["health"][1], _sub(path, "health"))
         if health is False:
