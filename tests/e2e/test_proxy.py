@@ -17,6 +17,8 @@ import http.client
 import json
 import os
 import re
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -26,8 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, read_response
 from tests.e2e.upstreams import pattern_sha256
+from tests.e2e.upstreams.raw import RAW_MARKER, VALID_BODIES
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -150,6 +153,61 @@ def raw_exchange(port, data: bytes, method="GET", source=None, timeout=10) -> Re
         r = http.client.HTTPResponse(s, method=method)
         r.begin()
         return Resp(r.status, r.getheaders(), r.read(), r.reason)
+
+
+def parse_answer(data: bytes):
+    """One Content-Length-framed response at the start of `data`:
+    (status, headers with lowercase names, body), or None while incomplete."""
+    head, sep, rest = data.partition(b"\r\n\r\n")
+    if not sep:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    n = int(headers.get("content-length", 0))
+    if len(rest) < n:
+        return None
+    return int(lines[0].split(" ")[1]), headers, rest[:n]
+
+
+def post_while_reading(port, path, size, timeout=15.0, headers=""):
+    """POSTs a `size`-byte body (Content-Length) while reading what comes back,
+    as a client must when the server may answer before it has taken the body.
+    Stops at the first whole answer, at the server's close, or when sending
+    fails. Returns (bytes received, body bytes sent)."""
+    head = (f"POST {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {size}\r\n"
+            f"{headers}\r\n").encode()
+    total = len(head) + size
+    piece = b"x" * 65536
+    pos, got, can_send = 0, b"", True
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.setblocking(False)
+        while parse_answer(got) is None:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no whole answer within {timeout}s: got {got[:300]!r}, " \
+                             f"sent {max(0, pos - len(head))} of {size} body bytes"
+            wr = [s] if can_send and pos < total else []
+            r, w, _ = select.select([s], wr, [], left)
+            if r:
+                try:
+                    b = s.recv(65536)
+                except ConnectionResetError:
+                    break
+                if not b:
+                    break
+                got += b
+            elif w:
+                data = head[pos:] if pos < len(head) else piece[:total - pos]
+                try:
+                    pos += s.send(data)
+                except BlockingIOError:
+                    pass
+                except (BrokenPipeError, ConnectionResetError):
+                    can_send = False  # the server closed; what it answered is still read
+    return got, max(0, pos - len(head))
 
 
 def echo_headers(j) -> dict[str, list[str]]:
@@ -620,6 +678,141 @@ def test_client_gone_mid_response_closes_the_upstream_connection(proxy_server, u
     assert str(j["conn_seq"]) != seq.group(1).decode()
 
 
+DEBUG_LOG = {"log": {"level": "debug"}}  # "upstream connection to ... not kept: <why>"
+
+
+@pytest.mark.parametrize("keepalive_time", ["1s", None], ids=["1s", "default"])
+def test_keepalive_time_bounds_an_upstream_connections_age(proxy_server, upstream_app,
+                                                           keepalive_time):
+    a = upstream_app("a")
+    srv = proxy_server([a], upstream={"keepalive_time": keepalive_time} if keepalive_time else None,
+                       top=DEBUG_LOG)
+    uses = {}  # conn_seq -> monotonic times of the answers it carried
+    with Client(srv.port) as c:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5:
+            j = c.get("/echo").json()
+            uses.setdefault(j["conn_seq"], []).append(time.monotonic())
+            time.sleep(0.1)  # spacing: the time passing is what is under test
+    spans = {seq: round(t[-1] - t[0], 2) for seq, t in uses.items()}
+    if keepalive_time is None:
+        assert len(uses) == 1, f"without keepalive_time one connection serves 2.5 s: {spans}"
+        return
+    assert len(uses) >= 2, f"keepalive_time: 1s, requests over 2.5 s on one connection: {spans}"
+    assert all(span < 1.6 for span in spans.values()), \
+        f"a connection served requests for longer than keepalive_time (1 s) allows: {spans}"
+    assert len(uses[min(uses)]) >= 3, f"a connection younger than 1 s is reused: {spans}"
+    srv.wait_log("not kept: connection too old")
+    a.wait_conns("active", lambda n: n <= 1, what="(the aged connections are closed)")
+
+
+def test_reload_closes_pooled_upstream_connections_and_pools_none(proxy_server, upstream_app):
+    a = upstream_app("a")
+    srv = proxy_server([a], top=DEBUG_LOG)
+    old = only_worker(srv)
+    held = []
+    try:
+        # Two requests held in flight on the old worker, each on its own
+        # upstream connection (B keeps the old worker alive to the end)...
+        for n, key in enumerate(("b", "c"), 1):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            s.sendall(f"GET /hold/{key}?timeout=15 HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+            held.append(s)
+            a.wait_conns("requests", lambda got, n=n: got == n, what=f"(/hold/{key} to arrive)")
+        busy = set(a.open_seqs())
+        assert len(busy) == 2, f"two held requests, two upstream connections: {busy}"
+        # ... and one finished: its connection is back in the pool.
+        r = request(srv.port, "/id")
+        assert (r.status, r.text) == (200, "a"), r
+        pooled = int(r.header("X-Conn-Seq"))
+        assert pooled not in busy and set(a.open_seqs()) == busy | {pooled}, a.conns()
+
+        srv.kill(signal.SIGHUP)
+        srv.wait_log("reloaded")
+        wait_until(lambda: pooled not in a.open_seqs(), 5.0,
+                   "the old worker to close its pooled upstream connection when it stops")
+        assert busy <= set(a.open_seqs()), "busy upstream connections finish their request"
+
+        # C is answered now, while the old worker drains: its upstream
+        # connection is closed after it instead of going back to a pool.
+        assert a.release("c") == 1
+        status, headers, body, _ = read_response(held[1])
+        assert (status, body) == (200, b"released c"), (status, headers, body)
+        assert headers.get("connection") == "close", f"a stopping worker keeps no client: {headers}"
+        seq_c = int(headers["x-conn-seq"])
+        wait_until(lambda: seq_c not in a.open_seqs(), 5.0,
+                   "the stopping worker to close the upstream connection of its last answer")
+        (seq_b,) = busy - {seq_c}
+        assert seq_b in a.open_seqs(), "the old worker is still there (B in flight)"
+        srv.wait_log("not kept: shutting down")
+
+        # New connections reach the new worker, which pools as usual.
+        with Client(srv.port) as c:
+            seqs = set()
+            for i in range(5):
+                r = c.get("/echo")
+                assert r.status == 200, f"request {i} after the reload: {r}"
+                seqs.add(r.json()["conn_seq"])
+        assert len(seqs) == 1 and not seqs & {pooled, seq_b, seq_c}, seqs
+        assert [w for w in srv.workers() if w != old], "no new worker"
+
+        assert a.release("b") == 1
+        status, _, body, _ = read_response(held[0])
+        assert (status, body) == (200, b"released b")
+        wait_until(lambda: old not in srv.workers(), 10.0, "the old worker to exit")
+        wait_until(lambda: seq_b not in a.open_seqs(), 5.0, "B's upstream connection to close")
+    finally:
+        a.release("b")
+        a.release("c")
+        for s in held:
+            s.close()
+
+
+def test_an_answer_before_the_whole_request_body_is_not_reused(proxy_server, upstream_app):
+    """/status/N answers without reading the request body: the upstream
+    connection still has body bytes owed to it and must not carry the next
+    request (aiohttp would read that request as the rest of the body)."""
+    a = upstream_app("a")
+    srv = proxy_server([a], top={"limits": {"max_body_bytes": "64m"}, **DEBUG_LOG})
+    size = 32 * MIB  # more than every socket buffer on the way can hold
+    got, sent = post_while_reading(srv.port, "/status/413", size)
+    answer = parse_answer(got)
+    assert answer is not None, f"no whole answer: {got[:300]!r}"
+    status, headers, body = answer
+    assert (status, body) == (413, b"status 413\n"), answer
+    assert sent < size, "the whole body was sent before the answer: nothing left unsent"
+    early = int(headers["x-conn-seq"])
+    srv.wait_log("not kept: request not fully sent")
+    # aiohttp would wait 10 s for the rest of the body: only the proxy closes it this soon.
+    wait_until(lambda: early not in a.open_seqs(), 3.0,
+               "the proxy to close an upstream connection it did not send the whole body on")
+    for i in range(3):
+        r = request(srv.port, "/echo", method="POST", body=b"next")
+        j = r.json()
+        assert (j["body_len"], j["path"]) == (4, "/echo"), f"request {i} after: {j}"
+        assert j["conn_seq"] != early, "the half-sent connection carried another request"
+
+
+def test_bytes_after_the_response_are_dropped_and_the_connection_not_reused(proxy_server,
+                                                                           raw_upstream):
+    """raw.py's /extra answers "ok" (Content-Length: 2) followed by a whole
+    second response, and keeps the connection open: reused, it would hand
+    that response to the next request."""
+    srv = proxy_server([raw_upstream], top=DEBUG_LOG)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"GET /extra HTTP/1.1\r\nHost: a\r\n\r\n")
+        status, headers, body, rest = read_response(s)
+        assert (status, body) == (200, VALID_BODIES["/extra"]), (status, headers, body)
+        assert headers.get("content-length") == "2", headers
+        s.sendall(b"GET /conns HTTP/1.1\r\nHost: a\r\n\r\n")
+        status, headers, body, rest = read_response(s, rest)
+        assert RAW_MARKER not in body and not rest, \
+            f"the bytes after the response reached the client: {body!r} {rest!r}"
+        assert (status, json.loads(body)) == (200, {"connections": 2}), \
+            f"the next request must go on a new upstream connection: {status} {body!r}"
+    srv.wait_log("not kept: bytes after the response")
+
+
 # ---- balancing -----------------------------------------------------------------------
 
 def test_round_robin_follows_weights(proxy_server, upstream_app):
@@ -680,6 +873,47 @@ def test_backup_is_used_only_while_the_primary_is_down(proxy_server, upstream_ap
     wait_until(lambda: request(srv.port, "/id").text == "a", 5.0,
                "the primary to be used again after fail_timeout")
     assert set(ids(srv.port, 10)) == {"a"}
+
+
+@pytest.mark.parametrize("max_connections", [1, 0])
+def test_max_connections_sends_the_overflow_to_another_server(proxy_server, upstream_app,
+                                                              max_connections):
+    slow = upstream_app("slow", delay=1.5)  # every answer takes 1.5 s
+    other = upstream_app("other")
+    srv = proxy_server([{"address": slow, "max_connections": max_connections}, other])
+    start = threading.Barrier(6)
+
+    def one(_):
+        start.wait(10)
+        return request(srv.port, "/id", timeout=10)
+
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(one, range(6)))
+    assert all(r.status == 200 for r in got), got
+    names = sorted(r.text for r in got)
+    if max_connections:
+        assert names.count("slow") == 1, \
+            f"6 requests at once, max_connections: 1 on the slow server: {names}"
+        assert slow.conns()["requests"] == 1
+    else:
+        assert names.count("slow") == 3, f"round robin without a limit: {names}"
+
+
+@pytest.mark.parametrize("buffer_size,status", [("4k", 502), ("16k", 200)])
+def test_a_response_head_bigger_than_buffer_size_is_502(proxy_server, upstream_app,
+                                                        buffer_size, status):
+    a = upstream_app("a")
+    srv = proxy_server([a], proxy={"buffer_size": buffer_size, "retries": 0})
+    big = "v" * 6144  # a 6 KiB header: the head is bigger than 4k, smaller than 16k
+    r = request(srv.port, f"/headers?set=X-Big:{big}")
+    assert r.status == status, f"a 6 KiB response head with buffer_size: {buffer_size}: {r}"
+    if status == 200:
+        assert (r.header("X-Big"), r.body) == (big, b"headers")
+    else:
+        assert r.header("X-Big") is None and b"headers" not in r.body, r
+        srv.wait_log(a.addr)
+    r = request(srv.port, "/id")
+    assert (r.status, r.text) == (200, "a"), f"the next request: {r}"
 
 
 # ---- upgrades ------------------------------------------------------------------------

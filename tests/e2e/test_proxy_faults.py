@@ -16,7 +16,8 @@ import pytest
 
 from tests.e2e.conftest import statuses
 from tests.e2e.test_proxy import (  # noqa: F401  (proxy_server is a fixture)
-    MIB, Client, ids, proxy_server, raw_exchange, request, wait_until)
+    MIB, Client, ids, parse_answer, post_while_reading, proxy_server, raw_exchange, request,
+    wait_until)
 from tests.e2e.upstreams import pattern_sha256
 from tests.e2e.upstreams.fixtures import free_port
 from tests.e2e.upstreams.raw import RAW_MARKER, VALID_BODIES
@@ -108,6 +109,25 @@ def test_stalled_upstream_is_504_after_read_timeout(proxy_server, upstream_app, 
     assert r.status == 504, r
     assert 0.8 <= took < 2.5, f"504 after {took:.2f}s with read_timeout: 1s"
     assert fp.connections == 1
+    assert_logged(srv, fp.addr)
+
+
+def test_send_timeout_is_504_when_the_upstream_takes_no_body(proxy_server, upstream_app,
+                                                             fault_proxy):
+    a = upstream_app("a")
+    fp = fault_proxy(a, mode="deaf")  # accepts, never reads
+    srv = proxy_server([fp], proxy={"send_timeout": "1s", "read_timeout": "30s", "retries": 0},
+                       top={"limits": {"max_body_bytes": "64m"}})
+    size = 50 * MIB  # far more than the socket buffers on the way hold
+    t0 = time.monotonic()
+    got, sent = post_while_reading(srv.port, "/upload", size, timeout=15)
+    took = time.monotonic() - t0
+    answer = parse_answer(got)
+    assert answer is not None and answer[0] == 504, \
+        f"no answer began and the upstream took nothing for 1 s: want a 504, got {got[:300]!r}"
+    assert sent < size, "the whole body went: the upstream did read"
+    assert 0.8 <= took < 4.0, f"504 after {took:.2f}s with send_timeout: 1s"
+    assert fp.connections == 1, "a send timeout is not retried"
     assert_logged(srv, fp.addr)
 
 

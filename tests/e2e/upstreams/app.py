@@ -34,10 +34,16 @@ conn_seq below):
                     200 "headers" carrying those extra headers as given
                     (hop-by-hop ones included; Server and Date as given win)
   /id               the --name value
+  /hold/KEY[?timeout=30]
+                    waits until /release/KEY (or `timeout` seconds), then "released KEY"
+                    ("timed out KEY" after the timeout): a request held in flight for
+                    as long as a test wants, without guessing durations
+  /release/KEY      releases every request held on KEY, now and later
+                    (JSON {"held": how many were waiting})
   /healthz          200 "ok", or 503 "down" while --health-file holds "down"
   /ws               WebSocket echo, text and binary
 
-`--delay S` makes every request except /conns and /healthz wait S seconds
+`--delay S` makes every request except /conns, /healthz and /release wait S seconds
 first: a slow server for least_conn.
 """
 from __future__ import annotations
@@ -79,6 +85,7 @@ class Connections:
       requests     requests received on them
       accepted     every connection accepted, direct ones included
       open         every connection open now, direct ones included
+      open_seqs    the seq (X-Conn-Seq) of each proxied connection open now, sorted
     """
 
     def __init__(self):
@@ -121,6 +128,7 @@ class Connections:
             "requests": self.requests,
             "accepted": self.seq,
             "open": open_all,
+            "open_seqs": sorted(r["seq"] for r in self.info.values() if not r["direct"]),
         }
 
 
@@ -173,7 +181,8 @@ def _int(request, key, default):
 async def track(request, handler):
     rec = CONNS.seen(request)
     request["conn_seq"] = rec["seq"]
-    if ARGS.delay and request.path not in ("/conns", "/healthz"):
+    if (ARGS.delay and request.path not in ("/conns", "/healthz")
+            and not request.path.startswith("/release/")):
         await asyncio.sleep(ARGS.delay)
     return await handler(request)
 
@@ -315,6 +324,31 @@ async def headers(request):
     return resp
 
 
+HOLDS: dict[str, asyncio.Event] = {}
+HELD: dict[str, int] = {}
+
+
+async def hold(request):
+    key = request.match_info["key"]
+    timeout = float(request.query.get("timeout", "30"))
+    event = HOLDS.setdefault(key, asyncio.Event())
+    HELD[key] = HELD.get(key, 0) + 1
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except asyncio.TimeoutError:
+        return web.Response(text=f"timed out {key}")
+    finally:
+        HELD[key] -= 1
+    return web.Response(text=f"released {key}")
+
+
+async def release(request):
+    key = request.match_info["key"]
+    held = HELD.get(key, 0)
+    HOLDS.setdefault(key, asyncio.Event()).set()
+    return web.json_response({"held": held})
+
+
 async def ident(request):
     return web.Response(text=ARGS.name)
 
@@ -363,6 +397,8 @@ def make_app() -> web.Application:
     app.router.add_route("*", "/close", close)
     app.router.add_route("*", "/headers", headers)
     app.router.add_route("*", "/id", ident)
+    app.router.add_route("*", "/hold/{key}", hold)
+    app.router.add_route("*", "/release/{key}", release)
     app.router.add_route("*", "/healthz", healthz)
     app.router.add_route("GET", "/ws", ws)
     app.router.add_route("*", "/{tail:.*}", echo_any)  # /echo, /echo/x, /echoes...

@@ -15,6 +15,9 @@ Modes (a connection keeps the mode it was accepted under):
                           (ECONNREFUSED); leaving the mode listens again on
                           the same port
   stall                   accepts and reads, never answers, never closes
+  deaf                    accepts, never reads (the sender's buffers fill up:
+                          its writes stop making progress), never answers,
+                          never closes
   reset_after_request     reads one request head, then resets; the upstream
                           is never contacted
   cut_response_after:N    forwards, but resets the client side after N
@@ -31,13 +34,14 @@ import socket
 import struct
 import threading
 
-MODES = ("pass", "reset_on_connect", "refuse", "stall", "reset_after_request",
+MODES = ("pass", "reset_on_connect", "refuse", "stall", "deaf", "reset_after_request",
          "cut_response_after:N", "slow:BYTES:DELAY")
 
 
 def _parse_mode(mode: str):
     name, _, rest = mode.partition(":")
-    if name in ("pass", "reset_on_connect", "refuse", "stall", "reset_after_request") and not rest:
+    if name in ("pass", "reset_on_connect", "refuse", "stall", "deaf",
+                "reset_after_request") and not rest:
         return (name,)
     if name == "cut_response_after":
         return (name, int(rest))
@@ -189,6 +193,10 @@ class FaultProxy:
                 # "refuse" only here in the instant before the listener closed.
                 _rst(writer)
                 return
+            if kind == "deaf":
+                # asyncio reads ahead into the StreamReader only up to its
+                # limit (2 x 64 KiB), then stops reading the socket.
+                await asyncio.Event().wait()
             if kind == "stall":
                 while await reader.read(65536):
                     pass

@@ -8,7 +8,9 @@ servers) or a successful connect (Node.js, nginx), polled with a deadline.
       the aiohttp app (app.py). Upstream: .name .host .port .addr (as the
       `servers:` list writes it: "127.0.0.1:PORT" or "unix:/path") .url
       .health_file; .conns() (GET /conns directly, see app.Connections),
-      .get(path) (a direct request: (status, headers, body)), .set_health(ok),
+      .get(path) (a direct request: (status, headers, body)), .release(key)
+      (ends the requests held on /hold/KEY), .open_seqs() (the X-Conn-Seq of
+      each proxied connection open now), .set_health(ok),
       .stop() (the server dies: connections refused), .start() (again, on
       the same port), .log() (its stderr)
   raw_upstream -> RawUpstream: .port .addr .url (raw.py, canned answers)
@@ -207,6 +209,17 @@ class Upstream:
         status, _, body = self.get("/conns")
         assert status == 200, (status, body)
         return json.loads(body)
+
+    def release(self, key) -> int:
+        """Answers the requests held on /hold/KEY (and any later ones); returns
+        how many were waiting."""
+        status, _, body = self.get(f"/release/{key}")
+        assert status == 200, (status, body)
+        return json.loads(body)["held"]
+
+    def open_seqs(self) -> list[int]:
+        """The X-Conn-Seq of every proxied connection open now."""
+        return self.conns()["open_seqs"]
 
     def wait_conns(self, key, pred, timeout=5.0, what=""):
         """Polls conns() until pred(conns()[key]); returns the last value."""

@@ -4,9 +4,11 @@
 
 Prints "READY <port>" once listening (`--port 0` picks one). Per connection
 it reads one request head (and a Content-Length body, if any), answers the
-bytes that RESPONSES gives for its path, and closes. Every body carries the
-marker RAW_MARKER, so a test can assert that a malformed answer never
-reached the client. /conns answers the number of connections accepted so far.
+bytes that RESPONSES gives for its path, and closes, except after a path in
+KEEP_OPEN: then it reads and answers the next request on the same
+connection. Every body carries the marker RAW_MARKER, so a test can assert
+that a malformed answer never reached the client. /conns answers the number
+of connections accepted so far.
 """
 from __future__ import annotations
 
@@ -47,14 +49,23 @@ RESPONSES: dict[str, bytes] = {
                      b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
                      b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nContent-Type: text/plain\r\n\r\n"
                      b"final " + RAW_MARKER[:4] + b"\n",
+    # A valid answer ("ok"), then bytes no request asked for: a whole second
+    # response, so that a proxy reusing the connection would hand it to the
+    # next request (a desync). The connection stays open (KEEP_OPEN).
+    "/extra": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
+              b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n" + RAW_MARKER,
     # 100 KiB of header lines.
     "/big-head": b"HTTP/1.1 200 OK\r\n"
                  + b"".join(b"X-Big-%04d: %s\r\n" % (i, b"v" * 88) for i in range(1024))
                  + b"Content-Length: 7\r\n\r\n" + RAW_MARKER,
 }
 
+# Paths after whose answer the connection is kept open for another request.
+KEEP_OPEN = {"/extra"}
+
 # The bodies a proxy must pass on for the valid cases.
 VALID_BODIES = {
+    "/extra": b"ok",
     "/no-length": b"close-delimited " + RAW_MARKER + b"\n",
     "/http10": b"from http/1.0 " + RAW_MARKER + b"\n",
     "/100-then-200": b"final " + RAW_MARKER[:4] + b"\n",
@@ -69,21 +80,24 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
     global ACCEPTED
     ACCEPTED += 1
     try:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        m = _CL.search(head)
-        if m and int(m.group(1)):
-            await asyncio.wait_for(reader.readexactly(int(m.group(1))), 10)
-        parts = head.split(b" ", 2)
-        path = parts[1].decode("latin-1") if len(parts) > 1 else ""
-        path = path.split("?", 1)[0]
-        if path == "/conns":
-            body = b'{"connections": %d}' % ACCEPTED
-            out = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
-        else:
-            out = RESPONSES.get(path, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-        if out:
-            writer.write(out)
-            await writer.drain()
+        path = ""
+        while path == "" or path in KEEP_OPEN:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            m = _CL.search(head)
+            if m and int(m.group(1)):
+                await asyncio.wait_for(reader.readexactly(int(m.group(1))), 10)
+            parts = head.split(b" ", 2)
+            path = parts[1].decode("latin-1") if len(parts) > 1 else "?"
+            path = path.split("?", 1)[0] or "?"
+            if path == "/conns":
+                body = b'{"connections": %d}' % ACCEPTED
+                out = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            else:
+                out = RESPONSES.get(path,
+                                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            if out:
+                writer.write(out)
+                await writer.drain()
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
             ConnectionError):
         pass
