@@ -624,7 +624,10 @@ void conn_close(sws_engine_t *e, sws_conn_t *c)
     free(c->heap);
     if (c->file)
         sws_filecache_release(e->fc, c->file);
-    free(c);
+    c->type = T_DEAD; /* freed after this batch of events (px_bury) */
+    c->fd = -1;
+    c->tnext = e->dead_conns;
+    e->dead_conns = c;
     e->cnt.active--;
     e->cnt.handled++;
     if (e->accept_paused && !e->shutting_down && e->cnt.active < e->lim.max_connections &&
@@ -1861,6 +1864,8 @@ int sws_engine_run(sws_engine_t *e)
             break;
         for (int i = 0; i < n; i++) {
             int type = *(int *)e->ev[i].data.ptr;
+            if (type == T_DEAD)
+                continue; /* closed by an earlier event of this batch */
             if (type == T_LISTENER) {
                 listener_t *l = e->ev[i].data.ptr;
                 if (l->enabled)
@@ -1880,6 +1885,7 @@ int sws_engine_run(sws_engine_t *e)
                 conn_read(e, c);
         }
         total += n;
+        px_bury(e);
         if (n < EV_BATCH)
             break;
     }
@@ -1915,6 +1921,7 @@ void sws_engine_tick(sws_engine_t *e)
         }
     }
     px_tick(e);
+    px_bury(e);
     if (e->accept_paused && e->accept_resume && e->now >= e->accept_resume && !e->shutting_down) {
         e->accept_resume = 0;
         if (e->cnt.active < e->lim.max_connections)
@@ -1976,4 +1983,5 @@ void sws_engine_close_all(sws_engine_t *e)
     for (int which = 0; which < TL_COUNT; which++)
         while (e->tl[which].head)
             conn_close(e, e->tl[which].head);
+    px_bury(e);
 }

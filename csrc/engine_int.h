@@ -29,7 +29,7 @@
 #define STOP_GRACE_MS 500    /* see sws_engine_shutdown */
 #define IN_EXTRA (64 * 1024)  /* read buffer = max_header_bytes + this */
 
-enum { T_LISTENER = 1, T_CONN = 2, T_UPSTREAM = 3 };
+enum { T_LISTENER = 1, T_CONN = 2, T_UPSTREAM = 3, T_DEAD = 4 };
 enum { S_HEAD, S_BODY, S_LINGER };
 enum { TL_NONE = -1, TL_HEADER, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_GRACE, TL_COUNT };
 
@@ -129,6 +129,11 @@ struct sws_engine {
 
     /* reverse proxy (csrc/proxy.c) */
     struct upconn *upconns;    /* every upstream connection: the tick scans deadlines */
+    /* Closed connections are freed only after the current batch of events:
+     * the proxy closes a peer (client or upstream) whose event may still be
+     * in the batch; such an event finds T_DEAD and is skipped. */
+    sws_conn_t *dead_conns;    /* linked by tnext */
+    struct upconn *dead_ups;   /* linked by next */
     sws_upstream_t **upstreams;
     size_t n_upstreams;
     sws_cidr_t *trusted;
@@ -196,5 +201,7 @@ SWS_INTERNAL void px_tick(sws_engine_t *e);
 SWS_INTERNAL void px_shutdown(sws_engine_t *e);
 SWS_INTERNAL void px_close_all(sws_engine_t *e);
 SWS_INTERNAL void px_engine_free(sws_engine_t *e);
+/* Frees the connections closed during the last batch of events. */
+SWS_INTERNAL void px_bury(sws_engine_t *e);
 
 #endif

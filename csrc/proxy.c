@@ -289,7 +289,24 @@ static void uc_close(sws_engine_t *e, upconn_t *uc)
     if (uc->next)
         uc->next->prev = uc->prev;
     close(uc->fd); /* also leaves the epoll set (no fork shares it) */
-    free(uc);
+    uc->type = T_DEAD; /* freed after this batch of events (px_bury) */
+    uc->fd = -1;
+    uc->next = e->dead_ups;
+    e->dead_ups = uc;
+}
+
+void px_bury(sws_engine_t *e)
+{
+    while (e->dead_conns) {
+        sws_conn_t *c = e->dead_conns;
+        e->dead_conns = c->tnext;
+        free(c);
+    }
+    while (e->dead_ups) {
+        upconn_t *uc = e->dead_ups;
+        e->dead_ups = uc->next;
+        free(uc);
+    }
 }
 
 /* A non-blocking connect to srv; NULL with errno when it failed at once. */
@@ -1536,9 +1553,8 @@ void px_client_event(sws_engine_t *e, sws_conn_t *c, uint32_t events)
     }
     int reading = (c->evmask & EPOLLIN) != 0;
     if (!reading) {
-        /* only EPOLLRDHUP/ERR/HUP are asked for: the client went away */
-        elog(e, SWS_L_INFO, "client closed the connection while proxying \"%.*s %.*s\"",
-             (int)x->log.method_len, x->log.method, (int)x->log.target_len, x->log.target);
+        /* only EPOLLRDHUP/ERR/HUP are asked for: the client went away
+         * (px_client_gone logs it) */
         conn_close(e, c);
         return;
     }
@@ -1640,8 +1656,9 @@ void px_client_gone(sws_engine_t *e, sws_conn_t *c)
         return;
     if (x->uc) {
         if (!x->started)
-            elog(e, SWS_L_INFO, "client closed the connection before the upstream %s answered",
-                 x->uc->srv->name);
+            elog(e, SWS_L_INFO, "client closed the connection before the upstream %s answered "
+                 "\"%.*s %.*s\"", x->uc->srv->name, (int)x->log.method_len, x->log.method,
+                 (int)x->log.target_len, x->log.target);
         uc_close(e, x->uc); /* never reused: its response was not read to the end */
     }
     if (!x->started || x->rs != RS_DONE) {
@@ -1893,6 +1910,7 @@ void px_close_all(sws_engine_t *e)
 void px_engine_free(sws_engine_t *e)
 {
     px_close_all(e);
+    px_bury(e);
     for (size_t i = 0; i < e->n_upstreams; i++) {
         free(e->upstreams[i]->ring);
         e->upstreams[i]->ring = NULL;

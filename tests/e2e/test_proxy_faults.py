@@ -11,6 +11,7 @@ import hashlib
 import http.client
 import socket
 import time
+import urllib.request
 
 import pytest
 
@@ -404,3 +405,24 @@ def test_client_gone_while_waiting_closes_the_upstream_connection(proxy_server, 
     s.close()
     a.wait_conns("active", lambda n: n == 0, timeout=3.0,
                  what="(the proxy must close the upstream connection when its client leaves)")
+
+
+@pytest.mark.timeout(60)
+def test_many_clients_leaving_at_once_do_not_disturb_the_worker(proxy_server, upstream_app):
+    """Clients and upstream answers in the same batch of events: wrk keeps 64
+    requests in flight and then closes every connection at once, so a client
+    close and its upstream's answer meet in one epoll batch (the worker must
+    not touch a connection closed earlier in the batch; it once did, and
+    aborted). The same worker keeps serving and every upstream connection
+    of an aborted request is closed."""
+    import subprocess
+    a = upstream_app("a")
+    srv = proxy_server([a], upstream={"keepalive": 64})
+    workers = srv.workers()
+    for _round in range(4):
+        subprocess.run(["wrk", "-t1", "-c64", "-d1s", f"http://127.0.0.1:{srv.port}/id"],
+                       check=True, capture_output=True, timeout=20)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/id", timeout=5).read()
+    assert body == b"a"
+    assert srv.workers() == workers, "a worker was restarted:\n" + srv.log()
+    assert "signal" not in srv.log(), srv.log()
