@@ -343,6 +343,7 @@ def test_crash_loop_backs_off_and_recovers(server, tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
     srv = server(one_route("ok", extra="log: {{access: {tmp}/logs/access.log}}"))
+    srv.expect_crashes = True
     pid = wait_for(srv.workers, 5, "a worker")[0]
     # Passes validation at load, fails at every worker start from now on:
     # the access log's folder is gone.
