@@ -503,7 +503,7 @@ int conn_set_mask(sws_engine_t *e, sws_conn_t *c, uint32_t events)
 
 static int conn_set_events(sws_engine_t *e, sws_conn_t *c, int want_out)
 {
-    return conn_set_mask(e, c, want_out ? EPOLLOUT : EPOLLIN);
+    return conn_set_mask(e, c, want_out ? EPOLLOUT : EPOLLIN | EPOLLRDHUP);
 }
 
 /* Writes the batch to c. Returns 0 when all of it went (or was queued in
@@ -1840,13 +1840,15 @@ static void do_accept(sws_engine_t *e, listener_t *l)
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         }
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        /* EPOLLRDHUP: while a request is proxied the connection is left as
+         * it is and a client that leaves is still seen (csrc/proxy.c) */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
         if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
             close(fd);
             free(c);
             continue;
         }
-        c->evmask = EPOLLIN;
+        c->evmask = EPOLLIN | EPOLLRDHUP;
         e->cnt.accepted++;
         e->cnt.active++;
         tl_set(e, c, TL_HEADER); /* the first request has header_timeout to arrive */

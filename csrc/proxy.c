@@ -1186,14 +1186,14 @@ static void px_sync(sws_engine_t *e, px_t *x)
     int want_body = !x->req_done || x->rs == RS_TUNNEL;
     if (c->pend)
         cm = EPOLLOUT;
-    else if (want_body && uc && !connecting && !wpending)
-        cm = EPOLLIN | EPOLLRDHUP;
-    else
-        cm = EPOLLRDHUP; /* only to see the client go away */
-    conn_set_mask(e, c, cm);
+    else if (want_body)
+        cm = uc && !connecting && !wpending ? EPOLLIN | EPOLLRDHUP : EPOLLRDHUP;
+    else /* the next pipelined requests are read ahead into the stash, bounded */
+        cm = c->stash_len < e->in_cap ? EPOLLIN | EPOLLRDHUP : EPOLLRDHUP;
+    conn_set_mask(e, c, cm); /* usually unchanged: no system call */
     if (c->pend)
         ; /* out_flush armed TL_SEND */
-    else if (cm & EPOLLIN && x->rs != RS_TUNNEL) {
+    else if (want_body && (cm & EPOLLIN) && x->rs != RS_TUNNEL) {
         if (c->tlist != TL_HEADER)
             tl_set(e, c, TL_HEADER); /* the body read timeout */
     } else {
@@ -1501,7 +1501,7 @@ static void px_finish(sws_engine_t *e, px_t *x)
         c->close_after = 1;
     if (c->pend)
         return; /* conn_write finishes: then conn_settle closes or goes on */
-    conn_set_mask(e, c, EPOLLIN);
+    conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
     conn_settle(e, c, NULL, 0);
 }
 
@@ -1558,17 +1558,32 @@ void px_client_event(sws_engine_t *e, sws_conn_t *c, uint32_t events)
         conn_close(e, c);
         return;
     }
+    int want_body = !x->req_done || x->rs == RS_TUNNEL;
+    size_t room = want_body ? e->in_cap : e->in_cap - c->stash_len;
     ssize_t got;
     do
-        got = recv(c->fd, e->in, e->in_cap, 0);
+        got = recv(c->fd, e->in, room, 0);
     while (got < 0 && errno == EINTR);
     if (got < 0 && errno == EAGAIN)
         return;
     if (got <= 0) {
-        conn_close(e, c); /* the client left mid-body: the upstream request is void */
+        conn_close(e, c); /* the client left: the upstream request is void */
         return;
     }
     size_t len = (size_t)got;
+    if (!want_body) { /* the next request, pipelined: kept for later */
+        char *s = realloc(c->stash, c->stash_len + len);
+        if (!s) {
+            conn_close(e, c);
+            return;
+        }
+        memcpy(s + c->stash_len, e->in, len);
+        c->stash = s;
+        c->stash_len += (uint32_t)len;
+        c->resume = 1;
+        px_sync(e, x);
+        return;
+    }
     if (x->rs == RS_TUNNEL) {
         if (w_put(x, e->in, len) < 0) {
             conn_close(e, c);

@@ -988,3 +988,28 @@ def test_the_spec_example_config_checks(tmp_path):
     r = subprocess.run([sys.executable, "-m", "scalws", "--check-config", str(cfg)],
                        cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "test is successful" in r.stdout, r.stderr
+
+
+def test_pipelined_requests_are_proxied_in_order(proxy_server, upstream_app):
+    """Requests pipelined behind a proxied one (with Content-Length and
+    chunked bodies between them) wait in the connection's stash and are
+    answered in order, one upstream exchange at a time."""
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    req = (b"GET /echo/1 HTTP/1.1\r\nHost: x\r\n\r\n"
+           b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+           b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"3\r\nabc\r\n0\r\n\r\n"
+           b"GET /echo/4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(req)
+        buf = b""
+        answers = []
+        for _ in range(4):
+            status, headers, body, buf = read_response(s, buf)
+            answers.append((status, json.loads(body)))
+    assert [st for st, _ in answers] == [200] * 4, answers
+    assert answers[0][1]["path"] == "/echo/1"
+    assert answers[1][1] == {"len": 5, "sha256": hashlib.sha256(b"hello").hexdigest()}
+    assert answers[2][1] == {"len": 3, "sha256": hashlib.sha256(b"abc").hexdigest()}
+    assert answers[3][1]["path"] == "/echo/4"
