@@ -89,7 +89,8 @@ typedef struct px {
         out_close : 1,            /* the client's response ends with the connection */
         junk : 1,                 /* bytes after the response: do not reuse */
         up_eof : 1,               /* tunnel: the upstream closed */
-        in_start : 1;             /* px_start is on the stack: errors are returned, not sent */
+        in_start : 1,             /* px_start is on the stack: errors are returned, not sent */
+        head_close : 1;           /* our head told the client Connection: close */
     int early_status;             /* the error px_start returns */
     uint32_t attempts;
     uint64_t tried;               /* servers tried, by index (first 64) */
@@ -719,6 +720,8 @@ static int build_head(sws_engine_t *e, px_t *x, const reqview_t *r, const sws_re
         PUTN(p->host, p->host_len);
     else if (r->host)
         PUTN(r->host, r->host_len);
+    else if (x->up->servers[0].addr.ss_family == AF_UNIX)
+        PUT("localhost");
     else
         PUTN(x->up->servers[0].name, strlen(x->up->servers[0].name));
     PUT("\r\n");
@@ -985,6 +988,7 @@ int px_start(sws_engine_t *e, sws_conn_t *c, const reqview_t *r, const sws_reque
         px_free(x);
         return status;
     }
+    e->px_inflight++;
     return 0;
 }
 
@@ -1062,8 +1066,17 @@ static int px_fail(sws_engine_t *e, px_t *x, int kind, int err)
         elog(e, SWS_L_ERROR, "%s%s%s, upstream: %s, request: \"%.*s %.*s\", client: %s",
              fail_text(kind), err ? ": " : "", err ? strerror(err) : "", uc->srv->name,
              (int)x->log.method_len, x->log.method, (int)x->log.target_len, x->log.target, peer);
-        if (!(kind == F_RESET && reused))
+        if (kind == F_RESET && reused) {
+            /* The pool handed us a connection the server had closed: that
+             * says nothing about the server, which may be tried again (the
+             * next try takes another pooled connection or a fresh one). */
+            size_t i = (size_t)(uc->srv - x->up->servers);
+            if (i < 64)
+                x->tried &= ~(1ull << i);
+            x->attempts--;
+        } else {
             srv_fail(e, x->up, uc->srv);
+        }
         x->uc = NULL;
         uc_close(e, uc);
     }
@@ -1173,7 +1186,10 @@ static void px_sync(sws_engine_t *e, px_t *x)
                        : !read_ok                                 ? D_NONE
                        : !x->req_done && x->rs == RS_HEAD         ? D_NONE
                                                                   : D_READ;
-            if (want != uc->dkind) {
+            if (want == D_NONE) {
+                uc->dkind = D_NONE;
+                uc->deadline = 0; /* also a deadline left from before the pause */
+            } else if (want != uc->dkind) {
                 uc->dkind = want;
                 uc->deadline = want == D_SEND   ? e->now + x->p->send_timeout_ms
                                : want == D_READ ? e->now + x->p->read_timeout_ms
@@ -1280,7 +1296,11 @@ static void put_head(sws_engine_t *e, px_t *x, int status, const char *reason, s
                      (unsigned long long)x->ri.content_length);
         out_copy(e, line, (size_t)n);
     }
-    out_conn_end(e, x->minor, x->keepalive && !x->out_close && !e->shutting_down);
+    /* An answer that comes before the whole request body ends the connection:
+     * the rest of the body is not read. */
+    int keep = x->keepalive && !x->out_close && !e->shutting_down && x->req_done;
+    x->head_close = !keep;
+    out_conn_end(e, x->minor, keep);
 }
 
 /* Body bytes from the upstream into the batch (referenced in rbuf).
@@ -1406,6 +1426,8 @@ static void up_read(sws_engine_t *e, px_t *x)
             x->last_len = x->rlen;
             if (x->rlen == x->rcap)
                 px_fail(e, x, F_BAD_RESPONSE, 0);
+            else
+                px_sync(e, x); /* restarts the read timeout */
             return;
         }
         if (n < 0) {
@@ -1440,6 +1462,8 @@ static void up_read(sws_engine_t *e, px_t *x)
         if (x->rs == RS_TUNNEL && c->stash) {
             /* bytes the client sent after its upgrade request belong to the tunnel */
             if (w_put(x, c->stash, c->stash_len) < 0) {
+                e->niov = 0; /* the 101 head queued for this client goes nowhere */
+                e->out_len = 0;
                 conn_close(e, c);
                 return;
             }
@@ -1490,12 +1514,13 @@ static void px_finish(sws_engine_t *e, px_t *x)
         }
     }
     c->px = NULL;
+    e->px_inflight--;
     if (c->pend) { /* the last bytes are still referenced: rbuf goes with them */
         c->heap = x->rbuf;
         x->rbuf = NULL;
     }
     int close = !x->keepalive || x->out_close || !x->req_done || e->shutting_down ||
-                c->close_after || x->rs == RS_TUNNEL;
+                c->close_after || x->rs == RS_TUNNEL || x->head_close;
     px_free(x);
     if (close)
         c->close_after = 1;
@@ -1551,11 +1576,12 @@ void px_client_event(sws_engine_t *e, sws_conn_t *c, uint32_t events)
         client_write(e, c);
         return;
     }
-    int reading = (c->evmask & EPOLLIN) != 0;
-    if (!reading) {
-        /* only EPOLLRDHUP/ERR/HUP are asked for: the client went away
-         * (px_client_gone logs it) */
-        conn_close(e, c);
+    if (!(c->evmask & EPOLLIN)) {
+        /* Reading is paused: only a client that went away matters (the
+         * event may also be an EPOLLIN from before the mask changed in this
+         * batch). px_client_gone logs it. */
+        if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            conn_close(e, c);
         return;
     }
     int want_body = !x->req_done || x->rs == RS_TUNNEL;
@@ -1669,6 +1695,7 @@ void px_client_gone(sws_engine_t *e, sws_conn_t *c)
     c->px = NULL;
     if (!x)
         return;
+    e->px_inflight--;
     if (x->uc) {
         if (!x->started)
             elog(e, SWS_L_INFO, "client closed the connection before the upstream %s answered "
@@ -1676,10 +1703,10 @@ void px_client_gone(sws_engine_t *e, sws_conn_t *c)
                  (int)x->log.target_len, x->log.target);
         uc_close(e, x->uc); /* never reused: its response was not read to the end */
     }
-    if (!x->started || x->rs != RS_DONE) {
-        access_log(e, c, &x->log, x->started ? x->status : 499, x->sent);
-        e->cnt.requests++;
-    }
+    /* px_finish did not run: the request is logged here, 499 (nginx's
+     * "client closed") when no answer had started */
+    access_log(e, c, &x->log, x->started ? x->status : 499, x->sent);
+    e->cnt.requests++;
     px_free(x);
 }
 
@@ -1869,6 +1896,7 @@ void px_tick(sws_engine_t *e)
             uc = uc->next;
             continue;
         }
+        int dkind = uc->dkind;
         uc->deadline = 0;
         uc->dkind = D_NONE;
         if (uc->state == UC_IDLE) {
@@ -1877,9 +1905,9 @@ void px_tick(sws_engine_t *e)
             hc_done(e, uc, 0, "timed out");
         } else {
             px_t *x = uc->px;
-            int kind = uc->dkind == D_CONNECT ? F_CONNECT_TIMEOUT
-                       : uc->dkind == D_SEND  ? F_SEND_TIMEOUT
-                                              : F_READ_TIMEOUT;
+            int kind = dkind == D_CONNECT ? F_CONNECT_TIMEOUT
+                       : dkind == D_SEND  ? F_SEND_TIMEOUT
+                                          : F_READ_TIMEOUT;
             if (x->rs == RS_TUNNEL) {
                 conn_close(e, x->c);
             } else {
