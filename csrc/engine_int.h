@@ -16,7 +16,9 @@
 
 #define EV_BATCH 256          /* events per epoll_wait */
 #define RUN_ROUNDS 4          /* epoll_wait rounds per sws_engine_run */
-#define ACCEPT_BATCH 64       /* accepts per listener event */
+#define ACCEPT_BATCH 64
+#define BATCH_MIN_INFLIGHT 16 /* proxied requests in flight for the batching window */
+#define BATCH_SHORT_PASS 16   /* a pass with fewer events is short */       /* accepts per listener event */
 #define OUT_BUF (64 * 1024)   /* per-engine response batch */
 #define OUT_IOV 64
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
@@ -133,6 +135,8 @@ struct sws_engine {
      * the proxy closes a peer (client or upstream) whose event may still be
      * in the batch; such an event finds T_DEAD and is skipped. */
     sws_conn_t *dead_conns;    /* linked by tnext */
+    uint32_t px_inflight;      /* proxied requests in progress */
+    int last_events;           /* events handled by the previous sws_engine_run */
     struct upconn *dead_ups;   /* linked by next */
     sws_upstream_t **upstreams;
     size_t n_upstreams;

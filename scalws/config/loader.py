@@ -55,7 +55,7 @@ _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _NOT_AVAILABLE = "'{}' is not available in this version of scalws"
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
-            "pid", "log", "limits", "trusted_proxies", "upstreams", "sites")
+            "pid", "log", "limits", "batch_window", "trusted_proxies", "upstreams", "sites")
 # Keys of the design (DESIGN.md) that this version does not implement yet.
 TOP_UNAVAILABLE = {k: _NOT_AVAILABLE.format(k)
                    for k in ("status", "instances", "apps")}
@@ -499,6 +499,15 @@ def _walk_document(ctx: _Context, root) -> Config:
         value = ctx.duration(keys["shutdown_timeout"][1], "shutdown_timeout")
         if value is not None:
             cfg.shutdown_timeout = value
+
+    if "batch_window" in keys:
+        node = keys["batch_window"][1]
+        value = ctx.duration(node, "batch_window")
+        if value is not None:
+            if value > 0.001:
+                ctx.error(node, "batch_window", "expected at most 1ms (0 turns it off)")
+            else:
+                cfg.batch_window = value
 
     if "pid" in keys:
         cfg.pid = ctx.path(keys["pid"][1], "pid")

@@ -96,6 +96,9 @@ class Config:
     sandbox: bool = False
     server_header: Optional[str] = "scalws"  # None = no Server header
     shutdown_timeout: float = 30.0
+    # With many proxied requests in flight, wait this long before a pass over
+    # ready sockets that follows a short one (docs/adr/0002); 0 = off.
+    batch_window: float = 0.00002
     pid: Optional[str] = None              # pid file path
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)

@@ -2,7 +2,7 @@
 
 parse_size:     1024, "1024", "16k", "10M", "1g"  -> int bytes
                 (case-insensitive suffix, binary multiples: k = 1024)
-parse_duration: 10, 1.5, "500ms", "10s", "2m", "1h", "1d", "1m30s", "1h 30m"
+parse_duration: 10, 1.5, "50us", "500ms", "10s", "2m", "1h", "1d", "1m30s", "1h 30m"
                 -> float seconds (a bare number is seconds; units are
                 lowercase because nginx's "M" means months, not minutes)
 
@@ -22,9 +22,9 @@ _SIZE_RE = re.compile(r"([0-9]+)\s*([kmg]?)", re.IGNORECASE)
 _SIZE_MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)\s*")
+_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(us|ms|s|m|h|d)\s*")
 # Largest unit first; each unit at most once ("1m30s", not "30s1m").
-_DURATION_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 0.000001}
 _DURATION_ORDER = list(_DURATION_UNITS)
 
 

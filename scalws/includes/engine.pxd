@@ -122,6 +122,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t send_timeout_ms
         uint32_t keepalive_requests
         uint32_t max_connections
+        uint32_t batch_window_us
 
     enum:
         SWS_ERR_400, SWS_ERR_403, SWS_ERR_404, SWS_ERR_405, SWS_ERR_408, SWS_ERR_412,

@@ -99,6 +99,7 @@ cdef class Engine:
         lim.send_timeout_ms = _ms(limits.send_timeout)
         lim.keepalive_requests = limits.keepalive_requests
         lim.max_connections = limits.max_connections
+        lim.batch_window_us = <uint32_t>(config.batch_window * 1e6 + 0.5)
         self.e = sws_engine_new(&lim, errors_, worker_id)
         if self.e == NULL:
             raise OSError(errno, "engine: " + strerror(errno).decode())

@@ -74,13 +74,13 @@ def test_parse_size_refuses(text):
 @pytest.mark.parametrize("text, expected", [
     (10, 10.0), (1.5, 1.5), ("10", 10.0), ("1.5", 1.5), ("500ms", 0.5), ("10s", 10.0),
     ("2m", 120.0), ("1h", 3600.0), ("1d", 86400.0), ("1m30s", 90.0),
-    ("1h 30m", 5400.0), ("1s500ms", 1.5), (0, 0.0),
+    ("1h 30m", 5400.0), ("1s500ms", 1.5), (0, 0.0), ("20us", 0.00002), ("1ms500us", 0.0015),
 ])
 def test_parse_duration(text, expected):
     assert units.parse_duration(text) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("text", ["", "s", "10x", "-1s", "30s1m", "1m1m", "10S", "1.s",
+@pytest.mark.parametrize("text", ["", "s", "10x", "-1s", "30s1m", "1m1m", "10S", "1.s", "5us1ms",
                                   float("inf"), float("nan"), -1, True, None])
 def test_parse_duration_refuses(text):
     with pytest.raises(ValueError, match="^expected a duration such as 10s or 500ms$"):
@@ -962,3 +962,13 @@ def test_respond_refuses_server_owned_headers(tmp_path, name, advice):
     assert route_problem(tmp_path, f"{{path: /, respond: {{headers: {{{name}: x}}}}}}") == (
         f"F:4:39: sites[0].routes[0].respond.headers.{name}: header '{name}' is set by "
         f"the server: {advice}")
+
+
+def test_batch_window():
+    from scalws.config.loader import load_config_text
+    base = "sites: [{listen: ['127.0.0.1:8080'], routes: [{path: /, respond: {body: x}}]}]\n"
+    assert load_config_text(base).batch_window == pytest.approx(0.00002)
+    assert load_config_text("batch_window: 0\n" + base).batch_window == 0
+    assert load_config_text("batch_window: 50us\n" + base).batch_window == pytest.approx(0.00005)
+    with pytest.raises(Exception, match=r"<string>:1:15: batch_window: expected at most 1ms"):
+        load_config_text("batch_window: 2ms\n" + base)

@@ -188,6 +188,7 @@ typedef struct {
     uint32_t send_timeout_ms;
     uint32_t keepalive_requests;
     uint32_t max_connections;
+    uint32_t batch_window_us;      /* see sws_engine_run; 0: off */
 } sws_limits_t;
 
 /* Error responses the engine sends itself, indexed by SWS_ERR_*. */
