@@ -793,6 +793,75 @@ def test_an_answer_before_the_whole_request_body_is_not_reused(proxy_server, ups
         assert j["conn_seq"] != early, "the half-sent connection carried another request"
 
 
+def test_an_answer_before_the_whole_request_body_ends_the_client_connection(proxy_server,
+                                                                            upstream_app):
+    """The upstream answers (/status/413) while the client is still sending
+    its body: the rest of that body is never read, so the answer must say
+    Connection: close and the connection must then be closed (kept open, the
+    unread body would be parsed as the next request). Guards a bug where the
+    answer carried no Connection: close although the proxy closed after it."""
+    a = upstream_app("a")
+    srv = proxy_server([a], top={"limits": {"max_body_bytes": "64m"}})
+    size = 10 * MIB
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        # The head and the first 64 KiB, then nothing more: a slow upload.
+        s.sendall(f"POST /status/413 HTTP/1.1\r\nHost: a\r\nContent-Length: {size}\r\n\r\n"
+                  .encode() + b"x" * 65536)
+        status, headers, body, rest = read_response(s)
+        assert (status, body) == (413, b"status 413\n"), (status, headers, body)
+        assert headers.get("connection", "").lower() == "close", \
+            f"an answer before the whole body must end the connection: {headers}"
+        s.settimeout(5)
+        try:
+            while b := s.recv(65536):
+                rest += b
+        except ConnectionResetError:
+            pass
+        assert not rest, f"bytes after the answer: {rest[:200]!r}"
+
+
+def test_expect_100_continue_with_connection_close(proxy_server, upstream_app):
+    """A proxied POST with `Expect: 100-continue` and `Connection: close`:
+    the client waits for "100 Continue" before sending its body, so it must
+    come (here within 2 s; curl waits 1 s), then the final answer. Guards a
+    bug where the 100 was sent only on a keep-alive connection: the client
+    waited out its own timeout."""
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+                  b"Expect: 100-continue\r\nConnection: close\r\n\r\n")
+        s.settimeout(2)
+        got = b""
+        try:
+            while b"\r\n\r\n" not in got:
+                b = s.recv(65536)
+                assert b, f"closed before 100 Continue: {got!r}"
+                got += b
+        except socket.timeout:
+            pytest.fail(f"no 100 Continue within 2 s: {got!r}")
+        assert got.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), got[:200]
+        s.settimeout(10)
+        s.sendall(b"hello")
+        while True:
+            try:
+                b = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not b:
+                break
+            got += b
+    # Any further 1xx (the upstream's own 100) is skipped; then the final answer.
+    data = got
+    while data.startswith(b"HTTP/1.1 1"):
+        data = data.split(b"\r\n\r\n", 1)[1]
+    answer = parse_answer(data)
+    assert answer is not None, f"no whole final answer: {got[:400]!r}"
+    status, headers, body = answer
+    assert status == 200, answer
+    assert json.loads(body) == {"len": 5, "sha256": hashlib.sha256(b"hello").hexdigest()}
+
+
 def test_bytes_after_the_response_are_dropped_and_the_connection_not_reused(proxy_server,
                                                                            raw_upstream):
     """raw.py's /extra answers "ok" (Content-Length: 2) followed by a whole
@@ -1013,3 +1082,104 @@ def test_pipelined_requests_are_proxied_in_order(proxy_server, upstream_app):
     assert answers[1][1] == {"len": 5, "sha256": hashlib.sha256(b"hello").hexdigest()}
     assert answers[2][1] == {"len": 3, "sha256": hashlib.sha256(b"abc").hexdigest()}
     assert answers[3][1]["path"] == "/echo/4"
+
+
+def test_a_post_being_uploaded_when_the_server_stops_is_finished(proxy_server, upstream_app):
+    """A graceful stop (SIGTERM to the master) lets a proxied request in
+    progress finish: a POST whose body is half sent when the stop begins is
+    sent whole, answered whole (with Connection: close), and the server then
+    exits 0. Guards a bug where the stop took the proxied connection, still
+    in its head state, for an idle one and closed it under the upload."""
+    a = upstream_app("a")
+    srv = proxy_server([a])
+    body = b"0123456789abcdefghij"
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n"
+                  % len(body) + body[:10])
+        a.wait_conns("requests", lambda n: n == 1, what="(the POST to reach the upstream)")
+        srv.kill(signal.SIGTERM)
+        srv.wait_log("graceful stop")
+        # The client pauses on purpose: longer than the 0.5 s grace that a
+        # stop gives connections that look idle.
+        time.sleep(1.0)
+        s.sendall(body[10:])
+        status, headers, got, rest = read_response(s)
+        assert status == 200, (status, headers, got)
+        assert json.loads(got) == {"len": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+        assert headers.get("connection", "").lower() == "close", headers
+    try:
+        code = srv.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"scalwsd did not exit after the request:\n{srv.log()}")
+    assert code == 0, srv.log()
+    assert "scalws stopped" in srv.log()
+
+
+def tcp_rx_queued(local_port=None, remote_port=None) -> int:
+    """Bytes waiting in the receive queues of the IPv4 TCP sockets (this
+    network namespace) with that local and/or remote port: what a stopped
+    process has not read yet."""
+    total = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            lport = int(fields[1].split(":")[1], 16)
+            rport = int(fields[2].split(":")[1], 16)
+            if local_port is not None and lport != local_port:
+                continue
+            if remote_port is not None and rport != remote_port:
+                continue
+            total += int(fields[4].split(":")[1], 16)
+    return total
+
+
+def test_pipelined_post_while_the_worker_is_paused_is_not_reset(proxy_server, upstream_app):
+    """GET + a POST with half its body pipelined in one write; the GET is held
+    at the upstream. With the worker stopped (SIGSTOP) the upstream answers
+    the GET and then the rest of the POST body arrives, so after SIGCONT both
+    events come in one batch: the GET's answer starts the POST on the other
+    server (a connect in progress: reading from the client is paused), and
+    the client's readable event from before that change must not be taken
+    for the client leaving. Both are answered, in order, on a connection that
+    stays open. Guards a bug where that stale event reset the connection."""
+    a, b = upstream_app("a"), upstream_app("b")
+    srv = proxy_server([a, b], upstream={"keepalive": 0})  # the POST always connects
+    worker = only_worker(srv)
+    body = b"0123456789"
+    for it in range(3):
+        key = f"k{it}"
+        before = a.conns()["requests"] + b.conns()["requests"]
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(f"GET /hold/{key} HTTP/1.1\r\nHost: a\r\n\r\n".encode()
+                      + b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n"
+                      % len(body) + body[:5])
+            wait_until(lambda: a.conns()["requests"] + b.conns()["requests"] > before, 5.0,
+                       "the GET to reach an upstream")
+            ups = {a.port, b.port}
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                a.release(key)
+                b.release(key)
+                wait_until(lambda: any(tcp_rx_queued(remote_port=p) for p in ups), 5.0,
+                           "the GET's answer to wait in the stopped worker's socket")
+                s.sendall(body[5:])
+                client_port = s.getsockname()[1]
+                wait_until(lambda: tcp_rx_queued(srv.port, client_port), 5.0,
+                           "the rest of the body to wait in the stopped worker's socket")
+            finally:
+                os.kill(worker, signal.SIGCONT)
+            try:
+                status1, _, got1, buf = read_response(s)
+                status2, _, got2, buf = read_response(s, buf)
+            except (EOFError, ConnectionResetError) as e:
+                raise AssertionError(f"iteration {it}: connection lost: {e!r}")
+            assert (status1, got1) == (200, f"released {key}".encode()), (it, status1, got1)
+            assert status2 == 200, (it, status2, got2)
+            assert json.loads(got2) == {"len": len(body),
+                                        "sha256": hashlib.sha256(body).hexdigest()}, it
+            # The connection stays open for another request.
+            s.sendall(b"GET /id HTTP/1.1\r\nHost: a\r\n\r\n")
+            status3, _, got3, _ = read_response(s, buf)
+            assert status3 == 200 and got3 in (b"a", b"b"), (it, status3, got3)
+    assert srv.workers() == [worker]

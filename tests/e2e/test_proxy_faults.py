@@ -7,15 +7,17 @@ upstreams from tests/e2e/upstreams (upstream_app, raw_upstream, fault_proxy).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
+import json
 import socket
 import time
 import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import statuses
+from tests.e2e.conftest import read_response, statuses
 from tests.e2e.test_proxy import (  # noqa: F401  (proxy_server is a fixture)
     MIB, Client, ids, parse_answer, post_while_reading, proxy_server, raw_exchange, request,
     wait_until)
@@ -84,6 +86,26 @@ def test_no_retry_with_retries_0(proxy_server, upstream_app):
     assert set(got) == {200, 502}
 
 
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_pooled_connection_closed_as_it_is_reused_is_retried(proxy_server, raw_upstream,
+                                                                retries):
+    """One server: raw.py's /once-per-conn answers the first request on a
+    connection, keeps it open (no Connection: close), and closes it when the
+    next request comes on it: a server closing an idle connection just as the
+    proxy reuses it. That close says nothing about the server: a GET is
+    retried on a fresh connection, without counting against `retries`.
+    Guards a bug where the failed reuse marked the only server as tried and
+    the request got a 502 ("no live upstreams")."""
+    srv = proxy_server([raw_upstream], proxy={"retries": retries})
+    with Client(srv.port) as c:
+        for i in range(4):
+            r = c.get("/once-per-conn")
+            # Request i > 0 reuses connection i (the pooled one) and is retried
+            # on connection i + 1.
+            assert (r.status, r.text) == (200, f"conn {i + 1}"), f"request {i}: {r}"
+    assert "no live upstreams" not in srv.log(), srv.log()
+
+
 # ---- timeouts and stalls ----------------------------------------------------------------------
 
 def test_read_timeout_is_504_and_closes_the_upstream_connection(proxy_server, upstream_app):
@@ -132,9 +154,11 @@ def test_send_timeout_is_504_when_the_upstream_takes_no_body(proxy_server, upstr
     assert_logged(srv, fp.addr)
 
 
-def test_connect_timeout(proxy_server):
-    # A listener that never accepts, its queue filled: further SYNs are
-    # dropped and a connect hangs until connect_timeout.
+@contextlib.contextmanager
+def blackhole():
+    """Yields a port on 127.0.0.1 where a connect never completes: a listener
+    that never accepts, its queue filled, so further SYNs are dropped and a
+    connect hangs until connect_timeout."""
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(0)
@@ -151,6 +175,15 @@ def test_connect_timeout(proxy_server):
                 break
             fillers.append(s)
             assert len(fillers) < 50, "the listen queue never filled"
+        yield port
+    finally:
+        for s in fillers:
+            s.close()
+        lsock.close()
+
+
+def test_connect_timeout(proxy_server):
+    with blackhole() as port:
         srv = proxy_server([port], proxy={"connect_timeout": "1s", "retries": 0})
         t0 = time.monotonic()
         r = request(srv.port, "/id")
@@ -158,10 +191,76 @@ def test_connect_timeout(proxy_server):
         assert r.status in (502, 504), r  # nginx answers 504 here
         assert 0.8 <= took < 2.5, f"answered after {took:.2f}s with connect_timeout: 1s"
         assert_logged(srv, f"127.0.0.1:{port}")
-    finally:
-        for s in fillers:
-            s.close()
-        lsock.close()
+
+
+def test_connect_timeout_is_retried_on_the_next_server(proxy_server, upstream_app):
+    """A connect that times out is a connect failure: retried on the next
+    server (any method: nothing was sent) and logged "while connecting".
+    Guards a bug where the timeout's kind was read after it had been reset,
+    so every connect timeout counted as a read timeout: not retried (a 504)
+    and logged "timed out while reading the response"."""
+    a = upstream_app("a")
+    with blackhole() as port:
+        srv = proxy_server([{"address": f"127.0.0.1:{port}", "max_fails": 0}, a],
+                           proxy={"connect_timeout": "1s", "retries": 1})
+        # Round robin: one of each two requests tries the blackhole first.
+        for i in range(2):
+            r = request(srv.port, "/id")
+            assert (r.status, r.text) == (200, "a"), f"request {i}: {r}"
+        assert_logged(srv, f"upstream timed out while connecting, upstream: 127.0.0.1:{port}")
+        assert "while reading" not in srv.log(), srv.log()
+
+
+def test_a_client_slow_to_read_is_not_a_read_timeout(proxy_server, upstream_app):
+    """read_timeout bounds waiting for the upstream, not for the client: while
+    the client does not read, the proxy stops reading the upstream and no
+    timeout runs. A client that pauses 3 s (read_timeout: 1s) still gets the
+    whole 4 MiB. Guards a bug where the read deadline set before the pause
+    stayed armed: the answer was cut after read_timeout."""
+    a = upstream_app("a")
+    srv = proxy_server([a], proxy={"read_timeout": "1s", "retries": 0})
+    size = 4 * MIB
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the proxy backs up soon
+    s.settimeout(10)
+    with s:
+        s.connect(("127.0.0.1", srv.port))
+        s.sendall(f"GET /download?size={size} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+        time.sleep(3)  # the client pauses on purpose: longer than read_timeout
+        status, headers, body, _ = read_response(s)
+    assert status == 200, (status, headers)
+    assert len(body) == size and hashlib.sha256(body).hexdigest() == pattern_sha256(size), \
+        f"{len(body)} of {size} bytes, or not the pattern"
+    assert "timed out" not in srv.log(), srv.log()
+
+
+def test_a_client_pausing_its_upload_is_not_a_send_timeout(proxy_server, upstream_app):
+    """send_timeout bounds the upstream taking the body, not the client
+    sending it. The upstream waits 0.6 s before reading (the proxy's writes
+    back up, so the send timeout runs and is then met); then the client
+    pauses 2.5 s mid-upload with send_timeout: 1s: the request completes.
+    Guards a bug where the send deadline from before the pause stayed armed
+    (and fired as a "read" timeout): a 504."""
+    a = upstream_app("a")
+    srv = proxy_server([a], proxy={"send_timeout": "1s", "read_timeout": "30s", "retries": 0},
+                       top={"limits": {"max_body_bytes": "64m"}})
+    size, first = 8 * MIB, 6 * MIB
+    body = b"x" * size
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        s.sendall(f"POST /upload?delay=0.6 HTTP/1.1\r\nHost: a\r\n"
+                  f"Content-Length: {size}\r\n\r\n".encode())
+        s.sendall(body[:first])  # fast at first: more than the buffers on the way hold
+        time.sleep(2.5)  # the client pauses on purpose: longer than send_timeout
+        try:
+            s.sendall(body[first:])
+        except OSError as e:  # the answer (a 504) may already have closed it
+            sent_error = e
+        else:
+            sent_error = None
+        status, headers, got, _ = read_response(s)
+    assert status == 200, f"{status} {got[:200]!r} (sending the rest: {sent_error})"
+    assert json.loads(got) == {"len": size, "sha256": hashlib.sha256(body).hexdigest()}
+    assert "timed out" not in srv.log(), srv.log()
 
 
 # ---- resets --------------------------------------------------------------------------------

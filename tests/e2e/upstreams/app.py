@@ -17,8 +17,9 @@ conn_seq below):
   /download?size=N[&chunked=1][&piece=M]
                     N bytes of the pattern in tests/e2e/upstreams/__init__.py,
                     with Content-Length, or chunked in pieces of M (64 KiB)
-  /upload           streams the request body (Content-Length or chunked):
-                    {"len", "sha256"}
+  /upload[?delay=S] streams the request body (Content-Length or chunked):
+                    {"len", "sha256"}; with `delay`, waits S seconds before
+                    reading any of it (the sender's writes back up meanwhile)
   /trickle?n=5&delay=0.2
                     n chunks "tick\\n", `delay` seconds apart (chunked)
   /sleep?s=2        sleeps, then "slept"
@@ -252,6 +253,9 @@ async def download(request):
 async def upload(request):
     if request.method not in ("POST", "PUT"):
         raise web.HTTPMethodNotAllowed(request.method, ["POST", "PUT"])
+    delay = float(request.query.get("delay", "0"))
+    if delay:
+        await asyncio.sleep(delay)
     h = hashlib.sha256()
     n = 0
     async for chunk in request.content.iter_chunked(1 << 16):

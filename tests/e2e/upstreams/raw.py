@@ -6,9 +6,15 @@ Prints "READY <port>" once listening (`--port 0` picks one). Per connection
 it reads one request head (and a Content-Length body, if any), answers the
 bytes that RESPONSES gives for its path, and closes, except after a path in
 KEEP_OPEN: then it reads and answers the next request on the same
-connection. Every body carries the marker RAW_MARKER, so a test can assert
-that a malformed answer never reached the client. /conns answers the number
-of connections accepted so far.
+connection. Every canned body carries the marker RAW_MARKER, so a test can
+assert that a malformed answer never reached the client. /conns answers the
+number of connections accepted so far.
+
+/once-per-conn answers the first request on a connection ("conn N", N the
+connection's number, 1 for the first accepted) and keeps the connection open
+without a Connection: close; a later /once-per-conn request on that
+connection is read, and then the connection is closed without a byte: a
+keep-alive server closing an idle connection just as a client reuses it.
 """
 from __future__ import annotations
 
@@ -61,7 +67,7 @@ RESPONSES: dict[str, bytes] = {
 }
 
 # Paths after whose answer the connection is kept open for another request.
-KEEP_OPEN = {"/extra"}
+KEEP_OPEN = {"/extra", "/once-per-conn"}
 
 # The bodies a proxy must pass on for the valid cases.
 VALID_BODIES = {
@@ -79,6 +85,8 @@ ACCEPTED = 0
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
     global ACCEPTED
     ACCEPTED += 1
+    seq = ACCEPTED
+    served = 0  # requests answered on this connection
     try:
         path = ""
         while path == "" or path in KEEP_OPEN:
@@ -89,8 +97,14 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
             parts = head.split(b" ", 2)
             path = parts[1].decode("latin-1") if len(parts) > 1 else "?"
             path = path.split("?", 1)[0] or "?"
+            if path == "/once-per-conn" and served:
+                break  # a reused connection: closed under the request
+            served += 1
             if path == "/conns":
                 body = b'{"connections": %d}' % ACCEPTED
+                out = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            elif path == "/once-per-conn":
+                body = b"conn %d" % seq
                 out = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
             else:
                 out = RESPONSES.get(path,
