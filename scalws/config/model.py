@@ -98,7 +98,7 @@ class Config:
     shutdown_timeout: float = 30.0
     # With many proxied requests in flight, wait this long before a pass over
     # ready sockets that follows a short one (docs/adr/0002); 0 = off.
-    batch_window: float = 0.00002
+    batch_window: float = 0.0
     pid: Optional[str] = None              # pid file path
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)
