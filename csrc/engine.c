@@ -1858,14 +1858,16 @@ static void do_accept(sws_engine_t *e, listener_t *l)
 
 int sws_engine_run(sws_engine_t *e)
 {
-    /* The batching window (ADR 0002): with many proxied requests in flight
-     * and a short previous pass, wait a little so this pass finds more
-     * events. Answers and upstream requests then go out in bursts, and the
-     * upstream and the clients, often on the same cores, are woken once for
-     * several instead of once each. At low load (few in flight) there is
-     * no wait, so no added latency. */
+    /* The batching window (ADR 0002; off unless configured): with many
+     * proxied requests in flight, a short previous pass, and upstreams that
+     * take at least BATCH_WAIT_RATIO times the wait to answer, wait a
+     * little so this pass finds more events. Answers and upstream requests
+     * then go out in bursts, and an upstream on a contended core is woken
+     * once for several. Fast upstreams (the wait would be a large share of
+     * an exchange) and low load never wait. */
     if (e->lim.batch_window_us && e->px_inflight >= BATCH_MIN_INFLIGHT &&
-        e->last_events < BATCH_SHORT_PASS && e->wait_ms == 0) {
+        e->last_events < BATCH_SHORT_PASS && e->wait_ms == 0 &&
+        e->up_wait_ns >= BATCH_WAIT_RATIO * (e->lim.batch_window_us * 1000u + TIMER_SLACK_NS)) {
         struct timespec ts = {0, (long)e->lim.batch_window_us * 1000L};
         nanosleep(&ts, NULL);
     }

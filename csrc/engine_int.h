@@ -18,7 +18,9 @@
 #define RUN_ROUNDS 4          /* epoll_wait rounds per sws_engine_run */
 #define ACCEPT_BATCH 64
 #define BATCH_MIN_INFLIGHT 16 /* proxied requests in flight for the batching window */
-#define BATCH_SHORT_PASS 16   /* a pass with fewer events is short */       /* accepts per listener event */
+#define BATCH_SHORT_PASS 16   /* a pass with fewer events is short */
+#define BATCH_WAIT_RATIO 10   /* wait only when upstreams take 10x the wait to answer */
+#define TIMER_SLACK_NS 50000  /* what nanosleep adds to a short sleep (default timer slack) */       /* accepts per listener event */
 #define OUT_BUF (64 * 1024)   /* per-engine response batch */
 #define OUT_IOV 64
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
@@ -136,6 +138,7 @@ struct sws_engine {
      * in the batch; such an event finds T_DEAD and is skipped. */
     sws_conn_t *dead_conns;    /* linked by tnext */
     uint32_t px_inflight;      /* proxied requests in progress */
+    uint64_t up_wait_ns;       /* moving average: request sent to response head, upstreams */
     int last_events;           /* events handled by the previous sws_engine_run */
     struct upconn *dead_ups;   /* linked by next */
     sws_upstream_t **upstreams;

@@ -93,6 +93,7 @@ typedef struct px {
         head_close : 1;           /* our head told the client Connection: close */
     int early_status;             /* the error px_start returns */
     uint32_t attempts;
+    uint64_t t_sent;              /* CLOCK_MONOTONIC ns when the attempt began */
     uint64_t tried;               /* servers tried, by index (first 64) */
     uint64_t hash;                /* balance: hash */
     uint64_t req_left;            /* Content-Length body bytes still to come */
@@ -124,6 +125,13 @@ static void up_read(sws_engine_t *e, px_t *x);
 static int up_write(sws_engine_t *e, px_t *x);
 
 /* ---- small helpers ---------------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static int name_is(const sws_header_t *h, const char *lower, size_t n)
 {
@@ -1130,6 +1138,7 @@ static int px_attempt(sws_engine_t *e, px_t *x)
         x->uc = uc;
         x->rs = RS_HEAD;
         x->rlen = x->last_len = 0;
+        x->t_sent = mono_ns();
         uc->dkind = D_NONE;
         if (uc->state == UC_CONNECTING) {
             uc->deadline = e->now + x->p->connect_timeout_ms;
@@ -1447,6 +1456,9 @@ static void up_read(sws_engine_t *e, px_t *x)
             return;
         }
         uc->srv->fails = 0;
+        /* how long upstreams take to answer: the batching window's signal */
+        uint64_t took = mono_ns() - x->t_sent;
+        e->up_wait_ns = e->up_wait_ns - e->up_wait_ns / 16 + took / 16;
         x->status = status;
         x->resp_left = x->ri.content_length;
         if (status == 101) {
