@@ -1746,7 +1746,7 @@ static void conn_read(sws_engine_t *e, sws_conn_t *c)
     conn_settle(e, c, e->in + used, len - used);
 }
 
-static void conn_write(sws_engine_t *e, sws_conn_t *c)
+int pend_send(sws_engine_t *e, sws_conn_t *c)
 {
     pend_t *p = c->pend;
     while (p && p->idx < p->niov) {
@@ -1755,11 +1755,9 @@ static void conn_write(sws_engine_t *e, sws_conn_t *c)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN) {
-                return;
-            }
-            conn_close(e, c);
-            return;
+            if (errno == EAGAIN)
+                return 1;
+            return -1;
         }
         tl_set(e, c, TL_SEND); /* progress restarts the send timeout */
         size_t n = (size_t)w;
@@ -1772,6 +1770,16 @@ static void conn_write(sws_engine_t *e, sws_conn_t *c)
     }
     free(p);
     c->pend = NULL;
+    return 0;
+}
+
+static void conn_write(sws_engine_t *e, sws_conn_t *c)
+{
+    int rc = pend_send(e, c);
+    if (rc < 0)
+        conn_close(e, c);
+    if (rc)
+        return;
     free(c->heap);
     c->heap = NULL;
     if (c->file) {

@@ -176,6 +176,9 @@ SWS_INTERNAL void out_ref(sws_engine_t *e, const char *p, size_t n);
 SWS_INTERNAL void out_str(sws_engine_t *e, const char *s);
 SWS_INTERNAL int out_room(const sws_engine_t *e, size_t need);
 SWS_INTERNAL int out_flush(sws_engine_t *e, sws_conn_t *c);
+/* Sends c->pend: 0 when all of it went (pend freed), 1 when the socket is
+ * full, -1 on a socket error (the caller closes). */
+SWS_INTERNAL int pend_send(sws_engine_t *e, sws_conn_t *c);
 SWS_INTERNAL void out_conn_end(sws_engine_t *e, int minor, int keepalive);
 SWS_INTERNAL size_t put_response(sws_engine_t *e, const sws_respond_t *r, int head_only, int minor,
                                  int keepalive);

@@ -1138,7 +1138,8 @@ static int px_attempt(sws_engine_t *e, px_t *x)
         x->uc = uc;
         x->rs = RS_HEAD;
         x->rlen = x->last_len = 0;
-        x->t_sent = mono_ns();
+        if (e->lim.batch_window_us)
+            x->t_sent = mono_ns(); /* only the batching window reads answer times */
         uc->dkind = D_NONE;
         if (uc->state == UC_CONNECTING) {
             uc->deadline = e->now + x->p->connect_timeout_ms;
@@ -1456,9 +1457,10 @@ static void up_read(sws_engine_t *e, px_t *x)
             return;
         }
         uc->srv->fails = 0;
-        /* how long upstreams take to answer: the batching window's signal */
-        uint64_t took = mono_ns() - x->t_sent;
-        e->up_wait_ns = e->up_wait_ns - e->up_wait_ns / 16 + took / 16;
+        if (e->lim.batch_window_us) { /* how long upstreams take to answer: its signal */
+            uint64_t took = mono_ns() - x->t_sent;
+            e->up_wait_ns = e->up_wait_ns - e->up_wait_ns / 16 + took / 16;
+        }
         x->status = status;
         x->resp_left = x->ri.content_length;
         if (status == 101) {
@@ -1547,30 +1549,11 @@ static void px_finish(sws_engine_t *e, px_t *x)
 /* The client socket is writable again: send what it owes, then resume. */
 static void client_write(sws_engine_t *e, sws_conn_t *c)
 {
-    pend_t *p = c->pend;
-    while (p->idx < p->niov) {
-        ssize_t w;
-        struct msghdr m = {.msg_iov = p->iov + p->idx, .msg_iovlen = (size_t)(p->niov - p->idx)};
-        w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                return;
-            conn_close(e, c);
-            return;
-        }
-        tl_set(e, c, TL_SEND);
-        size_t n = (size_t)w;
-        while (p->idx < p->niov && n >= p->iov[p->idx].iov_len)
-            n -= p->iov[p->idx++].iov_len;
-        if (p->idx < p->niov && n) {
-            p->iov[p->idx].iov_base = (char *)p->iov[p->idx].iov_base + n;
-            p->iov[p->idx].iov_len -= n;
-        }
-    }
-    free(p);
-    c->pend = NULL;
+    int rc = pend_send(e, c);
+    if (rc < 0)
+        conn_close(e, c);
+    if (rc)
+        return;
     px_t *x = c->px;
     if (x->rs != RS_HEAD)
         x->rlen = 0; /* the client has all of rbuf (a head still arriving stays) */

@@ -39,6 +39,7 @@ import re
 import socket
 
 from ..model import Health, Proxy, Upstream, UpstreamServer
+from .fields import Fields
 from .respond import header_value_problem, is_token
 
 KEYS = ("upstream", "url", "strip_prefix", "host", "connect_timeout",
@@ -107,15 +108,8 @@ def compile(ctx, node, path):
     keys = ctx.mapping(node, path, KEYS, UNAVAILABLE)
     if keys is None:
         return None
-    ok = True
-    values = {}
-
-    def put(name, value):
-        nonlocal ok
-        if value is None:
-            ok = False
-        else:
-            values[name] = value
+    fields = Fields()
+    put, values = fields.put, fields.values
 
     # Exactly one of upstream and url.
     if "upstream" in keys and "url" in keys:
@@ -123,22 +117,22 @@ def compile(ctx, node, path):
                                                          keys[k][0].start_mark.column))
         ctx.error(keys[later][0], _sub(path, later), "upstream and url exclude "
                   "each other: give one")
-        ok = False
+        fields.ok = False
     elif "upstream" in keys:
         put("upstream", _upstream_ref(ctx, keys["upstream"][1], _sub(path, "upstream")))
     elif "url" in keys:
         target = _url(ctx, keys["url"][1], _sub(path, "url"))
         if target is None:
-            ok = False
+            fields.ok = False
         else:
             values["upstream"], values["path_prefix"] = target
     elif any(name not in UNAVAILABLE for name in _written(node)):
         # (A mapping with only refused keys has had its problem reported.)
         ctx.error(node, path, "expected the key upstream (a group's name) or url "
                   "(such as http://127.0.0.1:3000)")
-        ok = False
+        fields.ok = False
     else:
-        ok = False
+        fields.ok = False
 
     if "strip_prefix" in keys:
         put("strip_prefix", _path_text(ctx, keys["strip_prefix"][1],
@@ -153,13 +147,13 @@ def compile(ctx, node, path):
     if "headers" in keys:
         headers = _headers(ctx, keys["headers"][1], _sub(path, "headers"))
         if headers is None:
-            ok = False
+            fields.ok = False
         else:
             values["request_headers"], values["response_headers"] = headers
     if "buffer_size" in keys:
         put("buffer_size", ctx.size(keys["buffer_size"][1], _sub(path, "buffer_size"),
                                     4 << 10, 16 << 20))
-    if not ok:
+    if not fields.ok:
         return None
     return Proxy(**values)
 
@@ -412,20 +406,13 @@ def _upstream(ctx, knode, node, path, name):
     keys = ctx.mapping(node, path, UPSTREAM_KEYS)
     if keys is None:
         return None
-    ok = True
-    values = {}
-
-    def put(key, value):
-        nonlocal ok
-        if value is None:
-            ok = False
-        else:
-            values[key] = value
+    fields = Fields()
+    put, values = fields.put, fields.values
 
     servers = None
     if ctx.require(keys, node, path, "servers"):
         servers = _servers(ctx, keys["servers"][1], _sub(path, "servers"))
-    ok &= servers is not None
+    fields.ok &= servers is not None
 
     if "balance" in keys:
         put("balance", ctx.choice(keys["balance"][1], _sub(path, "balance"), BALANCE))
@@ -434,11 +421,11 @@ def _upstream(ctx, knode, node, path, name):
         hpath = _sub(path, "hash_key")
         balance = values.get("balance", "round_robin")
         if "balance" in keys and "balance" not in values:
-            ok = False                 # the balance problem is reported already
+            fields.ok = False                 # the balance problem is reported already
         elif balance != "hash":
             ctx.error(keys["hash_key"][0], hpath, "hash_key applies only with "
                       f"balance: hash (balance is {balance})")
-            ok = False
+            fields.ok = False
         else:
             put("hash_key", _hash_key(ctx, hnode, hpath))
     if "keepalive" in keys:
@@ -459,11 +446,11 @@ def _upstream(ctx, knode, node, path, name):
     if "health" in keys:
         health = _health(ctx, keys["health"][1], _sub(path, "health"))
         if health is False:
-            ok = False
+            fields.ok = False
         else:
             values["health"] = health
 
-    if not ok:
+    if not fields.ok:
         return None
     return Upstream(name=name, servers=servers, mark=ctx.mark(knode), **values)
 
@@ -536,15 +523,8 @@ def _server(ctx, node, path):
     keys = ctx.mapping(node, path, SERVER_KEYS)
     if keys is None:
         return None
-    ok = True
-    options = {}
-
-    def put(key, value):
-        nonlocal ok
-        if value is None:
-            ok = False
-        else:
-            options[key] = value
+    fields = Fields()
+    put, options = fields.put, fields.values
 
     servers = None
     if ctx.require(keys, node, path, "address"):
@@ -553,7 +533,7 @@ def _server(ctx, node, path):
         text = ctx.string(anode, apath)
         if text is not None:
             servers = _address(ctx, anode, apath, text)
-    ok &= servers is not None
+    fields.ok &= servers is not None
     if "weight" in keys:
         put("weight", ctx.integer(keys["weight"][1], _sub(path, "weight"), 1, 1000))
     if "max_fails" in keys:
@@ -567,7 +547,7 @@ def _server(ctx, node, path):
     if "max_connections" in keys:
         put("max_connections", ctx.integer(keys["max_connections"][1],
                                            _sub(path, "max_connections"), 0, 1_000_000))
-    if not ok:
+    if not fields.ok:
         return None
     for server in servers:
         for key, value in options.items():
@@ -712,15 +692,8 @@ def _health(ctx, node, path):
     keys = ctx.mapping(node, path, HEALTH_KEYS)
     if keys is None:
         return False
-    ok = True
-    values = {}
-
-    def put(key, value):
-        nonlocal ok
-        if value is None:
-            ok = False
-        else:
-            values[key] = value
+    fields = Fields()
+    put, values = fields.put, fields.values
 
     if "path" in keys:
         put("path", _path_text(ctx, keys["path"][1], _sub(path, "path")))
@@ -735,7 +708,7 @@ def _health(ctx, node, path):
             put(name, ctx.integer(keys[name][1], _sub(path, name), 1, 1000))
     if "host" in keys:
         put("host", _host_header(ctx, keys["host"][1], _sub(path, "host")))
-    return Health(**values) if ok else False
+    return Health(**values) if fields.ok else False
 
 
 _STATUS_HINT = ("expected a status (200), a range (\"200-399\"), a class (2xx) "

@@ -21,6 +21,7 @@ import re
 
 from ..mime import extension_problem, load_mime_types, media_type_problem
 from ..model import Static
+from .fields import Fields
 from .respond import OWNED_HEADERS as RESPOND_OWNED
 from .respond import compile_headers, header_value_problem, is_token
 
@@ -66,20 +67,13 @@ def compile(ctx, node, path):
     def sub(name):
         return f"{path}.{name}"
 
-    ok = True
-    values = {}
-
-    def put(name, value):
-        nonlocal ok
-        if value is None:
-            ok = False
-        else:
-            values[name] = value
+    fields = Fields()
+    put, values = fields.put, fields.values
 
     if ctx.require(keys, node, path, "root"):
         put("root", _root(ctx, keys["root"][1], sub("root")))
     else:
-        ok = False
+        fields.ok = False
 
     if "index" in keys:
         put("index", _index(ctx, keys["index"][1], sub("index")))
@@ -87,7 +81,7 @@ def compile(ctx, node, path):
     if "try_files" in keys:
         tried = _try_files(ctx, keys["try_files"][1], sub("try_files"))
         if tried is None:
-            ok = False
+            fields.ok = False
         else:
             values["try_files"], values["try_status"], values["try_uri"] = tried
 
@@ -101,11 +95,11 @@ def compile(ctx, node, path):
                     key=lambda k: (keys[k][0].start_mark.line, keys[k][0].start_mark.column))
         ctx.error(keys[later][0], sub(later), "expires and cache_control exclude "
                   "each other (expires writes Cache-Control itself); keep one")
-        ok = False
+        fields.ok = False
     if "expires" in keys:
         expires = _expires(ctx, keys["expires"][1], sub("expires"))
         if expires is False:
-            ok = False
+            fields.ok = False
         else:
             values["expires"] = expires
     if "cache_control" in keys:
@@ -122,12 +116,12 @@ def compile(ctx, node, path):
     extra = {}
     if "mime_types" in keys:
         extra = _mime_types(ctx, keys["mime_types"][1], sub("mime_types"))
-        ok &= extra is not None
+        fields.ok &= extra is not None
 
     if "charset" in keys:
         charset = _charset(ctx, keys["charset"][1], sub("charset"))
         if charset is False:
-            ok = False
+            fields.ok = False
         else:
             values["charset"] = charset
 
@@ -149,7 +143,7 @@ def compile(ctx, node, path):
         put("sendfile_chunk", ctx.size(
             keys["sendfile_chunk"][1], sub("sendfile_chunk"), 4 << 10, 1 << 30))
 
-    if not ok:
+    if not fields.ok:
         return None
     return Static(mime_types=load_mime_types(extra), **values)
 
