@@ -156,13 +156,6 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
 
 int sws_engine_fd(const sws_engine_t *e) { return e->epfd; }
 
-int sws_engine_run_wait(sws_engine_t *e, int ms)
-{
-    e->wait_ms = ms;
-    int n = sws_engine_run(e);
-    e->wait_ms = 0;
-    return n;
-}
 
 
 void sws_engine_free(sws_engine_t *e)
@@ -1864,57 +1857,99 @@ static void do_accept(sws_engine_t *e, listener_t *l)
     }
 }
 
-int sws_engine_run(sws_engine_t *e)
+static void dispatch(sws_engine_t *e, int n)
 {
-    /* The batching window (ADR 0002; off unless configured): with many
-     * proxied requests in flight, a short previous pass, and upstreams that
-     * take at least BATCH_WAIT_RATIO times the wait to answer, wait a
-     * little so this pass finds more events. Answers and upstream requests
-     * then go out in bursts, and an upstream on a contended core is woken
-     * once for several. Fast upstreams (the wait would be a large share of
-     * an exchange) and low load never wait. */
-    if (e->lim.batch_window_us && e->px_inflight >= BATCH_MIN_INFLIGHT &&
-        e->last_events < BATCH_SHORT_PASS && e->wait_ms == 0 &&
-        e->up_wait_ns >= BATCH_WAIT_RATIO * (e->lim.batch_window_us * 1000u + TIMER_SLACK_NS)) {
-        struct timespec ts = {0, (long)e->lim.batch_window_us * 1000L};
-        nanosleep(&ts, NULL);
+    for (int i = 0; i < n; i++) {
+        int type = *(int *)e->ev[i].data.ptr;
+        if (type == T_DEAD)
+            continue; /* closed by an earlier event of this batch */
+        if (type == T_LISTENER) {
+            listener_t *l = e->ev[i].data.ptr;
+            if (l->enabled)
+                do_accept(e, l);
+            continue;
+        }
+        if (type == T_UPSTREAM) {
+            px_upstream_event(e, e->ev[i].data.ptr, e->ev[i].events);
+            continue;
+        }
+        sws_conn_t *c = e->ev[i].data.ptr;
+        if (c->px)
+            px_client_event(e, c, e->ev[i].events);
+        else if (c->pend || c->file)
+            conn_write(e, c);
+        else
+            conn_read(e, c);
     }
+    px_bury(e);
+}
+
+/* The batching window (ADR 0002; off unless configured): with many proxied
+ * requests in flight, a short previous pass, and upstreams that take at
+ * least BATCH_WAIT_RATIO times the wait to answer, wait a little so the next
+ * pass finds more events. Answers and upstream requests then go out in
+ * bursts, and an upstream on a contended core is woken once for several.
+ * Fast upstreams (the wait would be a large share of an exchange) and low
+ * load never wait. */
+static int batch_due(const sws_engine_t *e)
+{
+    return e->lim.batch_window_us && e->px_inflight >= BATCH_MIN_INFLIGHT &&
+           e->last_events < BATCH_SHORT_PASS &&
+           e->up_wait_ns >= BATCH_WAIT_RATIO * (e->lim.batch_window_us * 1000u + TIMER_SLACK_NS);
+}
+
+/* One pass: the `n` events a blocking wait already returned (n < 0: none,
+ * poll first), then more rounds while they come back full, up to
+ * RUN_ROUNDS, so the outer loop stays fair. */
+static int run_pass(sws_engine_t *e, int n)
+{
     update_time(e);
     int total = 0;
     for (int round = 0; round < RUN_ROUNDS; round++) {
-        int n = epoll_wait(e->epfd, e->ev, EV_BATCH, round == 0 ? e->wait_ms : 0);
+        if (round > 0 || n < 0)
+            n = epoll_wait(e->epfd, e->ev, EV_BATCH, 0);
         if (n <= 0)
             break;
-        for (int i = 0; i < n; i++) {
-            int type = *(int *)e->ev[i].data.ptr;
-            if (type == T_DEAD)
-                continue; /* closed by an earlier event of this batch */
-            if (type == T_LISTENER) {
-                listener_t *l = e->ev[i].data.ptr;
-                if (l->enabled)
-                    do_accept(e, l);
-                continue;
-            }
-            if (type == T_UPSTREAM) {
-                px_upstream_event(e, e->ev[i].data.ptr, e->ev[i].events);
-                continue;
-            }
-            sws_conn_t *c = e->ev[i].data.ptr;
-            if (c->px)
-                px_client_event(e, c, e->ev[i].events);
-            else if (c->pend || c->file)
-                conn_write(e, c);
-            else
-                conn_read(e, c);
-        }
+        dispatch(e, n);
         total += n;
-        px_bury(e);
         if (n < EV_BATCH)
             break;
     }
     e->last_events = total;
     if (e->alog_len && e->now - e->alog_last_flush >= e->alog_flush_ms)
         sws_engine_flush(e);
+    return total;
+}
+
+int sws_engine_run(sws_engine_t *e)
+{
+    if (batch_due(e)) {
+        struct timespec ts = {0, (long)e->lim.batch_window_us * 1000L};
+        nanosleep(&ts, NULL);
+    }
+    return run_pass(e, -1);
+}
+
+int sws_engine_serve(sws_engine_t *e, int max_ms)
+{
+    int total = sws_engine_run(e);
+    uint64_t end = e->now + (uint64_t)(max_ms > 0 ? max_ms : 0);
+    /* Shutting down, the worker's loop checks for the drain after every
+     * pass. While a batching window is due, the engine polls on its own
+     * timer instead of being woken by each upstream answer. */
+    while (!e->shutting_down && e->now < end) {
+        int n = -1;
+        if (batch_due(e)) {
+            struct timespec ts = {0, (long)e->lim.batch_window_us * 1000L};
+            if (nanosleep(&ts, NULL) < 0)
+                break; /* a signal */
+        } else {
+            n = epoll_wait(e->epfd, e->ev, EV_BATCH, (int)(end - e->now));
+            if (n <= 0)
+                break; /* quiet for the rest of max_ms, or a signal (EINTR) */
+        }
+        total += run_pass(e, n);
+    }
     return total;
 }
 

@@ -16,11 +16,11 @@
 
 #define EV_BATCH 256          /* events per epoll_wait */
 #define RUN_ROUNDS 4          /* epoll_wait rounds per sws_engine_run */
-#define ACCEPT_BATCH 64
+#define ACCEPT_BATCH 64       /* accepts per listener event */
 #define BATCH_MIN_INFLIGHT 16 /* proxied requests in flight for the batching window */
 #define BATCH_SHORT_PASS 16   /* a pass with fewer events is short */
 #define BATCH_WAIT_RATIO 10   /* wait only when upstreams take 10x the wait to answer */
-#define TIMER_SLACK_NS 50000  /* what nanosleep adds to a short sleep (default timer slack) */       /* accepts per listener event */
+#define TIMER_SLACK_NS 50000  /* what nanosleep adds to a short sleep (default timer slack) */
 #define OUT_BUF (64 * 1024)   /* per-engine response batch */
 #define OUT_IOV 64
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
@@ -90,7 +90,6 @@ typedef struct {
 
 struct sws_engine {
     int epfd;
-    int wait_ms;              /* first epoll_wait of a run may block this long */
     int worker_id;
     int shutting_down;
     sws_limits_t lim;

@@ -162,7 +162,7 @@ cdef extern from "scalws/engine.h" nogil:
                                      const char *unix_path)
     void sws_engine_set_trusted(sws_engine_t *e, const sws_cidr_t *list, size_t n)
     int sws_engine_run(sws_engine_t *e)
-    int sws_engine_run_wait(sws_engine_t *e, int ms)
+    int sws_engine_serve(sws_engine_t *e, int max_ms)
     void sws_engine_tick(sws_engine_t *e)
     void sws_engine_shutdown(sws_engine_t *e)
     void sws_engine_close_all(sws_engine_t *e)

@@ -42,6 +42,9 @@ _LEVELS = {"emerg": 0, "alert": 1, "crit": 2, "error": 3, "warn": 4, "notice": 5
            "info": 6, "debug": 7}
 
 TICK_SECONDS = 0.25
+# How long one uvloop callback may keep waiting on the engine's own epoll
+# before uvloop runs again (timers, signal handlers); ADR 0003.
+SERVE_MS = 10
 
 
 cdef inline uint32_t _ms(double seconds):
@@ -433,15 +436,15 @@ cdef class Engine:
         self._started = True
 
     def _on_ready(self):
-        sws_engine_run(self.e)
+        # Handle what is ready, then keep waiting on the inner epoll alone
+        # for up to SERVE_MS (ADR 0003); a signal or shutdown returns sooner.
+        sws_engine_serve(self.e, SERVE_MS)
         if self._stopping and sws_engine_counters(self.e).active == 0:
             self._drained()
 
     def run_blocking(self, double seconds):
-        """Experiment (ADR 0001): block in the inner epoll, no uvloop."""
-        cdef int ms = <int>(seconds * 1000)
-        with nogil:
-            sws_engine_run_wait(self.e, ms)
+        """Experiment (ADR 0001): the engine alone, no uvloop."""
+        sws_engine_serve(self.e, <int>(seconds * 1000))
         sws_engine_tick(self.e)
 
     def _tick(self):

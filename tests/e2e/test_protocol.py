@@ -240,6 +240,41 @@ def test_slowloris_gets_408_and_worker_stays_responsive(srv):
     assert 1.5 <= result["elapsed"] <= 5.0  # header_timeout is 2s, checked 4x a second
 
 
+def test_timeouts_fire_while_the_worker_never_goes_quiet(srv):
+    """Under continuous load the engine keeps waiting on its own epoll
+    (sws_engine_serve, ADR 0003); it must still hand back to uvloop often
+    enough for the tick: a stalled head gets its 408 on time."""
+    import http.client
+    stop = threading.Event()
+    served = [0, 0]
+
+    def hammer(i):
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+        while not stop.is_set():
+            c.request("GET", "/two")
+            r = c.getresponse()
+            assert r.status == 200 and r.read() == b"two\n"
+            served[i] += 1
+        c.close()
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=8) as s:
+            t0 = time.monotonic()
+            s.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n")  # and nothing more
+            status = read_response(s)[0]
+            elapsed = time.monotonic() - t0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert status == 408
+    assert 1.5 <= elapsed <= 3.5, elapsed  # header_timeout is 2s
+    assert min(served) > 100  # the load really ran alongside
+
+
 def test_idle_connection_without_request_is_closed_silently(srv):
     with socket.create_connection(("127.0.0.1", srv.port), timeout=6) as s:
         t0 = time.monotonic()

@@ -265,9 +265,14 @@ void sws_engine_now(uint64_t *mono_ms, time_t *wall);
 /* Handles every ready event of the inner epoll (up to a budget, so the outer
  * loop stays fair); returns the number of events handled. */
 int sws_engine_run(sws_engine_t *e);
-/* Like sws_engine_run, but the first wait blocks up to `ms` milliseconds: for
- * a worker loop without uvloop (bench/prototypes/cloop.py, ADR 0001). */
-int sws_engine_run_wait(sws_engine_t *e, int ms);
+/* sws_engine_run, then block in the inner epoll itself, handling events as
+ * they come, until nothing came for the rest of `max_ms` (counted from the
+ * call), a signal interrupts the wait, or the engine is shutting down. The
+ * worker calls this when uvloop reports the inner epoll readable: under load
+ * the worker then sleeps on the inner epoll alone, and a peer's write wakes
+ * it through one epoll callback instead of two nested ones
+ * (docs/adr/0003-serve-loop.md). Returns the number of events handled. */
+int sws_engine_serve(sws_engine_t *e, int max_ms);
 
 /* Expires timeouts, re-enables accepting after EMFILE, flushes the access
  * log when due; call a few times a second. */
