@@ -17,10 +17,11 @@
 #define EV_BATCH 256          /* events per epoll_wait */
 #define RUN_ROUNDS 4          /* epoll_wait rounds per sws_engine_run */
 #define ACCEPT_BATCH 64       /* accepts per listener event */
-#define BATCH_MIN_INFLIGHT 16 /* proxied requests in flight for the batching window */
-#define BATCH_SHORT_PASS 16   /* a pass with fewer events is short */
+#define BATCH_MIN_INFLIGHT 4  /* proxied requests in flight for the batching window */
+#define BATCH_MIN_PASS 2      /* ... after a pass with at least this many events */
+#define BATCH_SHORT_PASS 16   /* ... and fewer than this many */
 #define BATCH_WAIT_RATIO 10   /* wait only when upstreams take 10x the wait to answer */
-#define TIMER_SLACK_NS 50000  /* what nanosleep adds to a short sleep (default timer slack) */
+#define TIMER_SLACK_NS 1000   /* the worker's timer slack while batching (prctl) */
 #define OUT_BUF (64 * 1024)   /* per-engine response batch */
 #define OUT_IOV 64
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */

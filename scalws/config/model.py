@@ -96,9 +96,9 @@ class Config:
     sandbox: bool = False
     server_header: Optional[str] = "scalws"  # None = no Server header
     shutdown_timeout: float = 30.0
-    # With many proxied requests in flight, wait this long before a pass over
-    # ready sockets that follows a short one (docs/adr/0002); 0 = off.
-    batch_window: float = 0.0
+    # With several proxied requests in flight to slow upstreams, poll every
+    # this long instead of being woken by each answer (docs/adr/0003); 0 = off.
+    batch_window: float = 20e-6
     pid: Optional[str] = None              # pid file path
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)

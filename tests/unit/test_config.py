@@ -967,7 +967,7 @@ def test_respond_refuses_server_owned_headers(tmp_path, name, advice):
 def test_batch_window():
     from scalws.config.loader import load_config_text
     base = "sites: [{listen: ['127.0.0.1:8080'], routes: [{path: /, respond: {body: x}}]}]\n"
-    assert load_config_text(base).batch_window == 0  # off unless asked for
+    assert load_config_text(base).batch_window == pytest.approx(20e-6)  # on by default
     assert load_config_text("batch_window: 0\n" + base).batch_window == 0
     assert load_config_text("batch_window: 50us\n" + base).batch_window == pytest.approx(0.00005)
     with pytest.raises(Exception, match=r"<string>:1:15: batch_window: expected at most 1ms"):
