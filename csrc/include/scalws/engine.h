@@ -2,10 +2,10 @@
  *
  * The engine owns an epoll instance ("inner epoll") holding the worker's
  * listening sockets and every client connection. The worker registers that
- * one fd with its uvloop loop (loop.add_reader) and calls sws_engine_run()
- * when it is readable, so a loop iteration costs one Python callback however
- * many connections are ready; bytes move with recv/writev called from C on
- * non-blocking sockets (docs/adr/0001-connection-io.md).
+ * one fd with its uvloop loop (loop.add_reader) and calls sws_engine_serve()
+ * when it is readable, so a wake-up costs one Python callback however many
+ * connections are ready; bytes move with recv/writev called from C on
+ * non-blocking sockets (docs/adr/0001-connection-io.md, 0003-serve-loop.md).
  *
  * Time is passed in: sws_engine_run() and sws_engine_tick() take the
  * monotonic and wall clocks read once by the caller (sws_engine_now() reads
@@ -188,7 +188,7 @@ typedef struct {
     uint32_t send_timeout_ms;
     uint32_t keepalive_requests;
     uint32_t max_connections;
-    uint32_t batch_window_us;      /* see sws_engine_run; 0: off */
+    uint32_t batch_window_us;      /* see batch_due() in engine.c; 0: off */
 } sws_limits_t;
 
 /* Error responses the engine sends itself, indexed by SWS_ERR_*. */
@@ -266,8 +266,9 @@ void sws_engine_now(uint64_t *mono_ms, time_t *wall);
  * loop stays fair); returns the number of events handled. */
 int sws_engine_run(sws_engine_t *e);
 /* sws_engine_run, then block in the inner epoll itself, handling events as
- * they come, until nothing came for the rest of `max_ms` (counted from the
- * call), a signal interrupts the wait, or the engine is shutting down. The
+ * they come, until `max_ms` (counted from the call) have passed, a signal
+ * interrupts the wait, or the engine is shutting down; while the batching
+ * window is due it sleeps the window and polls instead of blocking. The
  * worker calls this when uvloop reports the inner epoll readable: under load
  * the worker then sleeps on the inner epoll alone, and a peer's write wakes
  * it through one epoll callback instead of two nested ones
