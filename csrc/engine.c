@@ -1930,32 +1930,43 @@ static int run_pass(sws_engine_t *e, int n)
     return total;
 }
 
+/* Sleeps the batching window; 0, or -1 if a signal cut it short. */
+static int batch_sleep(const sws_engine_t *e)
+{
+    struct timespec ts = {0, (long)e->lim.batch_window_us * 1000L};
+    return nanosleep(&ts, NULL);
+}
+
 int sws_engine_run(sws_engine_t *e)
 {
-    if (batch_due(e)) {
-        struct timespec ts = {0, (long)e->lim.batch_window_us * 1000L};
-        nanosleep(&ts, NULL);
-    }
+    if (batch_due(e))
+        batch_sleep(e);
     return run_pass(e, -1);
 }
 
 int sws_engine_serve(sws_engine_t *e, int max_ms)
 {
-    int total = sws_engine_run(e);
+    int signalled = batch_due(e) && batch_sleep(e) < 0;
+    int total = run_pass(e, -1); /* reads the clock */
     uint64_t end = e->now + (uint64_t)(max_ms > 0 ? max_ms : 0);
     /* Shutting down, the worker's loop checks for the drain after every
-     * pass. While a batching window is due, the engine polls on its own
-     * timer instead of being woken by each upstream answer. */
-    while (!e->shutting_down && e->now < end) {
+     * pass; after a signal, uvloop runs its handler. While a batching
+     * window is due, the engine polls on its own timer instead of being
+     * woken by each upstream answer. */
+    while (!signalled && !e->shutting_down) {
+        update_time(e); /* the pass took time too */
+        if (e->now >= end)
+            break;
         int n = -1;
         if (batch_due(e)) {
-            struct timespec ts = {0, (long)e->lim.batch_window_us * 1000L};
-            if (nanosleep(&ts, NULL) < 0)
-                break; /* a signal */
+            if (batch_sleep(e) < 0)
+                break;
         } else {
             n = epoll_wait(e->epfd, e->ev, EV_BATCH, (int)(end - e->now));
-            if (n <= 0)
+            if (n <= 0) {
+                e->last_events = 0; /* an empty wait closes the window too */
                 break; /* quiet for the rest of max_ms, or a signal (EINTR) */
+            }
         }
         total += run_pass(e, n);
     }
@@ -2003,7 +2014,7 @@ void sws_engine_shutdown(sws_engine_t *e)
 {
     /* Answer what already sits in socket buffers first: closing a connection
      * with a request unread would reset it. */
-    while (sws_engine_run(e) >= RUN_ROUNDS * EV_BATCH)
+    while (run_pass(e, -1) >= RUN_ROUNDS * EV_BATCH)
         ;
     e->shutting_down = 1;
     px_shutdown(e); /* pooled upstream connections close; busy ones finish */

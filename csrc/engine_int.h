@@ -15,7 +15,7 @@
 #define SWS_INTERNAL __attribute__((visibility("hidden")))
 
 #define EV_BATCH 256          /* events per epoll_wait */
-#define RUN_ROUNDS 4          /* epoll_wait rounds per sws_engine_run */
+#define RUN_ROUNDS 4          /* epoll_wait rounds per pass (run_pass) */
 #define ACCEPT_BATCH 64       /* accepts per listener event */
 #define BATCH_MIN_INFLIGHT 4  /* proxied requests in flight for the batching window */
 #define BATCH_MIN_PASS 2      /* ... after a pass with at least this many events */
@@ -139,7 +139,7 @@ struct sws_engine {
     sws_conn_t *dead_conns;    /* linked by tnext */
     uint32_t px_inflight;      /* proxied requests in progress */
     uint64_t up_wait_ns;       /* moving average: request sent to response head, upstreams */
-    int last_events;           /* events handled by the previous sws_engine_run */
+    int last_events;           /* events handled by the previous pass; 0 after an empty wait */
     struct upconn *dead_ups;   /* linked by next */
     sws_upstream_t **upstreams;
     size_t n_upstreams;

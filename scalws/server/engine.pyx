@@ -443,8 +443,11 @@ cdef class Engine:
             self._drained()
 
     def run_blocking(self, double seconds):
-        """Experiment (ADR 0001): the engine alone, no uvloop."""
-        sws_engine_serve(self.e, <int>(seconds * 1000))
+        """Experiment (ADR 0001, bench/prototypes/cloop.py) and tests: the
+        engine alone, no uvloop, for up to `seconds` (a signal ends it)."""
+        cdef int ms = <int>(seconds * 1000)
+        with nogil:
+            sws_engine_serve(self.e, ms)
         sws_engine_tick(self.e)
 
     def _tick(self):

@@ -7,9 +7,9 @@
  * connections are ready; bytes move with recv/writev called from C on
  * non-blocking sockets (docs/adr/0001-connection-io.md, 0003-serve-loop.md).
  *
- * Time is passed in: sws_engine_run() and sws_engine_tick() take the
- * monotonic and wall clocks read once by the caller (sws_engine_now() reads
- * both). Timeouts live in one list per duration (header, keep-alive, send,
+ * Time is read once per pass (coarse monotonic and wall clocks, see
+ * sws_engine_now()) and by sws_engine_tick(). Timeouts live in one list per
+ * duration (header, keep-alive, send,
  * linger): every entry of a list has the same timeout, so appending at the
  * tail keeps it sorted and a tick only looks at heads.
  *
@@ -263,11 +263,13 @@ void sws_engine_set_trusted(sws_engine_t *e, const sws_cidr_t *list, size_t n);
 void sws_engine_now(uint64_t *mono_ms, time_t *wall);
 
 /* Handles every ready event of the inner epoll (up to a budget, so the outer
- * loop stays fair); returns the number of events handled. */
+ * loop stays fair), after sleeping the batching window first if it is due;
+ * returns the number of events handled. */
 int sws_engine_run(sws_engine_t *e);
 /* sws_engine_run, then block in the inner epoll itself, handling events as
- * they come, until `max_ms` (counted from the call) have passed, a signal
- * interrupts the wait, or the engine is shutting down; while the batching
+ * they come, until `max_ms` have passed after the first pass, a signal
+ * interrupts a wait (a signal that arrives during a pass is seen at the
+ * latest after `max_ms`), or the engine is shutting down; while the batching
  * window is due it sleeps the window and polls instead of blocking. The
  * worker calls this when uvloop reports the inner epoll readable: under load
  * the worker then sleeps on the inner epoll alone, and a peer's write wakes
