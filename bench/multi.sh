@@ -4,7 +4,8 @@
 #
 #   NAME=2026-12-02-respond RUNS=5 MODE=release SERVERS="scalws nginx" bench/multi.sh
 #
-# Env: NAME (default <date>-<MODE>), RUNS (5), RESULTS (default <repo>/results),
+# Env: NAME (default <date>-<MODE>), RUNS (5; rounded up to a multiple of the
+# number of servers, so each goes first equally often), RESULTS (default <repo>/results),
 # plus everything bench/run.sh reads (SERVERS, SCENARIOS, MODE, ...).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -17,6 +18,14 @@ DEST=$RESULTS/$NAME
 SERVERS=${SERVERS:-scalws nginx}
 SCENARIOS=${SCENARIOS:-$ALL_SCENARIOS}
 export MODE SERVERS SCENARIOS
+
+# Each server goes first equally often: the first slot of a run is not
+# always the same as the second (warm caches, the box's own drift).
+NSERVERS=$(wc -w <<<"$SERVERS")
+if ((RUNS % NSERVERS)); then
+    RUNS=$(((RUNS / NSERVERS + 1) * NSERVERS))
+    log "RUNS rounded up to $RUNS, a multiple of the $NSERVERS servers"
+fi
 
 [ -e "$DEST/run-1.csv" ] && die "$DEST already has results (choose another NAME)"
 mkdir -p "$DEST"
