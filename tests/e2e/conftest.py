@@ -123,22 +123,27 @@ def server(tmp_path):
             assert not crashes or srv.expect_crashes, log
 
 
+def recv_to_close(sock) -> bytes:
+    """Everything `sock` receives until the peer closes (or resets) it."""
+    chunks = []
+    while True:
+        try:
+            b = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    return b"".join(chunks)
+
+
 def raw(port, data: bytes, host="127.0.0.1", timeout=5.0, shut=False) -> bytes:
     """Sends `data` on a new connection and reads until the server closes."""
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(data)
         if shut:
             s.shutdown(socket.SHUT_WR)
-        chunks = []
-        while True:
-            try:
-                b = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks)
+        return recv_to_close(s)
 
 
 def read_response(sock, buf=b""):

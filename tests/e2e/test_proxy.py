@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.e2e.conftest import ROOT, read_response
+from tests.e2e.conftest import ROOT, read_response, recv_to_close
 from tests.e2e.upstreams import pattern_sha256
 from tests.e2e.upstreams.raw import RAW_MARKER, VALID_BODIES
 
@@ -843,14 +843,7 @@ def test_expect_100_continue_with_connection_close(proxy_server, upstream_app):
         assert got.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), got[:200]
         s.settimeout(10)
         s.sendall(b"hello")
-        while True:
-            try:
-                b = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not b:
-                break
-            got += b
+        got += recv_to_close(s)
     # Any further 1xx (the upstream's own 100) is skipped; then the final answer.
     data = got
     while data.startswith(b"HTTP/1.1 1"):

@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import read_response, statuses
+from tests.e2e.conftest import raw, read_response, statuses
 from tests.e2e.test_proxy import (  # noqa: F401  (proxy_server is a fixture)
     MIB, Client, ids, parse_answer, post_while_reading, proxy_server, raw_exchange, request,
     wait_until)
@@ -31,22 +31,6 @@ pytestmark = pytest.mark.timeout(60)
 def dead_addr() -> str:
     """An address on which nothing listens: connects are refused."""
     return f"127.0.0.1:{free_port()}"
-
-
-def read_to_close(port, data: bytes, timeout=10) -> bytes:
-    """Sends `data` and reads until the server closes (or resets) the connection."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        chunks = []
-        while True:
-            try:
-                b = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not b:
-                break
-            chunks.append(b)
-    return b"".join(chunks)
 
 
 def assert_logged(srv, text, timeout=5.0):
@@ -374,8 +358,8 @@ BAD_ANSWERS = ["/bad-cl", "/two-cl", "/cl-te", "/garbage", "/bad-chunk", "/big-h
 @pytest.mark.parametrize("path", BAD_ANSWERS)
 def test_malformed_answer_is_502_and_never_passed_on(proxy_server, raw_upstream, path):
     srv = proxy_server([raw_upstream], proxy={"retries": 0})
-    data = read_to_close(srv.port, f"GET {path} HTTP/1.1\r\nHost: a\r\n"
-                                   f"Connection: close\r\n\r\n".encode())
+    data = raw(srv.port, f"GET {path} HTTP/1.1\r\nHost: a\r\n"
+                          f"Connection: close\r\n\r\n".encode(), timeout=10)
     assert data.startswith(b"HTTP/1.1 502 "), f"{path}: {data[:300]!r}"
     assert statuses(data) == [502], f"{path}: one answer, a 502, and nothing else: {data[:400]!r}"
     assert RAW_MARKER not in data, f"{path}: the upstream's body reached the client"
@@ -398,8 +382,8 @@ def test_close_delimited_answers_are_passed_whole_and_chunked(proxy_server, raw_
 
 def test_interim_answers_then_the_final_one(proxy_server, raw_upstream):
     srv = proxy_server([raw_upstream])
-    data = read_to_close(srv.port, b"GET /100-then-200 HTTP/1.1\r\nHost: a\r\n"
-                                   b"Connection: close\r\n\r\n")
+    data = raw(srv.port, b"GET /100-then-200 HTTP/1.1\r\nHost: a\r\n"
+                          b"Connection: close\r\n\r\n", timeout=10)
     # Skip any 1xx passed on; then the final answer, whole.
     while data.startswith(b"HTTP/1.1 1"):
         data = data.split(b"\r\n\r\n", 1)[1]
@@ -423,7 +407,8 @@ def test_upstream_gone_mid_body_with_length(proxy_server, upstream_app):
     with pytest.raises(http.client.IncompleteRead):
         r.read()
     c.close()
-    data = read_to_close(srv.port, b"GET /cut?size=1000000&send=100000 HTTP/1.1\r\nHost: a\r\n\r\n")
+    data = raw(srv.port, b"GET /cut?size=1000000&send=100000 HTTP/1.1\r\nHost: a\r\n\r\n",
+               timeout=10)
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 ")
     assert len(body) < 1_000_000, "a short body must not be made to look whole"
@@ -435,7 +420,8 @@ def test_upstream_gone_mid_body_with_length(proxy_server, upstream_app):
 def test_upstream_gone_mid_chunked_body(proxy_server, upstream_app):
     a = upstream_app("a")
     srv = proxy_server([a])
-    data = read_to_close(srv.port, b"GET /cut?chunked=1&send=100000 HTTP/1.1\r\nHost: a\r\n\r\n")
+    data = raw(srv.port, b"GET /cut?chunked=1&send=100000 HTTP/1.1\r\nHost: a\r\n\r\n",
+               timeout=10)
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), data[:300]
     assert not body.endswith(b"0\r\n\r\n"), "no terminating chunk after a cut"
