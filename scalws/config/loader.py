@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import ctypes
 import difflib
+import html
 import ipaddress
+import json
 import os
 import pwd
 import re
+import urllib.parse
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -369,37 +372,78 @@ def load_config_text(text: str, source: str = "<string>", base_dir=None) -> Conf
 
 
 def default_config() -> Config:
-    """The configuration of `scalwsd` started without --config."""
-    return _load(DEFAULT_YAML, "<built-in default>", os.getcwd())
+    """The configuration of `scalwsd` started without --config: a welcome
+    page at `/` and the current folder under it."""
+    folder = os.getcwd()
+    return _load(default_yaml(folder), "<built-in default>", folder)
+
+
+# How many of the folder's entries the welcome page links to.
+WELCOME_ENTRIES = 50
+
+
+def default_yaml(folder: str) -> str:
+    """The built-in default site for `folder` as YAML (docs/configuration.md,
+    "The built-in default"). The welcome page is built here, once: it names
+    the folder and links to its entries as they are at start; every other
+    path is answered from the folder itself, folders by their listing."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except OSError:
+        names = []
+    dirs = [n + "/" for n in names if os.path.isdir(os.path.join(folder, n))]
+    files = [n for n in names if not os.path.isdir(os.path.join(folder, n))]
+    entries = dirs + files
+    items = "".join(
+        f'<li><a href="/{urllib.parse.quote(n)}">{html.escape(n)}</a></li>\n'
+        for n in entries[:WELCOME_ENTRIES])
+    if len(entries) > WELCOME_ENTRIES:
+        items += f"<li>and {len(entries) - WELCOME_ENTRIES} more</li>\n"
+    listing = (f"<ul>\n{items}</ul>\n" if items else
+               "<p>It has no entries to show.</p>\n")
+    page = WELCOME_PAGE.format(folder=html.escape(folder), listing=listing)
+    # JSON strings are YAML double-quoted scalars: any folder name is safe.
+    return DEFAULT_YAML.format(body=json.dumps(page), root=json.dumps(folder))
 
 
 DEFAULT_YAML = """\
-# scalwsd with no --config: a welcome page on 127.0.0.1:8080.
+# scalwsd with no --config: a welcome page and the current folder on 127.0.0.1:8080.
 workers: 1
 sites:
   - listen: "127.0.0.1:8080"
     routes:
-      - path: /
+      - path: "= /"
         respond:
           status: 200
           content_type: "text/html; charset=utf-8"
-          body: |
-            <!DOCTYPE html>
-            <html lang="en">
-            <head>
-            <meta charset="utf-8">
-            <title>Welcome to ScalWS</title>
-            </head>
-            <body>
-            <h1>ScalWS is running</h1>
-            <p>This is the built-in default page: scalwsd was started without
-            a configuration file.</p>
-            <p>To serve your own sites, write a configuration (see
-            docs/configuration.md), check it with
-            <code>scalwsd --check-config FILE</code> and start
-            <code>scalwsd --config FILE</code>.</p>
-            </body>
-            </html>
+          body: {body}
+      - path: /
+        static:
+          root: {root}
+          autoindex: on
+"""
+
+WELCOME_PAGE = """\
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Welcome to ScalWS</title>
+</head>
+<body>
+<h1>ScalWS is running</h1>
+<p>This is the built-in default page: scalwsd was started without
+a configuration file.</p>
+<p>It also serves the folder it was started in, <code>{folder}</code>:
+every other path is a file or a folder in it (a folder without an
+index.html is listed; names starting with a dot are not served).
+Its entries when scalwsd started:</p>
+{listing}<p>To serve your own sites, write a configuration (see
+docs/configuration.md), check it with
+<code>scalwsd --check-config FILE</code> and start
+<code>scalwsd --config FILE</code>.</p>
+</body>
+</html>
 """
 
 

@@ -3,15 +3,22 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import ROOT, Server, free_port
 
 
+# The console script `pip install` made beside this interpreter (make build),
+# so the entry point operators run is the one under test.
+SCALWSD = str(Path(sys.executable).with_name("scalwsd"))
+
+
 def scalwsd(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "scalws", *args], cwd=ROOT,
+    return subprocess.run([SCALWSD, *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=30, **kw)
 
 
@@ -57,24 +64,44 @@ def test_bind_failure_names_the_config_line(tmp_path):
 
 
 def test_builtin_default_site(tmp_path):
-    # `make run` starts exactly this: no --config, 127.0.0.1:8080.
+    # `make run` starts exactly this: no --config, 127.0.0.1:8080, a welcome
+    # page at / and the folder it was started in under it.
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", 8080))
         except OSError:
-            pytest.skip("127.0.0.1:8080 is taken on this machine")
+            pytest.fail("127.0.0.1:8080 is taken (a `make run` left running?): "
+                        "the built-in default listens there and nowhere else")
+    site = tmp_path / "site"
+    (site / "sub").mkdir(parents=True)
+    (site / "hello.txt").write_text("hello from the folder\n")
+    (site / "sub" / "a b.txt").write_text("x")
+    (site / ".secret").write_text("hidden")
     srv = Server(None, str(tmp_path / "err.log"), [8080], tmp_path)
     log = open(srv.log_path, "ab")
     srv._log = log
-    srv.proc = subprocess.Popen([sys.executable, "-m", "scalws"], cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT)
+    srv.proc = subprocess.Popen([SCALWSD], cwd=site, stdout=log, stderr=subprocess.STDOUT)
+    base = "http://127.0.0.1:8080"
     try:
         srv.wait_log("scalws started", timeout=15)
-        with urllib.request.urlopen("http://127.0.0.1:8080/", timeout=5) as r:
+        with urllib.request.urlopen(base + "/", timeout=5) as r:
             body = r.read().decode()
             assert r.status == 200 and r.headers["Content-Type"].startswith("text/html")
-        assert "ScalWS" in body and "<html" in body
+        assert "ScalWS is running" in body and "<html" in body
+        # the page names the folder and links to its entries, hidden ones left out
+        assert f"<code>{site}</code>" in body
+        assert '<a href="/sub/">sub/</a>' in body and '<a href="/hello.txt">hello.txt</a>' in body
+        assert ".secret" not in body
+        with urllib.request.urlopen(base + "/hello.txt", timeout=5) as r:
+            assert r.status == 200 and r.read() == b"hello from the folder\n"
+            assert r.headers["Content-Type"].startswith("text/plain")
+        with urllib.request.urlopen(base + "/sub/", timeout=5) as r:
+            listing = r.read().decode()
+            assert r.status == 200 and 'href="a%20b.txt"' in listing
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(base + "/.secret", timeout=5)
+        assert err.value.code == 404
         assert "built-in default site" in srv.log()
     finally:
         assert srv.stop() == 0

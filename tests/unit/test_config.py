@@ -4,6 +4,7 @@ exact message and FILE:LINE:COLUMN position.
 Sample files are inline; each test writes its own into tmp_path. In the
 expected problem lines the file name is shown as F.
 """
+import html
 import os
 import pathlib
 import pwd
@@ -372,14 +373,17 @@ def test_default_config():
     (site,) = cfg.sites
     (listen,) = site.listen
     assert (listen.kind, listen.host, listen.port) == ("tcp", "127.0.0.1", 8080)
-    (route,) = site.routes
-    assert (route.match, route.pattern, route.kind) == ("prefix", "/", "respond")
+    route, folder = site.routes
+    assert (route.match, route.pattern, route.kind) == ("exact", "/", "respond")
+    assert (folder.match, folder.pattern, folder.kind) == ("prefix", "/", "static")
+    assert folder.handler.root == os.getcwd() and folder.handler.autoindex
     page = route.handler
     assert page.status == 200
     assert page.content_type == "text/html; charset=utf-8"
     body = page.body.decode()
     assert body.startswith("<!DOCTYPE html>") and body.rstrip().endswith("</html>")
     assert "ScalWS is running" in body and "docs/configuration.md" in body
+    assert f"<code>{html.escape(os.getcwd())}</code>" in body
     assert cfg.limits == type(cfg.limits)() and cfg.log == type(cfg.log)()
 
 
