@@ -53,9 +53,10 @@ def test_waiting_on_slow_upstreams_does_not_poll(proxy_server, upstream_app):
     for _ in range(20):  # answers of ~10 ms: the moving average opens the window
         assert request(srv.port, "/sleep?s=0.01").status == 200
 
+    seen = up.conns()["requests"]
     with ThreadPoolExecutor(8) as pool, Client(srv.port) as trickle:
         held = [pool.submit(request, srv.port, "/sleep?s=3") for _ in range(8)]
-        time.sleep(0.5)  # all eight are in flight
+        up.wait_conns("requests", lambda n: n >= seen + 8, what="(the eight held requests)")
         before, t0 = cpu_seconds(worker), time.monotonic()
         pings = 0
         while time.monotonic() - t0 < 1.5:

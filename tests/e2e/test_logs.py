@@ -185,6 +185,26 @@ def test_buffered_lines_flush_within_interval(server, tmp_path):
     assert len(lines(log)) == 40
 
 
+def test_a_full_buffer_is_flushed_at_once(server, tmp_path):
+    # flush: 1h, so only the buffer filling up writes anything after the first
+    # line (which goes out at once); a line that does not fit flushes the
+    # buffer before it is added, so at most one buffer's worth is ever held.
+    log = tmp_path / "access.log"
+    srv = server(logged(f"{{{{access: {log}, flush: 1h, buffer: 4k}}}}", workers=1))
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+    for i in range(150):
+        c.request("GET", f"/?n={i}")
+        assert c.getresponse().read() == b"hello"
+    c.close()
+    on_disk = log.stat().st_size  # the answers went out after their flushes
+    assert srv.stop() == 0
+    total = log.stat().st_size
+    assert len(lines(log)) == 150 and total > 3 * 4096  # several buffers' worth
+    assert total - on_disk <= 4096, (on_disk, total)
+    assert on_disk < total, "nothing was buffered"
+    assert log.read_bytes()[:on_disk].endswith(b"\n")  # whole lines only
+
+
 def test_buffered_lines_flushed_on_graceful_exit(server, tmp_path):
     log = tmp_path / "access.log"
     srv = server(logged(f"{{{{access: {log}, flush: 1h, buffer: 1m}}}}", workers=2))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import select
 import shutil
 import signal
@@ -516,3 +517,70 @@ def test_workers_hold_only_their_own_listening_sockets(server):
     assert len(listening) == 2  # one socket per worker
     held = [listening & _socket_inodes(pid) for pid in pids]
     assert all(len(h) == 1 for h in held) and held[0] != held[1], held
+
+
+def _started_workers(srv, count):
+    """{worker index: (pid, cpu)} from the master's "worker N started" lines."""
+    srv.wait_log("started (pid", count=count)
+    found = re.findall(r"worker (\d+) started \(pid (\d+), cpu (\w+)\)", srv.log())
+    return {int(i): (int(pid), cpu) for i, pid, cpu in found}
+
+
+def test_worker_i_is_pinned_to_the_ith_cpu(server):
+    # Three workers on the CPUs this test may use: worker i on the i-th of
+    # them, wrapping round when there are more workers than CPUs.
+    cpus = sorted(os.sched_getaffinity(0))
+    srv = server(one_route("ok", workers=3, extra="log: {{level: info}}"))
+    workers = _started_workers(srv, 3)
+    assert sorted(workers) == [0, 1, 2]
+    for i, (pid, cpu) in workers.items():
+        assert os.sched_getaffinity(pid) == {cpus[i % len(cpus)]}, (i, pid)
+        assert cpu == str(cpus[i % len(cpus)])
+    assert sorted(workers[i][0] for i in workers) == sorted(srv.workers())
+
+
+def test_workers_auto_follows_the_masters_affinity(server):
+    # Started under `taskset -c LAST`: `auto` is one worker, on that CPU.
+    last = max(os.sched_getaffinity(0))
+    srv = server(one_route("ok", workers="auto", extra="log: {{level: info}}"), start=False)
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {last})  # this thread only; the master inherits it
+    try:
+        srv.start()
+    finally:
+        os.sched_setaffinity(0, before)
+    ((pid, cpu),) = _started_workers(srv, 1).values()
+    assert srv.workers() == [pid]
+    assert os.sched_getaffinity(pid) == {last} and cpu == str(last)
+    assert get_body(srv.port) == b"ok"
+
+
+MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
+
+
+def test_master_sets_tcp_migrate_req_or_says_why_not(server):
+    # docs/operations.md, "Sysctls": with it, lowering `workers` on reload
+    # moves the queued connections of a closed listening socket to the
+    # others instead of resetting them. As root the master sets it; otherwise
+    # it says at start that it is off.
+    with open(MIGRATE_REQ) as f:
+        saved = f.read().strip()
+    root = os.geteuid() == 0
+    if root:
+        with open(MIGRATE_REQ, "w") as f:
+            f.write("0")
+    try:
+        srv = server(one_route("ok", extra="log: {{level: info}}"))
+        with open(MIGRATE_REQ) as f:
+            now = f.read().strip()
+        if root:
+            assert now == "1"
+            assert "set net.ipv4.tcp_migrate_req=1" in srv.log()
+        elif saved == "0":
+            assert "net.ipv4.tcp_migrate_req is 0" in srv.log()
+        else:
+            assert now == "1" and "tcp_migrate_req" not in srv.log()
+    finally:
+        if root:
+            with open(MIGRATE_REQ, "w") as f:
+                f.write(saved)

@@ -11,9 +11,7 @@ import re
 
 import pytest
 
-parser = pytest.importorskip("scalws.http.parser")
-
-from scalws.http.parser import (  # noqa: E402
+from scalws.http.parser import (
     ERROR, INCOMPLETE, M_CONNECT, M_DELETE, M_GET, M_HEAD, TOO_MANY_HEADERS, VERSION, ChunkedDecoder,
     analyze, analyze_response, parse_request, parse_response,
 )
@@ -411,7 +409,7 @@ def test_analyze_response(name, method, minor, status, headers, rc, info):
 
 # ---- differential test against llhttp (httptools) --------------------------
 
-httptools = pytest.importorskip("httptools")
+import httptools  # noqa: E402
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 LL_METHODS = [b"GET", b"POST", b"PUT", b"DELETE", b"HEAD", b"OPTIONS", b"PATCH"]

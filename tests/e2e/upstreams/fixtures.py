@@ -17,9 +17,9 @@ servers) or a successful connect (Node.js, nginx), polled with a deadline.
   fault_proxy(target) -> FaultProxy, started, in front of `target` (an
       Upstream, a (host, port) pair or a port on 127.0.0.1)
   node_upstream -> ExternalUpstream: `node bench/apps/hello.js PORT`
-      ("hello world"); skipped when node is not installed
+      ("hello world"); fails when node is not installed
   nginx_upstream -> ExternalUpstream: nginx answering 200 "hello from nginx\\n"
-      on every path; skipped only when the nginx binary is missing
+      on every path; fails when the nginx binary is missing
 """
 from __future__ import annotations
 
@@ -330,7 +330,7 @@ def fault_proxy():
 def node_upstream(tmp_path):
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
-        pytest.skip("node (Node.js) is not installed")
+        pytest.fail("node (Node.js) is not installed: `make test` installs it (Makefile SYSPKGS)")
     port = free_port()
     log_path = str(tmp_path / "upstream-node.log")
     with open(log_path, "ab") as log:
@@ -376,7 +376,7 @@ http {{
 def nginx_upstream(tmp_path):
     nginx = _nginx_binary()
     if nginx is None:
-        pytest.skip("the nginx binary is not installed")
+        pytest.fail("the nginx binary is not installed: `make test` installs it (Makefile SYSPKGS)")
     tmp = tmp_path / "nginx"
     tmp.mkdir()
     # Temp folders in the tmp folder, for the modules this build has (each
