@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -1907,6 +1908,45 @@ static int batch_due(const sws_engine_t *e)
            e->up_wait_ns >= BATCH_WAIT_RATIO * (e->lim.batch_window_us * 1000u + TIMER_SLACK_NS);
 }
 
+/* Busy polling (`busy_poll`; docs/adr/0004-busy-poll.md). A worker that has
+ * caught up would block in epoll_wait, and the next request would have to
+ * wake it: on a virtual machine that costs the *sender's* core an IPI exit
+ * worth about one request, and the worker tens of microseconds of wake-up.
+ * So before blocking it polls for up to spin_ns, adapted as cpuidle-haltpoll
+ * adapts its guest poll: an idle wait that ended within busy_poll_us (the
+ * poll would have caught it) doubles the poll, from SPIN_START_NS up to
+ * busy_poll_us; a longer one (or none at all) halves it, down to nothing. A
+ * worker under steady load polls through the short gaps; one that sees
+ * requests seldom, or one at a time with long pauses, never polls. Each
+ * round yields the CPU, so a peer that shares it (an upstream, a client on
+ * the same machine) runs instead of waiting for the poll to end. */
+static int spin_poll(sws_engine_t *e, uint64_t since)
+{
+    int n;
+    while ((n = epoll_wait(e->epfd, e->ev, EV_BATCH, 0)) == 0 &&
+           mono_ns() - since < e->spin_ns)
+        sched_yield();
+    if (n > 0)
+        e->cnt.polls_caught++;
+    else
+        e->cnt.polls_missed++;
+    return n;
+}
+
+/* After an idle wait of idle_ns (UINT64_MAX: it found nothing). */
+static void spin_adapt(sws_engine_t *e, uint64_t idle_ns)
+{
+    uint64_t max = (uint64_t)e->lim.busy_poll_us * 1000u;
+    if (idle_ns <= max) {
+        uint64_t next = e->spin_ns ? e->spin_ns * 2 : SPIN_START_NS;
+        e->spin_ns = next < max ? next : max;
+    } else if (e->spin_ns) {
+        e->spin_ns /= 2;
+        if (e->spin_ns < SPIN_START_NS)
+            e->spin_ns = 0;
+    }
+}
+
 /* One pass: the `n` events a blocking wait already returned (n < 0: none,
  * poll first), then more rounds while they come back full, up to
  * RUN_ROUNDS, so the outer loop stays fair. */
@@ -1962,7 +2002,17 @@ int sws_engine_serve(sws_engine_t *e, int max_ms)
             if (batch_sleep(e) < 0)
                 break;
         } else {
+            uint64_t idle0 = e->lim.busy_poll_us ? mono_ns() : 0;
+            if (e->spin_ns) {
+                n = spin_poll(e, idle0);
+                if (n > 0) {
+                    total += run_pass(e, n);
+                    continue;
+                }
+            }
             n = epoll_wait(e->epfd, e->ev, EV_BATCH, (int)(end - e->now));
+            if (idle0)
+                spin_adapt(e, n > 0 ? mono_ns() - idle0 : UINT64_MAX);
             if (n <= 0) {
                 e->last_events = 0; /* an empty wait closes the window too */
                 break; /* quiet for the rest of max_ms, or a signal (EINTR) */

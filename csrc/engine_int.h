@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 #include "scalws/engine.h"
 #include "scalws/http1.h"
@@ -22,6 +23,7 @@
 #define BATCH_SHORT_PASS 16   /* ... and fewer than this many */
 #define BATCH_WAIT_RATIO 10   /* wait only when upstreams take 10x the wait to answer */
 #define TIMER_SLACK_NS 1000   /* the worker's timer slack while batching (prctl) */
+#define SPIN_START_NS 5000    /* busy polling: the first poll after short sleeps, then x2 */
 #define OUT_BUF (64 * 1024)   /* per-engine response batch */
 #define OUT_IOV 64
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied into the batch */
@@ -140,6 +142,7 @@ struct sws_engine {
     uint32_t px_inflight;      /* proxied requests in progress */
     uint64_t up_wait_ns;       /* moving average: request sent to response head, upstreams */
     int last_events;           /* events handled by the previous pass; 0 after an empty wait */
+    uint64_t spin_ns;          /* busy polling: how long the next idle wait polls first */
     struct upconn *dead_ups;   /* linked by next */
     sws_upstream_t **upstreams;
     size_t n_upstreams;
@@ -213,5 +216,13 @@ SWS_INTERNAL void px_close_all(sws_engine_t *e);
 SWS_INTERNAL void px_engine_free(sws_engine_t *e);
 /* Frees the connections closed during the last batch of events. */
 SWS_INTERNAL void px_bury(sws_engine_t *e);
+
+/* Monotonic nanoseconds (vDSO: no system call). */
+static inline uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #endif

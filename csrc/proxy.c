@@ -126,13 +126,6 @@ static int up_write(sws_engine_t *e, px_t *x);
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int name_is(const sws_header_t *h, const char *lower, size_t n)
 {
     return h->name_len == n && strncasecmp(h->name, lower, n) == 0;

@@ -57,8 +57,13 @@ _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 _NOT_AVAILABLE = "'{}' is not available in this version of scalws"
 
+# `busy_poll: auto` (the default): this long on a virtual machine, where
+# waking a halted CPU is dear, off on bare metal (docs/adr/0004-busy-poll.md).
+BUSY_POLL_AUTO = 50e-6
+
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
-            "pid", "log", "limits", "batch_window", "trusted_proxies", "upstreams", "sites")
+            "pid", "log", "limits", "batch_window", "busy_poll", "trusted_proxies",
+            "upstreams", "sites")
 # Keys of the design (DESIGN.md) that this version does not implement yet.
 TOP_UNAVAILABLE = {k: _NOT_AVAILABLE.format(k)
                    for k in ("status", "instances", "apps")}
@@ -553,6 +558,14 @@ def _walk_document(ctx: _Context, root) -> Config:
             else:
                 cfg.batch_window = value
 
+    cfg.busy_poll = BUSY_POLL_AUTO if virtualized() else 0.0
+    if "busy_poll" in keys:
+        node = keys["busy_poll"][1]
+        if not (ctx.kind(node) == "str" and node.value == "auto"):
+            value = _busy_poll(ctx, node)
+            if value is not None:
+                cfg.busy_poll = value
+
     if "pid" in keys:
         cfg.pid = ctx.path(keys["pid"][1], "pid")
 
@@ -575,6 +588,43 @@ def _walk_document(ctx: _Context, root) -> Config:
     # After the sites: routes name groups, and `url:` adds implicit ones.
     cfg.upstreams = proxy.check_references(ctx, upstreams)
     return cfg
+
+
+def _busy_poll(ctx, node):
+    """`busy_poll` other than `auto`: a duration up to 1ms, or None after an error."""
+    value = None
+    if ctx.kind(node) in ("int", "float", "str"):
+        try:
+            value = parse_duration(str(node.value))
+        except ValueError:
+            pass
+    if value is None:
+        ctx.error(node, "busy_poll", "expected auto or a duration such as 50us "
+                  f"(0 turns it off), got {ctx.describe(node)}")
+    elif value > 0.001:
+        ctx.error(node, "busy_poll", "expected auto or at most 1ms (0 turns it off)")
+    else:
+        return value
+    return None
+
+
+def virtualized(cpuinfo="/proc/cpuinfo", hypervisor="/sys/hypervisor/type") -> bool:
+    """True on a virtual machine: the CPU says it runs under a hypervisor
+    (x86's `hypervisor` flag) or the kernel knows one (/sys/hypervisor)."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    if "hypervisor" in line.split():
+                        return True
+                    break
+    except OSError:
+        pass
+    try:
+        with open(hypervisor) as f:
+            return bool(f.read().strip())
+    except OSError:
+        return False
 
 
 def _usable_cpus() -> list:

@@ -123,6 +123,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t keepalive_requests
         uint32_t max_connections
         uint32_t batch_window_us
+        uint32_t busy_poll_us
 
     enum:
         SWS_ERR_400, SWS_ERR_403, SWS_ERR_404, SWS_ERR_405, SWS_ERR_408, SWS_ERR_412,
@@ -142,6 +143,8 @@ cdef extern from "scalws/engine.h" nogil:
         uint64_t upstream_conns
         uint64_t upstream_reused
         uint64_t upstream_errors
+        uint64_t polls_caught
+        uint64_t polls_missed
 
     ctypedef struct sws_engine_t:
         pass

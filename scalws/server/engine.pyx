@@ -103,6 +103,7 @@ cdef class Engine:
         lim.keepalive_requests = limits.keepalive_requests
         lim.max_connections = limits.max_connections
         lim.batch_window_us = <uint32_t>(config.batch_window * 1e6 + 0.5)
+        lim.busy_poll_us = <uint32_t>(config.busy_poll * 1e6 + 0.5)
         self.e = sws_engine_new(&lim, errors_, worker_id)
         if self.e == NULL:
             raise OSError(errno, "engine: " + strerror(errno).decode())
@@ -438,9 +439,16 @@ cdef class Engine:
     def _on_ready(self):
         # Handle what is ready, then keep waiting on the inner epoll alone
         # for up to SERVE_MS (ADR 0003); a signal or shutdown returns sooner.
+        # Meanwhile uvloop does not watch the inner epoll: while its fd is in
+        # uvloop's set, every event on a connection also runs uvloop's epoll
+        # callback, on the core of whoever sent the bytes (ADR 0004).
+        cdef int fd = sws_engine_fd(self.e)
+        self.loop.remove_reader(fd)
         sws_engine_serve(self.e, SERVE_MS)
         if self._stopping and sws_engine_counters(self.e).active == 0:
             self._drained()
+        else:
+            self.loop.add_reader(fd, self._on_ready)
 
     def run_blocking(self, double seconds):
         """Experiment (ADR 0001, bench/prototypes/cloop.py) and tests: the
@@ -490,7 +498,8 @@ cdef class Engine:
         return {"accepted": c.accepted, "handled": c.handled, "requests": c.requests,
                 "active": c.active, "timeouts": c.timeouts,
                 "refused": c.errors_4xx_close, "upstream_conns": c.upstream_conns,
-                "upstream_reused": c.upstream_reused, "upstream_errors": c.upstream_errors}
+                "upstream_reused": c.upstream_reused, "upstream_errors": c.upstream_errors,
+                "polls_caught": c.polls_caught, "polls_missed": c.polls_missed}
 
 
 cdef class _Block:

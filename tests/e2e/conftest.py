@@ -123,6 +123,13 @@ def server(tmp_path):
             assert not crashes or srv.expect_crashes, log
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time the process has used (utime + stime), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def recv_to_close(sock) -> bytes:
     """Everything `sock` receives until the peer closes (or resets) it."""
     chunks = []

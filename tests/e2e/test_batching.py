@@ -4,21 +4,15 @@ open it, every answer still reaches its own client, and a worker waiting on
 slow upstreams with no other traffic sleeps instead of polling."""
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.e2e.conftest import cpu_seconds
 from tests.e2e.test_proxy import Client, proxy_server, request  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 @pytest.mark.parametrize("window", [None, "0", "1ms"])

@@ -976,3 +976,38 @@ def test_batch_window():
     assert load_config_text("batch_window: 50us\n" + base).batch_window == pytest.approx(0.00005)
     with pytest.raises(Exception, match=r"<string>:1:15: batch_window: expected at most 1ms"):
         load_config_text("batch_window: 2ms\n" + base)
+
+
+def test_busy_poll():
+    from scalws.config.loader import BUSY_POLL_AUTO, virtualized
+    base = "sites: [{listen: ['127.0.0.1:8080'], routes: [{path: /, respond: {body: x}}]}]\n"
+    auto = BUSY_POLL_AUTO if virtualized() else 0
+    assert BUSY_POLL_AUTO == pytest.approx(50e-6)
+    assert load_config_text(base).busy_poll == pytest.approx(auto)  # auto by default
+    assert load_config_text("busy_poll: auto\n" + base).busy_poll == pytest.approx(auto)
+    assert load_config_text("busy_poll: 0\n" + base).busy_poll == 0
+    assert load_config_text("busy_poll: 20us\n" + base).busy_poll == pytest.approx(20e-6)
+    assert load_config_text("busy_poll: 1ms\n" + base).busy_poll == pytest.approx(0.001)
+    with pytest.raises(Exception, match=r"<string>:1:12: busy_poll: expected auto or at most 1ms"):
+        load_config_text("busy_poll: 2ms\n" + base)
+    with pytest.raises(Exception, match=r"<string>:1:12: busy_poll: expected auto or a duration "
+                       r"such as 50us \(0 turns it off\), got a string 'often'"):
+        load_config_text("busy_poll: often\n" + base)
+    with pytest.raises(Exception, match=r"<string>:1:1: busy_pol: unknown key.*did you mean 'busy_poll'"):
+        load_config_text("busy_pol: 1ms\n" + base)
+
+
+@pytest.mark.parametrize("flags, hypervisor, expected", [
+    ("fpu vme de pse tsc msr hypervisor lahf_lm", None, True),   # x86 guest
+    ("fpu vme de pse tsc msr lahf_lm", None, False),             # x86 bare metal
+    ("fpu vme de pse tsc msr lahf_lm", "xen\n", True),           # the kernel knows a hypervisor
+    (None, None, False),                                        # neither file (other kernels)
+])
+def test_virtualized(tmp_path, flags, hypervisor, expected):
+    from scalws.config.loader import virtualized
+    cpuinfo, hyp = tmp_path / "cpuinfo", tmp_path / "hypervisor"
+    if flags is not None:
+        cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: X\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+    if hypervisor is not None:
+        hyp.write_text(hypervisor)
+    assert virtualized(str(cpuinfo), str(hyp)) is expected

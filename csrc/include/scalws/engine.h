@@ -189,6 +189,7 @@ typedef struct {
     uint32_t keepalive_requests;
     uint32_t max_connections;
     uint32_t batch_window_us;      /* see batch_due() in engine.c; 0: off */
+    uint32_t busy_poll_us;         /* longest poll before sleeping (spin_* in engine.c); 0: off */
 } sws_limits_t;
 
 /* Error responses the engine sends itself, indexed by SWS_ERR_*. */
@@ -212,6 +213,8 @@ typedef struct {
     uint64_t upstream_conns;   /* upstream connections opened */
     uint64_t upstream_reused;  /* requests sent on a pooled connection */
     uint64_t upstream_errors;  /* failed attempts (connect, reset, timeout, bad response) */
+    uint64_t polls_caught;     /* busy polls that found an event: sleeps avoided */
+    uint64_t polls_missed;     /* busy polls that ran out: the worker slept after all */
 } sws_counters_t;
 
 typedef struct sws_engine sws_engine_t;
@@ -270,7 +273,8 @@ int sws_engine_run(sws_engine_t *e);
  * they come, until `max_ms` have passed after the first pass, a signal
  * interrupts a wait (a signal that arrives during a pass is seen at the
  * latest after `max_ms`), or the engine is shutting down; while the batching
- * window is due it sleeps the window and polls instead of blocking. The
+ * window is due it sleeps the window and polls instead of blocking, and with
+ * `busy_poll` it polls for a while before each blocking wait. The
  * worker calls this when uvloop reports the inner epoll readable: under load
  * the worker then sleeps on the inner epoll alone, and a peer's write wakes
  * it through one epoll callback instead of two nested ones

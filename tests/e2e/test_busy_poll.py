@@ -1,0 +1,121 @@
+"""Busy polling (`busy_poll`; docs/adr/0004-busy-poll.md) on a real worker:
+a client that comes back within the poll finds the worker awake (it did not
+sleep between its requests), a client that comes back seldom never makes it
+poll, a worker left idle after load sleeps, and a client on the worker's own
+CPU is not held up by the poll."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+
+import pytest
+
+from tests.e2e.conftest import cpu_seconds, read_response
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFIG = """\
+workers: 1
+busy_poll: {poll}
+log:
+  access: off
+sites:
+  - listen: 127.0.0.1:{{port}}
+    routes:
+      - path: = /r
+        respond:
+          body: "ok"
+"""
+REQUEST = b"GET /r HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def sleeps(pid: int) -> int:
+    """How many times the process has blocked (voluntary context switches)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches")
+
+
+@contextlib.contextmanager
+def client_cpus(worker: int, same: bool):
+    """Runs the client (this process) on the worker's CPU (`same`), or off
+    it, as a load generator or an upstream on another core would be."""
+    before = os.sched_getaffinity(0)
+    theirs = os.sched_getaffinity(worker)
+    mine = theirs if same else (before - theirs) or before
+    os.sched_setaffinity(0, mine)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def requests_with_pauses(port: int, count: int, pause: float) -> None:
+    """`count` requests on one connection, each `pause` seconds after the
+    previous answer (busy-waited: a sleep this short is not kept)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(count):
+            s.sendall(REQUEST)
+            status, _, body, rest = read_response(s)
+            assert (status, body, rest) == (200, b"ok", b"")
+            until = time.perf_counter() + pause
+            while time.perf_counter() < until:
+                pass
+
+
+def test_a_client_that_comes_back_soon_finds_the_worker_awake(server):
+    # Answers 200 us apart: without polling the worker sleeps in every gap;
+    # with a poll of up to 1 ms it grows its poll within a few gaps and then
+    # catches the next request awake.
+    measured = {}
+    for poll in ("0", "1ms"):
+        srv = server(CONFIG.format(poll=poll))
+        (worker,) = srv.workers()
+        with client_cpus(worker, same=False):
+            requests_with_pauses(srv.port, 50, 200e-6)  # warm-up: the poll adapts
+            before = sleeps(worker)
+            requests_with_pauses(srv.port, 400, 200e-6)
+        measured[poll] = (sleeps(worker) - before) / 400
+        if poll == "1ms":
+            # Left idle, the worker sleeps: no polling without events.
+            cpu0, t0 = cpu_seconds(worker), time.monotonic()
+            time.sleep(1.0)
+            idle_cpu = (cpu_seconds(worker) - cpu0) / (time.monotonic() - t0)
+            assert idle_cpu < 0.03, f"an idle worker used {idle_cpu:.1%} of a CPU"
+    assert measured["0"] >= 0.8, measured
+    assert measured["1ms"] <= 0.2, measured
+
+
+def test_a_client_that_comes_back_seldom_does_not_make_it_poll(server):
+    # Requests 5 ms apart, far over the 1 ms bound: every idle wait is long,
+    # so the poll never starts. A worker that polled 1 ms before each sleep
+    # would spend 20 % of a CPU here.
+    srv = server(CONFIG.format(poll="1ms"))
+    (worker,) = srv.workers()
+    with client_cpus(worker, same=False):
+        requests_with_pauses(srv.port, 20, 0.005)
+        cpu0, t0 = cpu_seconds(worker), time.monotonic()
+        requests_with_pauses(srv.port, 200, 0.005)
+        used = (cpu_seconds(worker) - cpu0) / (time.monotonic() - t0)
+    assert used < 0.08, f"the worker used {used:.1%} of a CPU"
+
+
+def test_the_poll_yields_to_a_peer_on_the_same_cpu(server):
+    # The client shares the worker's CPU and is busy between its requests
+    # (an upstream or a local client would be): a worker that held the CPU
+    # for its whole poll would delay each request by up to the poll.
+    elapsed = {}
+    for poll in ("0", "1ms"):
+        srv = server(CONFIG.format(poll=poll))
+        (worker,) = srv.workers()
+        with client_cpus(worker, same=True):
+            requests_with_pauses(srv.port, 50, 200e-6)
+            t0 = time.monotonic()
+            requests_with_pauses(srv.port, 400, 200e-6)
+            elapsed[poll] = time.monotonic() - t0
+    assert elapsed["1ms"] < 1.5 * elapsed["0"], elapsed
