@@ -1901,11 +1901,16 @@ static void dispatch(sws_engine_t *e, int n)
  * answer. A poll that finds fewer than two events ends it: the next wait
  * blocks. Fast upstreams, light load and routes that are not proxied never
  * wait. */
-static int batch_due(const sws_engine_t *e)
+static int batch_regime(const sws_engine_t *e)
 {
     return e->lim.batch_window_us && e->px_inflight >= BATCH_MIN_INFLIGHT &&
-           e->last_events >= BATCH_MIN_PASS && e->last_events < BATCH_SHORT_PASS &&
            e->up_wait_ns >= BATCH_WAIT_RATIO * (e->lim.batch_window_us * 1000u + TIMER_SLACK_NS);
+}
+
+static int batch_due(const sws_engine_t *e)
+{
+    return batch_regime(e) && e->last_events >= BATCH_MIN_PASS &&
+           e->last_events < BATCH_SHORT_PASS;
 }
 
 /* Busy polling (`busy_poll`; docs/adr/0004-busy-poll.md). A worker that has
@@ -1919,7 +1924,10 @@ static int batch_due(const sws_engine_t *e)
  * worker under steady load polls through the short gaps; one that sees
  * requests seldom, or one at a time with long pauses, never polls. Each
  * round yields the CPU, so a peer that shares it (an upstream, a client on
- * the same machine) runs instead of waiting for the poll to end. */
+ * the same machine) runs instead of waiting for the poll to end. Where the
+ * batching window applies (proxied requests waiting on slow upstreams) the
+ * worker does not poll: a poll would take the answers one at a time, which
+ * is what the window is there to avoid. */
 static int spin_poll(sws_engine_t *e, uint64_t since)
 {
     int n;
@@ -1992,7 +2000,8 @@ int sws_engine_serve(sws_engine_t *e, int max_ms)
     /* Shutting down, the worker's loop checks for the drain after every
      * pass; after a signal, uvloop runs its handler. While a batching
      * window is due, the engine polls on its own timer instead of being
-     * woken by each upstream answer. */
+     * woken by each upstream answer; otherwise, with busy_poll, it polls
+     * for a while before it blocks. */
     while (!signalled && !e->shutting_down) {
         update_time(e); /* the pass took time too */
         if (e->now >= end)
@@ -2002,8 +2011,8 @@ int sws_engine_serve(sws_engine_t *e, int max_ms)
             if (batch_sleep(e) < 0)
                 break;
         } else {
-            uint64_t idle0 = e->lim.busy_poll_us ? mono_ns() : 0;
-            if (e->spin_ns) {
+            uint64_t idle0 = e->lim.busy_poll_us && !batch_regime(e) ? mono_ns() : 0;
+            if (idle0 && e->spin_ns) {
                 n = spin_poll(e, idle0);
                 if (n > 0) {
                     total += run_pass(e, n);

@@ -87,8 +87,10 @@ def test_a_client_that_comes_back_soon_finds_the_worker_awake(server):
             time.sleep(1.0)
             idle_cpu = (cpu_seconds(worker) - cpu0) / (time.monotonic() - t0)
             assert idle_cpu < 0.03, f"an idle worker used {idle_cpu:.1%} of a CPU"
+    # Sleeps per request: about 1 without polling; with it, almost none on a
+    # quiet machine (about a quarter with another process busy on either CPU).
     assert measured["0"] >= 0.8, measured
-    assert measured["1ms"] <= 0.2, measured
+    assert measured["1ms"] <= 0.5, measured
 
 
 def test_a_client_that_comes_back_seldom_does_not_make_it_poll(server):
