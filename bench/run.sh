@@ -213,9 +213,9 @@ measure() {  # measure SERVER SCENARIO ORDER
     load_run "$scen" "$WARMUP" "$base.warmup.txt"
     ub= ua=
     case $scen in proxy | cache-hit) ub=$(upstream_count) ;; esac
-    before=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" "$pid")
+    before=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
     load_run "$scen" "$DURATION" "$base.load.txt" "$base.h2log"
-    after=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" "$pid")
+    after=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
     case $scen in proxy | cache-hit) ua=$(upstream_count) ;; esac
     lock_release
     stop_pid "$pid"

@@ -23,8 +23,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 COLUMNS = ["server", "scenario", "status", "rps", "p50_ms", "p99_ms", "cpu_us_per_req",
            "server_cpu_pct", "load_cpu_pct", "peak_rss_mib", "requests", "non2xx", "socket_errors",
-           "upstream_reqs", "duration_s", "order", "reason"]
-METRICS = ["rps", "p50_ms", "p99_ms", "cpu_us_per_req", "server_cpu_pct", "load_cpu_pct", "peak_rss_mib"]
+           "upstream_reqs", "duration_s", "order", "reason", "steal_pct"]
+METRICS = ["rps", "p50_ms", "p99_ms", "cpu_us_per_req", "server_cpu_pct", "load_cpu_pct", "peak_rss_mib",
+           "steal_pct"]
 
 
 # --------------------------------------------------------------- render
@@ -121,10 +122,26 @@ def cpu_jiffies(cpu):
     return 0, 0
 
 
+def steal_jiffies(cpus):
+    """(steal, total) jiffies summed over these CPUs from /proc/stat: time the
+    hypervisor gave to something else while they wanted to run."""
+    steal = total = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *v = line.split()
+            if name[3:].isdigit() and int(name[3:]) in cpus:
+                v = [int(x) for x in v]
+                steal += v[7]
+                total += sum(v[:8])
+    return steal, total
+
+
 def cmd_snapshot(a):
     s = snapshot([int(p) for p in a.pids])
     if a.cpu != "":
         s["cpu_busy"], s["cpu_total"] = cpu_jiffies(a.cpu)
+    if a.steal_cpus:
+        s["steal"], s["steal_total"] = steal_jiffies({int(c) for c in a.steal_cpus.split(",")})
     print(" ".join(f"{k}={v}" for k, v in s.items()))
 
 
@@ -253,8 +270,12 @@ def cmd_row(a):
     if "cpu_total" in after and int(after["cpu_total"]) > int(before["cpu_total"]):
         load_pct = 100.0 * (int(after["cpu_busy"]) - int(before["cpu_busy"])) / (
             int(after["cpu_total"]) - int(before["cpu_total"]))
+    steal_pct = ""
+    if "steal_total" in after and int(after["steal_total"]) > int(before["steal_total"]):
+        steal_pct = 100.0 * (int(after["steal"]) - int(before["steal"])) / (
+            int(after["steal_total"]) - int(before["steal_total"]))
     base.update(
-        load_cpu_pct=load_pct,
+        load_cpu_pct=load_pct, steal_pct=steal_pct,
         status="invalid" if problems else "ok",
         rps=req / res["duration_s"] if res["duration_s"] else 0.0,
         p50_ms=res["p50_ms"], p99_ms=res["p99_ms"],
@@ -292,7 +313,8 @@ TABLES = [("rps", "Requests per second", 0), ("p99_ms", "p99 latency (ms)", 2),
           ("cpu_us_per_req", "Server CPU per request (µs, whole process tree)", 2),
           ("peak_rss_mib", "Peak RSS of the server tree (MiB, sum of VmHWM)", 1),
           ("p50_ms", "p50 latency (ms)", 2), ("server_cpu_pct", "Server CPU use (% of one CPU)", 0),
-          ("load_cpu_pct", "Load CPU busy (% of CPU_LOAD: wrk/h2load, upstreams, apps)", 0)]
+          ("load_cpu_pct", "Load CPU busy (% of CPU_LOAD: wrk/h2load, upstreams, apps)", 0),
+          ("steal_pct", "Steal (% of both CPUs' time the hypervisor gave to others)", 1)]
 
 
 def aggregate(rows):
@@ -669,6 +691,7 @@ def main():
     s = sp.add_parser("render"); s.add_argument("template"); s.set_defaults(f=cmd_render)
     s = sp.add_parser("snapshot"); s.add_argument("pids", nargs="+")
     s.add_argument("--cpu", default="", help="also report busy/total jiffies of this CPU (the load CPU)")
+    s.add_argument("--steal-cpus", default="", help="also report steal/total jiffies of these CPUs (a,b)")
     s.set_defaults(f=cmd_snapshot)
     s = sp.add_parser("columns"); s.set_defaults(f=cmd_columns)
     s = sp.add_parser("row")
