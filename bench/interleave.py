@@ -55,6 +55,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench" / "lib"))
+import benchlib  # noqa: E402  (bench/lib/benchlib.py: /proc readers shared with the harness)
+
 TICK = os.sysconf("SC_CLK_TCK")
 BODY = "hello world"
 
@@ -105,24 +108,8 @@ def free_port():
 
 
 def tree_ticks(root):
-    """utime + stime of root and every descendant, in clock ticks."""
-    kids, ticks = {}, {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        f = stat[stat.rindex(")") + 2:].split()
-        kids.setdefault(int(f[1]), []).append(int(d))
-        ticks[int(d)] = int(f[11]) + int(f[12])
-    total, todo = 0, [root]
-    while todo:
-        p = todo.pop()
-        total += ticks.get(p, 0)
-        todo.extend(kids.get(p, []))
-    return total
+    """utime + stime (with reaped children) of root and every descendant, in ticks."""
+    return benchlib.snapshot([root])["ticks"]
 
 
 def wait_ready(port, proc, timeout=10.0):
@@ -171,7 +158,11 @@ class Server:
             cmd = pin + [os.environ.get("NGINX", "nginx"), "-c", str(cfg), "-p", str(d)]
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                      stderr=open(d / "stderr.log", "w"))
-        wait_ready(self.port, self.proc)
+        try:
+            wait_ready(self.port, self.proc)
+        except BaseException:
+            self.stop()
+            raise
         self.rps, self.cpu_us, self.sleeps, self.load_us, self.steal = [], [], [], [], []
         self.cpus = (cpu, int(os.environ.get("CPU_LOAD", "1")))
         self.symbols = collections.Counter()  # --perf: load-core samples by function
@@ -203,14 +194,9 @@ def blocked(pid):
 
 
 def stolen(cpus):
-    """Steal ticks of these CPUs so far (/proc/stat): time the hypervisor ran
-    something else on them."""
-    total = 0
-    for line in Path("/proc/stat").read_text().splitlines():
-        f = line.split()
-        if f[0][3:].isdigit() and int(f[0][3:]) in cpus:
-            total += int(f[8])
-    return total
+    """Steal ticks of these CPUs so far: time the hypervisor ran something
+    else on them."""
+    return benchlib.steal_jiffies(set(cpus))[0]
 
 
 def wrk_cmd(server, secs, conns, cpu):
@@ -219,9 +205,10 @@ def wrk_cmd(server, secs, conns, cpu):
 
 
 def check_wrk(server, out):
-    if re.search(r"Non-2xx|Socket errors", out) or not re.search(r"(\d+) requests in", out):
-        sys.exit(f"{server.name}: wrk reported errors:\n{out}")
-    return int(re.search(r"(\d+) requests in", out).group(1))
+    m = re.search(r"(\d+) requests in", out)
+    if re.search(r"Non-2xx|Socket errors", out) or not m or int(m.group(1)) == 0:
+        sys.exit(f"{server.name}: wrk reported errors or no answers:\n{out}")
+    return int(m.group(1))
 
 
 def wrk_slice(server, secs, conns, cpu):
@@ -242,13 +229,13 @@ def perf_samples(data, tids):
     """{tid: Counter(function -> samples)} from a `perf record -g` file, by
     the function each sample landed in."""
     out = subprocess.run(["perf", "script", "-i", data, "-F", "tid,ip,sym"],
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, check=True).stdout
     per = {t: collections.Counter() for t in tids}
     cur, first = None, False
     for line in out.splitlines():
         if not line.strip():
             cur = None
-        elif not line.startswith((" ", "\t")):
+        elif not line.startswith("\t"):  # a sample's tid (perf may pad it); its frames follow, tabbed
             cur, first = per.get(int(line.split()[0])), True
         elif cur is not None and first:
             parts = line.split(None, 1)
@@ -257,54 +244,74 @@ def perf_samples(data, tids):
     return per
 
 
+def wrk_thread(p):
+    """The tid of wrk's one load thread, once it exists (wrk -t1)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        tids = [int(t) for t in os.listdir(f"/proc/{p.pid}/task") if int(t) != p.pid]
+        if tids:
+            return tids[0]
+        time.sleep(0.001)
+    sys.exit("wrk did not start its thread")
+
+
 def alternate_round(servers, secs, conns, cpu, period, perf, tmp):
     """One wrk per server, only one running at a time, `period` seconds each,
     until each has run about `secs` seconds."""
     n = len(servers)
-    wrks = [subprocess.Popen(wrk_cmd(s, int(secs * n + 30), conns, cpu), stdout=subprocess.PIPE,
-                             text=True) for s in servers]
-    time.sleep(0.5)  # connected
-    for p in wrks:
-        os.kill(p.pid, signal.SIGSTOP)
-    tids = {}
-    for s, p in zip(servers, wrks):
-        (tids[s.name],) = [int(t) for t in os.listdir(f"/proc/{p.pid}/task") if int(t) != p.pid]
-    w = [s.worker() for s in servers]
-    st0 = stolen(servers[0].cpus)
-    t0 = [tree_ticks(s.proc.pid) for s in servers]
-    b0 = [blocked(x) for x in w]
-    rec = None
-    if perf:
-        rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-C", str(cpu),
-                                "-g", "-o", f"{tmp}/perf.data", "--", "sleep", str(secs * n + 1)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
-    k, end = 0, time.monotonic() + secs * n
-    while time.monotonic() < end:
-        for i in range(n):
-            p = wrks[(k + i) % n]
+    wrks, rec = [], None
+    try:
+        tids, ran = {}, [0.0] * n
+        for s in servers:
+            wrks.append(subprocess.Popen(wrk_cmd(s, int(secs * n + 30), conns, cpu),
+                                         stdout=subprocess.PIPE, text=True))
+            tids[s.name] = wrk_thread(wrks[-1])
+            os.kill(wrks[-1].pid, signal.SIGSTOP)  # before it has done much: it connects on its turn
+        w = [s.worker() for s in servers]
+        if perf:
+            rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-C",
+                                    str(cpu), "-g", "-o", f"{tmp}/perf.data"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(0.3)
+        st0 = stolen(servers[0].cpus)
+        t0 = [tree_ticks(s.proc.pid) for s in servers]
+        b0 = [blocked(x) for x in w]
+        k, start = 0, time.monotonic()
+        while time.monotonic() < start + secs * n:
+            for i in ((k + j) % n for j in range(n)):
+                os.kill(wrks[i].pid, signal.SIGCONT)
+                c0 = time.monotonic()
+                time.sleep(period)
+                os.kill(wrks[i].pid, signal.SIGSTOP)
+                ran[i] += time.monotonic() - c0
+            k += 1
+        elapsed = time.monotonic() - start
+        t1 = [tree_ticks(s.proc.pid) for s in servers]
+        b1 = [blocked(x) for x in w]
+        steal = (stolen(servers[0].cpus) - st0) / TICK / elapsed / len(servers[0].cpus) * 100
+        if rec:
+            rec.send_signal(signal.SIGINT)
+            if rec.wait() not in (0, -signal.SIGINT, 128 + signal.SIGINT):  # stopped by our SIGINT
+                sys.exit(f"perf record failed ({rec.returncode}): {rec.stderr.read()}")
+        for p in wrks:
+            os.kill(p.pid, signal.SIGINT)  # wrk prints its totals on SIGINT
             os.kill(p.pid, signal.SIGCONT)
-            time.sleep(period)
-            os.kill(p.pid, signal.SIGSTOP)
-        k += 1
-    t1 = [tree_ticks(s.proc.pid) for s in servers]
-    b1 = [blocked(x) for x in w]
-    steal = (stolen(servers[0].cpus) - st0) / TICK / (secs * n) / 2 * 100
-    if rec:
-        rec.send_signal(signal.SIGINT)
-        rec.wait()
-    for p in wrks:
-        os.kill(p.pid, signal.SIGINT)  # wrk prints its totals on SIGINT
-        os.kill(p.pid, signal.SIGCONT)
-    counts = [check_wrk(s, p.communicate()[0]) for s, p in zip(servers, wrks)]
+        counts = [check_wrk(s, p.communicate()[0]) for s, p in zip(servers, wrks)]
+    finally:
+        for p in wrks + ([rec] if rec else []):
+            if p.poll() is None:
+                p.kill()  # a stopped process dies of SIGKILL too
+                p.wait()
     per = perf_samples(f"{tmp}/perf.data", tids.values()) if perf else {}
     for i, s in enumerate(servers):
-        s.rps.append(counts[i] / secs)  # per second of its own running time
+        s.rps.append(counts[i] / ran[i])  # per second of its own turns
         s.cpu_us.append((t1[i] - t0[i]) / TICK * 1e6 / counts[i])
         s.sleeps.append((b1[i] - b0[i]) / counts[i])
         s.steal.append(steal)
         if perf:
             c = per[tids[s.name]]
+            if not c:
+                sys.exit(f"perf recorded no sample of {s.name}'s wrk (thread {tids[s.name]})")
             s.load_us.append(sum(c.values()) / 4000 * 1e6 / counts[i])
             s.symbols.update({f: v * 1e9 / 4000 / counts[i] for f, v in c.items()})  # ns/req
 
@@ -336,7 +343,7 @@ def report(servers, rounds, conns, how):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--slice", type=float, default=2.0, help="seconds per server per round")
+    ap.add_argument("--slice", type=int, default=2, help="seconds per server per round")
     ap.add_argument("--conns", default=os.environ.get("CONNS", "64"),
                     help="concurrency, or a comma-separated list run in turn")
     ap.add_argument("--alternate", type=float, metavar="MS",
@@ -353,7 +360,7 @@ def main():
     for tool in ("taskset", os.environ.get("WRK", "wrk")) + (("perf",) if a.perf else ()):
         if not shutil.which(tool):
             sys.exit(f"{tool} not found")
-    secs = int(a.slice) if a.slice == int(a.slice) else a.slice
+    secs = a.slice
     with tempfile.TemporaryDirectory(prefix="sws-interleave-") as tmp:
         servers = []
         try:

@@ -592,39 +592,56 @@ def _walk_document(ctx: _Context, root) -> Config:
 
 def _busy_poll(ctx, node):
     """`busy_poll` other than `auto`: a duration up to 1ms, or None after an error."""
-    value = None
-    if ctx.kind(node) in ("int", "float", "str"):
-        try:
-            value = parse_duration(str(node.value))
-        except ValueError:
-            pass
-    if value is None:
+    kind = ctx.kind(node)
+    if kind not in ("int", "float", "str") or (kind == "str" and not _is_duration(node.value)):
         ctx.error(node, "busy_poll", "expected auto or a duration such as 50us "
                   f"(0 turns it off), got {ctx.describe(node)}")
-    elif value > 0.001:
-        ctx.error(node, "busy_poll", "expected auto or at most 1ms (0 turns it off)")
-    else:
-        return value
-    return None
+        return None
+    value = ctx.duration(node, "busy_poll")
+    if value is not None and value > 0.001:
+        ctx.error(node, "busy_poll", f"expected auto or at most 1ms (0 turns it off), got {node.value}")
+        return None
+    return value
 
 
-def virtualized(cpuinfo="/proc/cpuinfo", hypervisor="/sys/hypervisor/type") -> bool:
-    """True on a virtual machine: the CPU says it runs under a hypervisor
-    (x86's `hypervisor` flag) or the kernel knows one (/sys/hypervisor)."""
+def _is_duration(text: str) -> bool:
     try:
-        with open(cpuinfo) as f:
-            for line in f:
-                if line.startswith("flags"):
-                    if "hypervisor" in line.split():
-                        return True
-                    break
-    except OSError:
-        pass
-    try:
-        with open(hypervisor) as f:
-            return bool(f.read().strip())
-    except OSError:
+        parse_duration(text)
+    except ValueError:
         return False
+    return True
+
+
+# DMI vendor and product names of virtual machines (what systemd-detect-virt
+# also reads), for guests whose CPU does not say so (arm64).
+_VM_DMI = ("KVM", "QEMU", "VMware", "VirtualBox", "Xen", "Bochs", "Virtual Machine",
+           "Google Compute Engine", "OpenStack", "Parallels", "BHYVE")
+
+
+def virtualized(cpuinfo="/proc/cpuinfo", hypervisor="/sys/hypervisor/type",
+                dmi="/sys/class/dmi/id") -> bool:
+    """True on a virtual machine: the CPU says it runs under a hypervisor
+    (x86's `hypervisor` flag), the kernel knows one (/sys/hypervisor), or the
+    firmware names a hypervisor's machine (DMI: KVM, QEMU, VMware, an EC2
+    instance that is not `.metal`, ...)."""
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError:
+            return ""
+    for line in read(cpuinfo).splitlines():
+        if line.startswith("flags"):
+            if "hypervisor" in line.split():
+                return True
+            break
+    if read(hypervisor).strip():
+        return True
+    names = [read(f"{dmi}/{k}").strip() for k in ("sys_vendor", "product_name")]
+    if any(v in name for name in names for v in _VM_DMI):
+        return True
+    vendor, product = names
+    return vendor == "Amazon EC2" and not product.endswith(".metal")
 
 
 def _usable_cpus() -> list:

@@ -43,7 +43,8 @@ def sleeps(pid: int) -> int:
 @contextlib.contextmanager
 def client_cpus(worker: int, same: bool):
     """Runs the client (this process) on the worker's CPU (`same`), or off
-    it, as a load generator or an upstream on another core would be."""
+    it, as a load generator or an upstream on another core would be (on a
+    one-CPU machine it stays where it is: the poll yields to it)."""
     before = os.sched_getaffinity(0)
     theirs = os.sched_getaffinity(worker)
     mine = theirs if same else (before - theirs) or before
@@ -68,19 +69,28 @@ def requests_with_pauses(port: int, count: int, pause: float) -> None:
                 pass
 
 
+def close_requests(server, poll, same_cpu):
+    """A worker with `busy_poll: poll` and a client that comes back 200 us
+    after each answer, on the worker's CPU or off it: 50 requests to let the
+    poll adapt, then 400 measured. Returns (worker pid, worker sleeps per
+    request, seconds the 400 took)."""
+    srv = server(CONFIG.format(poll=poll))
+    (worker,) = srv.workers()
+    with client_cpus(worker, same=same_cpu):
+        requests_with_pauses(srv.port, 50, 200e-6)
+        before, t0 = sleeps(worker), time.monotonic()
+        requests_with_pauses(srv.port, 400, 200e-6)
+        took = time.monotonic() - t0
+    return worker, (sleeps(worker) - before) / 400, took
+
+
 def test_a_client_that_comes_back_soon_finds_the_worker_awake(server):
-    # Answers 200 us apart: without polling the worker sleeps in every gap;
-    # with a poll of up to 1 ms it grows its poll within a few gaps and then
-    # catches the next request awake.
+    # Without polling the worker sleeps in every 200 us gap; with a poll of
+    # up to 1 ms it grows its poll within a few gaps and then catches the
+    # next request awake.
     measured = {}
     for poll in ("0", "1ms"):
-        srv = server(CONFIG.format(poll=poll))
-        (worker,) = srv.workers()
-        with client_cpus(worker, same=False):
-            requests_with_pauses(srv.port, 50, 200e-6)  # warm-up: the poll adapts
-            before = sleeps(worker)
-            requests_with_pauses(srv.port, 400, 200e-6)
-        measured[poll] = (sleeps(worker) - before) / 400
+        worker, measured[poll], _ = close_requests(server, poll, same_cpu=False)
         if poll == "1ms":
             # Left idle, the worker sleeps: no polling without events.
             cpu0, t0 = cpu_seconds(worker), time.monotonic()
@@ -111,13 +121,5 @@ def test_the_poll_yields_to_a_peer_on_the_same_cpu(server):
     # The client shares the worker's CPU and is busy between its requests
     # (an upstream or a local client would be): a worker that held the CPU
     # for its whole poll would delay each request by up to the poll.
-    elapsed = {}
-    for poll in ("0", "1ms"):
-        srv = server(CONFIG.format(poll=poll))
-        (worker,) = srv.workers()
-        with client_cpus(worker, same=True):
-            requests_with_pauses(srv.port, 50, 200e-6)
-            t0 = time.monotonic()
-            requests_with_pauses(srv.port, 400, 200e-6)
-            elapsed[poll] = time.monotonic() - t0
+    elapsed = {poll: close_requests(server, poll, same_cpu=True)[2] for poll in ("0", "1ms")}
     assert elapsed["1ms"] < 1.5 * elapsed["0"], elapsed

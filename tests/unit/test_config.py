@@ -988,7 +988,9 @@ def test_busy_poll():
     assert load_config_text("busy_poll: 0\n" + base).busy_poll == 0
     assert load_config_text("busy_poll: 20us\n" + base).busy_poll == pytest.approx(20e-6)
     assert load_config_text("busy_poll: 1ms\n" + base).busy_poll == pytest.approx(0.001)
-    with pytest.raises(Exception, match=r"<string>:1:12: busy_poll: expected auto or at most 1ms"):
+    assert load_config_text("busy_poll: 5.0e-05\n" + base).busy_poll == pytest.approx(50e-6)  # seconds
+    with pytest.raises(Exception, match=r"<string>:1:12: busy_poll: expected auto or at most 1ms "
+                       r"\(0 turns it off\), got 2ms"):
         load_config_text("busy_poll: 2ms\n" + base)
     with pytest.raises(Exception, match=r"<string>:1:12: busy_poll: expected auto or a duration "
                        r"such as 50us \(0 turns it off\), got a string 'often'"):
@@ -997,17 +999,25 @@ def test_busy_poll():
         load_config_text("busy_pol: 1ms\n" + base)
 
 
-@pytest.mark.parametrize("flags, hypervisor, expected", [
-    ("fpu vme de pse tsc msr hypervisor lahf_lm", None, True),   # x86 guest
-    ("fpu vme de pse tsc msr lahf_lm", None, False),             # x86 bare metal
-    ("fpu vme de pse tsc msr lahf_lm", "xen\n", True),           # the kernel knows a hypervisor
-    (None, None, False),                                        # neither file (other kernels)
+@pytest.mark.parametrize("flags, hypervisor, dmi, expected", [
+    ("fpu vme de pse tsc msr hypervisor lahf_lm", None, None, True),   # x86 guest
+    ("fpu vme de pse tsc msr lahf_lm", None, None, False),             # x86 bare metal
+    ("fpu vme de pse tsc msr lahf_lm", "xen\n", None, True),           # the kernel knows a hypervisor
+    (None, None, ("QEMU", "KVM Virtual Machine"), True),               # arm64 KVM guest
+    (None, None, ("Amazon EC2", "c6g.large"), True),                   # arm64 EC2 instance
+    (None, None, ("Amazon EC2", "c6g.metal"), False),                  # ... but not a metal one
+    (None, None, ("Dell Inc.", "PowerEdge R650"), False),              # a server
+    (None, None, None, False),                                         # nothing to go by
 ])
-def test_virtualized(tmp_path, flags, hypervisor, expected):
+def test_virtualized(tmp_path, flags, hypervisor, dmi, expected):
     from scalws.config.loader import virtualized
-    cpuinfo, hyp = tmp_path / "cpuinfo", tmp_path / "hypervisor"
+    cpuinfo, hyp, dmi_dir = tmp_path / "cpuinfo", tmp_path / "hypervisor", tmp_path / "dmi"
     if flags is not None:
         cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: X\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
     if hypervisor is not None:
         hyp.write_text(hypervisor)
-    assert virtualized(str(cpuinfo), str(hyp)) is expected
+    if dmi is not None:
+        dmi_dir.mkdir()
+        (dmi_dir / "sys_vendor").write_text(dmi[0] + "\n")
+        (dmi_dir / "product_name").write_text(dmi[1] + "\n")
+    assert virtualized(str(cpuinfo), str(hyp), str(dmi_dir)) is expected

@@ -1,7 +1,10 @@
 """sws_engine_serve's contract (ADR 0003), through Engine.run_blocking: the
-worker waits on the engine's epoll for at most the time asked, and a signal
-hands control back at once, so uvloop's timers and signal handlers run."""
+worker waits on the engine's epoll for at most the time asked, a signal
+hands control back at once, so uvloop's timers and signal handlers run, and
+with busy_poll the engine polls through short gaps only (ADR 0004)."""
 import signal
+import socket
+import threading
 import time
 
 import pytest
@@ -44,3 +47,54 @@ def test_a_signal_ends_the_wait(engine):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert fired and took < 0.2, took
+
+
+def served_engine(busy_poll):
+    """An engine with `busy_poll` and a listening socket on a free port."""
+    cfg = load_config_text(f"busy_poll: {busy_poll}\n" + CONF)
+    eng = Engine(cfg, 0)
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    lsock.setblocking(False)
+    port = lsock.getsockname()[1]
+    eng.add_listener(lsock.detach(), cfg.sites[0].listen[0].key)
+    return eng, port
+
+
+def client(port, count, pause, answered):
+    """`count` requests on one connection, `pause` s after each answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        for _ in range(count):
+            s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            data = b""
+            while not data.endswith(b"ok"):
+                data += s.recv(4096)
+            answered.append(data)
+            until = time.perf_counter() + pause
+            while time.perf_counter() < until:
+                pass
+
+
+@pytest.mark.parametrize("pause, poll, caught_most", [
+    (200e-6, "1ms", True),    # gaps well inside the bound: the poll catches them
+    (0.005, "1ms", False),    # gaps over the bound: the poll never starts
+    (200e-6, "0", False),     # off
+])
+def test_the_poll_catches_short_gaps_only(pause, poll, caught_most):
+    eng, port = served_engine(poll)
+    answered = []
+    t = threading.Thread(target=client, args=(port, 200, pause, answered))
+    t.start()
+    deadline = time.monotonic() + 10
+    while t.is_alive() and time.monotonic() < deadline:
+        eng.run_blocking(0.05)  # releases the GIL: the client runs meanwhile
+    t.join()
+    assert len(answered) == 200
+    c = eng.counters()
+    if caught_most:
+        assert c["polls_caught"] >= 150, c  # a few misses while the poll grows
+    elif poll == "0":
+        assert c["polls_caught"] == c["polls_missed"] == 0, c
+    else:
+        assert c["polls_caught"] + c["polls_missed"] <= 5, c
