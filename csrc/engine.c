@@ -2014,7 +2014,11 @@ int sws_engine_serve(sws_engine_t *e, int max_ms)
             if (batch_sleep(e) < 0)
                 break;
         } else {
-            uint64_t idle0 = e->lim.busy_poll_us && !batch_regime(e) ? mono_ns() : 0;
+            /* Idle from the end of a pass that did something: a wait that
+             * follows an empty pass (the first of a serve call that found
+             * nothing) is no gap between events. */
+            uint64_t idle0 = e->lim.busy_poll_us && e->last_events > 0 && !batch_regime(e)
+                                 ? mono_ns() : 0;
             if (idle0 && e->spin_ns) {
                 n = spin_poll(e, idle0);
                 if (n > 0) {

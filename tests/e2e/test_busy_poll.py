@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import statistics
 import time
 
 import pytest
@@ -55,33 +56,37 @@ def client_cpus(worker: int, same: bool):
         os.sched_setaffinity(0, before)
 
 
-def requests_with_pauses(port: int, count: int, pause: float) -> None:
+def requests_with_pauses(port: int, count: int, pause: float) -> list[float]:
     """`count` requests on one connection, each `pause` seconds after the
-    previous answer (busy-waited: a sleep this short is not kept)."""
+    previous answer (busy-waited: a sleep this short is not kept). Returns
+    each request's round trip, in seconds."""
+    trips = []
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(count):
+            t0 = time.perf_counter()
             s.sendall(REQUEST)
             status, _, body, rest = read_response(s)
+            trips.append(time.perf_counter() - t0)
             assert (status, body, rest) == (200, b"ok", b"")
             until = time.perf_counter() + pause
             while time.perf_counter() < until:
                 pass
+    return trips
 
 
 def close_requests(server, poll, same_cpu):
     """A worker with `busy_poll: poll` and a client that comes back 200 us
     after each answer, on the worker's CPU or off it: 50 requests to let the
     poll adapt, then 400 measured. Returns (worker pid, worker sleeps per
-    request, seconds the 400 took)."""
+    request, 90th percentile of the round trips)."""
     srv = server(CONFIG.format(poll=poll))
     (worker,) = srv.workers()
     with client_cpus(worker, same=same_cpu):
         requests_with_pauses(srv.port, 50, 200e-6)
-        before, t0 = sleeps(worker), time.monotonic()
-        requests_with_pauses(srv.port, 400, 200e-6)
-        took = time.monotonic() - t0
-    return worker, (sleeps(worker) - before) / 400, took
+        before = sleeps(worker)
+        trips = requests_with_pauses(srv.port, 400, 200e-6)
+    return worker, (sleeps(worker) - before) / 400, statistics.quantiles(trips, n=10)[-1]
 
 
 def test_a_client_that_comes_back_soon_finds_the_worker_awake(server):
@@ -98,9 +103,10 @@ def test_a_client_that_comes_back_soon_finds_the_worker_awake(server):
             idle_cpu = (cpu_seconds(worker) - cpu0) / (time.monotonic() - t0)
             assert idle_cpu < 0.03, f"an idle worker used {idle_cpu:.1%} of a CPU"
     # Sleeps per request: about 1 without polling; with it, almost none on a
-    # quiet machine (about a quarter with another process busy on either CPU).
+    # quiet machine, a quarter to two thirds with another process busy on
+    # either CPU.
     assert measured["0"] >= 0.8, measured
-    assert measured["1ms"] <= 0.5, measured
+    assert measured["1ms"] <= 0.75 * measured["0"], measured
 
 
 def test_a_client_that_comes_back_seldom_does_not_make_it_poll(server):
@@ -120,6 +126,8 @@ def test_a_client_that_comes_back_seldom_does_not_make_it_poll(server):
 def test_the_poll_yields_to_a_peer_on_the_same_cpu(server):
     # The client shares the worker's CPU and is busy between its requests
     # (an upstream or a local client would be): a worker that held the CPU
-    # for its whole poll would delay each request by up to the poll.
-    elapsed = {poll: close_requests(server, poll, same_cpu=True)[2] for poll in ("0", "1ms")}
-    assert elapsed["1ms"] < 1.5 * elapsed["0"], elapsed
+    # for its whole poll would keep the client from reading its answer. With
+    # the yield the slowest tenth of round trips is as fast as without a poll
+    # (about 55 us here); without it, about 1 ms, the whole poll.
+    trip = {poll: close_requests(server, poll, same_cpu=True)[2] for poll in ("0", "1ms")}
+    assert trip["1ms"] < 3 * trip["0"], trip
