@@ -1921,9 +1921,9 @@ static int batch_due(const sws_engine_t *e)
  * adapts its guest poll: an idle wait that ended within busy_poll_us (the
  * poll would have caught it) doubles the poll, from SPIN_START_NS (or the
  * bound, if lower) up to busy_poll_us; a longer one (or none at all)
- * halves it, and below SPIN_START_NS it stops. A
- * worker under steady load polls through the short gaps; one that sees
- * requests seldom, or one at a time with long pauses, never polls. Each
+ * halves it, and below SPIN_START_NS it stops. A worker under steady load
+ * polls through the short gaps; one that sees requests seldom, or one at a
+ * time with long pauses, never polls. Each
  * round yields the CPU, so a peer that shares it (an upstream, a client on
  * the same machine) runs instead of waiting for the poll to end. Where the
  * batching window applies (proxied requests waiting on slow upstreams) the
