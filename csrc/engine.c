@@ -1923,14 +1923,14 @@ static int batch_due(const sws_engine_t *e)
  * bound, if lower) up to busy_poll_us; a longer one (or none at all)
  * halves it, and below SPIN_START_NS it stops. A worker under steady load
  * polls through the short gaps; one that sees requests seldom, or one at a
- * time with long pauses, never polls. Each
- * round yields the CPU, so a peer that shares it (an upstream, a client on
- * the same machine) runs instead of waiting for the poll to end. Where the
- * batching window applies (proxied requests waiting on slow upstreams) the
- * worker does not poll: a poll would take the answers one at a time, which
- * is what the window is there to avoid. epoll_wait(0) is never interrupted
- * by a signal: one that arrives while the worker polls is handled when
- * sws_engine_serve returns to uvloop, within its max_ms. */
+ * time with long pauses, never polls. Each round yields the CPU, so a peer
+ * that shares it (an upstream, a client on the same machine) runs instead
+ * of waiting for the poll to end. Where the batching window applies
+ * (proxied requests waiting on slow upstreams) the worker does not poll: a
+ * poll would take the answers one at a time, which is what the window is
+ * there to avoid. epoll_wait(0) is never interrupted by a signal: one that
+ * arrives while the worker polls is handled when sws_engine_serve returns
+ * to uvloop, within its max_ms. */
 static int spin_poll(sws_engine_t *e, uint64_t since)
 {
     int n;

@@ -111,29 +111,28 @@ def snapshot(pids):
             "cpus": ",".join(cpus) or "-"}
 
 
-def cpu_jiffies(cpu):
-    """(busy, total) jiffies of one CPU from /proc/stat."""
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith(f"cpu{cpu} "):
-                v = [int(x) for x in line.split()[1:]]
-                total = sum(v[:8])
-                return total - v[3] - v[4], total
-    return 0, 0
-
-
-def steal_jiffies(cpus):
-    """(steal, total) jiffies summed over these CPUs from /proc/stat: time the
-    hypervisor gave to something else while they wanted to run."""
-    steal = total = 0
+def cpu_fields(cpus):
+    """The /proc/stat time fields (user .. steal, jiffies) summed over these CPUs."""
+    total = [0] * 8
     with open("/proc/stat") as f:
         for line in f:
             name, *v = line.split()
             if name[3:].isdigit() and int(name[3:]) in cpus:
-                v = [int(x) for x in v]
-                steal += v[7]
-                total += sum(v[:8])
-    return steal, total
+                total = [t + int(x) for t, x in zip(total, v[:8])]
+    return total
+
+
+def cpu_jiffies(cpu):
+    """(busy, total) jiffies of one CPU: all but idle and iowait."""
+    v = cpu_fields({int(cpu)})
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def steal_jiffies(cpus):
+    """(steal, total) jiffies summed over these CPUs: time the hypervisor
+    gave to something else while they wanted to run."""
+    v = cpu_fields(cpus)
+    return v[7], sum(v)
 
 
 def cmd_snapshot(a):
