@@ -69,11 +69,18 @@ def ext(name, sources):
     )
 
 
-CORE_C = ["csrc/http1.c", "csrc/path.c", "csrc/httpcond.c", "csrc/filecache.c", "csrc/httpdate.c",
-          "csrc/router.c", "csrc/engine.c", "csrc/proxy.c"]
+# The engine's C, floor by floor (docs/architecture.md, ADR 0005).
+CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/core/filecache.c",
+          "csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c",
+          "csrc/http/http1.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
+          "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/accesslog.c",
+          "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",
+          "csrc/handlers/proxy.c",
+          "csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
+          "csrc/engine.c"]
 
 extensions = [
-    ext("scalws.http.parser", ["scalws/http/parser.pyx", "csrc/http1.c"]),
+    ext("scalws.http.parser", ["scalws/http/parser.pyx", "csrc/http/http1.c"]),
     ext("scalws.server.engine", ["scalws/server/engine.pyx"] + CORE_C),
 ]
 

@@ -14,7 +14,7 @@ trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
 $PY -c "
 from setuptools import setup, Extension; from Cython.Build import cythonize
 setup(script_args=['build_ext','--build-lib','$TMP','--build-temp','$TMP/b','-q'],
-      ext_modules=cythonize([Extension('proto_a',['bench/prototypes/proto_a.pyx','csrc/http1.c'],
+      ext_modules=cythonize([Extension('proto_a',['bench/prototypes/proto_a.pyx','csrc/http/http1.c'],
       include_dirs=['csrc/include'],extra_compile_args=['-O3','-msse4.2'])],language_level=3,quiet=True,include_path=['.']))" >/dev/null 2>&1
 cp bench/prototypes/run_proto_a.py "$TMP/"
 cat > "$TMP/nginx.conf" <<NGX

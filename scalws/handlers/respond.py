@@ -1,8 +1,10 @@
 """The `respond` handler: a fixed response, built once at config load.
 
-The engine (csrc/engine.c) writes these bytes for every matching request and
-patches only the Date value and the Connection header, so nothing here runs
-per request. The same builder makes the engine's own error pages.
+The engine (csrc/handlers/respond.c) describes it through the response
+interface for every matching request: the protocol adds the status line,
+Server and Date, Content-Length and the Connection header, and copies the
+header lines and the body built here. Nothing here runs per request. The
+same builder makes the engine's own error pages.
 """
 from __future__ import annotations
 
@@ -23,29 +25,30 @@ def reason(status: int) -> str:
 
 @dataclass(frozen=True)
 class Prebuilt:
-    """A response cut around its Date value: head_a + date + head_b + [Connection] + CRLF + body."""
+    """A fixed response as the engine's sws_respond_t holds it: the status and
+    its reason, whole header lines (Content-Type, then the route's headers),
+    the body, and whether it has a length (not for 204 and 304)."""
     status: int
-    head_a: bytes
-    head_b: bytes
+    reason: bytes
+    fields: bytes
     body: bytes
+    has_length: bool
 
 
 def build(status: int, body: bytes, headers=(), content_type: str | None = "text/plain",
           server: str | None = "scalws") -> Prebuilt:
-    head_a = f"HTTP/1.1 {status} {reason(status)}\r\n"
-    if server:
-        head_a += f"Server: {server}\r\n"
-    head_a += "Date: "
-    head_b = "\r\n"
+    """`server` names the Server header the engine adds (scalws_engine_set_server);
+    it is here for the error pages' signature line."""
+    fields = ""
     if content_type and status not in _NO_LENGTH:
-        head_b += f"Content-Type: {content_type}\r\n"
+        fields += f"Content-Type: {content_type}\r\n"
     for name, value in headers:
-        head_b += f"{name}: {value}\r\n"
-    if status not in _NO_LENGTH:
-        head_b += f"Content-Length: {len(body)}\r\n"
-    else:
+        fields += f"{name}: {value}\r\n"
+    has_length = status not in _NO_LENGTH
+    if not has_length:
         body = b""
-    return Prebuilt(status, head_a.encode("latin-1"), head_b.encode("latin-1"), body)
+    return Prebuilt(status, reason(status).encode("latin-1"), fields.encode("latin-1"), body,
+                    has_length)
 
 
 def from_config(respond, server: str | None) -> Prebuilt:

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Test-facing wrapper of the C HTTP/1 parser (csrc/http1.c).
+"""Test-facing wrapper of the C HTTP/1 parser (csrc/http/http1.c).
 
 It copies bytes in and out, so it is for tests and tools, not the request
 path (scalws.server.engine calls the C API directly). Return codes are the

@@ -1,4 +1,5 @@
-# Declarations of csrc/include/scalws/engine.h used by Cython; contract there.
+# Declarations of csrc/include/scalws/engine.h (and the floor headers it
+# includes) used by Cython; contracts there.
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from posix.types cimport time_t
 
@@ -73,12 +74,13 @@ cdef extern from "scalws/engine.h" nogil:
 
     ctypedef struct sws_respond_t:
         int status
-        const char *head_a
-        size_t head_a_len
-        const char *head_b
-        size_t head_b_len
+        const char *reason
+        size_t reason_len
+        const char *fields
+        size_t fields_len
         const char *body
         size_t body_len
+        int has_length
 
     ctypedef struct sws_handler_t:
         int kind

@@ -128,10 +128,11 @@ cdef class Engine:
     cdef _fill(self, sws_respond_t *r, pre):
         self._keep.append(pre)
         r.status = pre.status
-        r.head_a = pre.head_a
-        r.head_a_len = len(pre.head_a)
-        r.head_b = pre.head_b
-        r.head_b_len = len(pre.head_b)
+        r.reason = pre.reason
+        r.reason_len = len(pre.reason)
+        r.fields = pre.fields
+        r.fields_len = len(pre.fields)
+        r.has_length = pre.has_length
         r.body = pre.body
         r.body_len = len(pre.body)
 
@@ -212,7 +213,7 @@ cdef class Engine:
             index[i] = b
         st.index = index
         st.n_index = len(names)
-        # Sorted by (length, bytes): the order csrc/engine.c's binary search uses.
+        # Sorted by (length, bytes): the order content_type() in csrc/handlers/static.c searches.
         entries = sorted(((ext.encode(), f"Content-Type: {_content_type(t, cfg.charset)}\r\n".encode())
                           for ext, t in cfg.mime_types.items()),
                          key=lambda kv: (len(kv[0]), kv[0]))

@@ -1,5 +1,5 @@
 /*
- * test_http1.c — unit tests of csrc/http1.c (scalws/http1.h).
+ * test_http1.c — unit tests of csrc/http/http1.c (scalws/http1.h).
  *
  * Every input is placed against a PROT_NONE page (guard.h), so an over-read
  * by one byte crashes the run. Each parse case (requests and responses) runs whole, at every prefix

@@ -242,7 +242,7 @@ def test_hup_reload_under_load_loses_no_request(server):
     assert failures == [], f"{len(failures)} failed requests: {failures[:5]}"
     # The old generation answers a connection that was busy a moment ago
     # with Connection: close instead of closing it under the client
-    # (csrc/engine.c, sws_engine_shutdown), so not even the keep-alive race
+    # (csrc/engine.c and csrc/http/h1.c, sws_engine_shutdown), so not even the keep-alive race
     # that RFC 9112 9.3.1 lets clients retry happens here.
     races = [x for h in hammers for x in h.races]
     assert races == [], races

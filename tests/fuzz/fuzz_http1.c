@@ -1,5 +1,5 @@
 /*
- * fuzz_http1.c — fuzz driver for csrc/http1.c: every input goes through
+ * fuzz_http1.c — fuzz driver for csrc/http/http1.c: every input goes through
  * sws_parse_request (whole and grown with last_len), sws_analyze_request on
  * an accepted head, the same for sws_parse_response / sws_analyze_response,
  * and sws_decode_chunked (whole and in two pieces).

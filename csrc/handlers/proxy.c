@@ -1,0 +1,1102 @@
+/* The reverse proxy handler; contract in scalws/proxy.h.
+ *
+ * A proxied request is a `px`: the client's side (an sws_resp_t, the
+ * protocol's), one upstream connection (`upconn`, csrc/upstream/) at a time,
+ * and one read buffer. Bytes stream both ways with backpressure and bounded
+ * memory:
+ *
+ *   client --body (hooks->body)--> px->w (what the upstream has not taken
+ *   yet) --> upstream
+ *   upstream --> px->rbuf --> the response interface (referenced by the
+ *   client's pending output when the client is slow; the upstream is not
+ *   read again until the client has taken it all: hooks->drained)
+ *
+ * so a proxied request holds at most buffer_size bytes of response and one
+ * client read of request body, whatever the sizes. Request bodies arrive
+ * unframed from the protocol and are re-chunked here when their length is
+ * unknown (one chunk per read); response bodies are unframed here and
+ * framed by the protocol. Interest in events is recomputed from the state
+ * by px_sync() after every step, so no path has to remember which mask it
+ * left behind; the client's half of it is the protocol's (want_body).
+ *
+ * Whether an upstream connection goes back to the pool is decided by
+ * reuse_refusal(), the one place that lists every reason not to (with the
+ * pool's own, pool_refusal). Failures before any response byte reached the
+ * client go to the next server when allowed (px_retry_ok), else become
+ * 502/504; failures after it end the client connection so the truncation
+ * shows.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "context.h"
+
+#define RESP_HEADERS_MAX 128     /* upstream response fields; more: 502 */
+#define RESP_HEAD_MAX (24 * 1024) /* our rebuilt response head must fit the batch */
+#define CONN_TOKENS_MAX 16
+
+enum { RS_HEAD, RS_BODY, RS_DONE, RS_TUNNEL };
+enum { D_NONE, D_CONNECT, D_SEND, D_READ };
+/* What went wrong, for retries, passive health and the log. */
+enum { F_CONNECT, F_CONNECT_TIMEOUT, F_RESET, F_READ_TIMEOUT, F_SEND_TIMEOUT, F_BAD_RESPONSE };
+
+typedef struct px {
+    sws_resp_t *r;                /* the client's side */
+    const sws_conn_t *conn;       /* the client connection: its peer, for keys and logs */
+    upconn_t *uc;
+    const sws_proxy_t *p;
+    sws_upstream_t *up;
+    int method, minor, upgrade;
+    int rs;                       /* RS_* */
+    int status;
+    unsigned started : 1,         /* a response byte went to the client */
+        req_done : 1,             /* the whole request body went into w */
+        req_chunked : 1,
+        can_retry : 1,            /* head[] holds the whole request */
+        junk : 1,                 /* bytes after the response: do not reuse */
+        up_eof : 1,               /* tunnel: the upstream closed */
+        in_start : 1,             /* sws_proxy_start is on the stack: errors are returned, not sent */
+        in_relay : 1;             /* up_read is putting a head through: body bytes only queue */
+    int early_status;             /* the error sws_proxy_start returns */
+    uint32_t attempts;
+    uint64_t t_sent;              /* CLOCK_MONOTONIC ns when the attempt began */
+    uint64_t tried;               /* servers tried, by index (first 64) */
+    uint64_t hash;                /* balance: hash */
+    char *head;                   /* rebuilt head (+ the body when it came whole), for retries */
+    size_t head_len;
+    char *w;                      /* bytes for the upstream */
+    size_t wlen, woff, wcap;
+    sws_response_info_t ri;
+    uint64_t resp_left;
+    sws_chunked_decoder_t dec;
+    char *rbuf;
+    size_t rcap, rlen, last_len;
+    char rid[RID_MAX];
+    size_t rid_len;
+    int method_len;               /* what[0..method_len) is the method, then the target */
+    int target_len;
+    char what[];
+} px_t;
+
+static void px_sync(sws_engine_t *e, px_t *x);
+/* Functions returning int here return 1 when the px is gone (finished,
+ * failed over to an error page, or its client closed): the caller must not
+ * touch it again; 0 when it goes on. */
+static int px_attempt(sws_engine_t *e, px_t *x);
+static void px_finish(sws_engine_t *e, px_t *x, int how);
+static void up_read(sws_engine_t *e, px_t *x);
+static int up_write(sws_engine_t *e, px_t *x);
+static const sws_upconn_ops_t px_uc_ops;
+static const sws_resp_hooks_t px_hooks;
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static int name_is(const sws_header_t *h, const char *lower, size_t n)
+{
+    return h->name_len == n && strncasecmp(h->name, lower, n) == 0;
+}
+
+static int idempotent(int m)
+{
+    return m == SWS_M_GET || m == SWS_M_HEAD || m == SWS_M_PUT || m == SWS_M_DELETE ||
+           m == SWS_M_OPTIONS || m == SWS_M_TRACE;
+}
+
+/* Appends to px->w, growing it; -1 when out of memory. */
+static int w_put(px_t *x, const char *p, size_t n)
+{
+    if (x->wlen + n > x->wcap) {
+        if (x->woff) { /* what was written is dead: slide the rest down */
+            memmove(x->w, x->w + x->woff, x->wlen - x->woff);
+            x->wlen -= x->woff;
+            x->woff = 0;
+        }
+        if (x->wlen + n > x->wcap) {
+            size_t cap = x->wcap ? x->wcap : 4096;
+            while (cap < x->wlen + n)
+                cap *= 2;
+            char *nw = realloc(x->w, cap);
+            if (!nw)
+                return -1;
+            x->w = nw;
+            x->wcap = cap;
+        }
+    }
+    memcpy(x->w + x->wlen, p, n);
+    x->wlen += n;
+    return 0;
+}
+
+static int w_chunk(px_t *x, const char *p, size_t n)
+{
+    char line[24];
+    int k = snprintf(line, sizeof line, "%zx\r\n", n);
+    return w_put(x, line, (size_t)k) | w_put(x, p, n) | w_put(x, "\r\n", 2);
+}
+
+static const char *fail_text(int kind)
+{
+    switch (kind) {
+    case F_CONNECT: return "connect() failed";
+    case F_CONNECT_TIMEOUT: return "upstream timed out while connecting";
+    case F_RESET: return "upstream closed or reset the connection";
+    case F_READ_TIMEOUT: return "upstream timed out while reading the response";
+    case F_SEND_TIMEOUT: return "upstream timed out while sending the request";
+    default: return "upstream sent an invalid response";
+    }
+}
+
+/* ---- the request head ---------------------------------------------------------- */
+
+static size_t put_str(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return n;
+}
+#define PUT(lit) (q += put_str(q, lit, sizeof lit - 1))
+#define PUTN(s, n) (q += put_str(q, s, n))
+
+static int pct_keep(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           strchr("-._~!$&'()*+,;=:@/", ch) != NULL;
+}
+
+/* The target sent upstream: the client's as sent when no rewrite applies,
+ * else path_prefix + (the normalized path less strip_prefix), re-encoded,
+ * plus the query. Writes to q (room: 3 * path + prefix + query). */
+static size_t make_target(const sws_proxy_t *p, const sws_request_t *r, const char *path,
+                          size_t path_len, const char *raw_path, char *q0)
+{
+    char *q = q0;
+    const char *tend = r->target + r->target_len;
+    if (!p->strip_prefix_len && !p->path_prefix_len) {
+        if (raw_path < r->target || raw_path > tend) { /* "/" made up for an empty absolute-form path */
+            const char *qm = memchr(r->target, '?', r->target_len);
+            PUT("/");
+            if (qm)
+                PUTN(qm, (size_t)(tend - qm));
+        } else {
+            PUTN(raw_path, (size_t)(tend - raw_path));
+        }
+        return (size_t)(q - q0);
+    }
+    const char *rest = path;
+    size_t rest_len = path_len;
+    if (p->strip_prefix_len && rest_len >= p->strip_prefix_len &&
+        memcmp(rest, p->strip_prefix, p->strip_prefix_len) == 0) {
+        rest += p->strip_prefix_len;
+        rest_len -= p->strip_prefix_len;
+    }
+    PUTN(p->path_prefix, p->path_prefix_len);
+    if (q > q0 && q[-1] == '/' && rest_len && rest[0] == '/') {
+        rest++;
+        rest_len--;
+    }
+    if (q == q0 && (rest_len == 0 || rest[0] != '/'))
+        PUT("/");
+    for (size_t i = 0; i < rest_len; i++) {
+        unsigned char ch = (unsigned char)rest[i];
+        if (pct_keep(ch)) {
+            *q++ = (char)ch;
+        } else {
+            static const char hx[] = "0123456789ABCDEF";
+            *q++ = '%';
+            *q++ = hx[ch >> 4];
+            *q++ = hx[ch & 15];
+        }
+    }
+    const char *qm = memchr(r->target, '?', r->target_len);
+    if (qm)
+        PUTN(qm, (size_t)(tend - qm));
+    return (size_t)(q - q0);
+}
+
+static int in_tokens(const sws_header_t *h, const char *const *tok, const size_t *tlen, int nt)
+{
+    for (int i = 0; i < nt; i++)
+        if (h->name_len == tlen[i] && strncasecmp(h->name, tok[i], tlen[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Splits the Connection option lists of headers[] into tok[] (at most
+ * CONN_TOKENS_MAX). */
+static int conn_tokens(const sws_header_t *h, size_t nh, const char **tok, size_t *tlen)
+{
+    int nt = 0;
+    for (size_t i = 0; i < nh; i++) {
+        if (!name_is(&h[i], "connection", 10))
+            continue;
+        const char *s = h[i].value, *end = s + h[i].value_len;
+        while (s < end && nt < CONN_TOKENS_MAX) {
+            while (s < end && (*s == ',' || *s == ' ' || *s == '\t'))
+                s++;
+            const char *t = s;
+            while (s < end && *s != ',' && *s != ' ' && *s != '\t')
+                s++;
+            if (s > t) {
+                tok[nt] = t;
+                tlen[nt++] = (size_t)(s - t);
+            }
+        }
+    }
+    return nt;
+}
+
+static int dropped(const sws_header_t *h, const sws_hname_t *drop, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (name_is(h, drop[i].name, drop[i].name_len))
+            return 1;
+    return 0;
+}
+
+/* Request fields never passed on as the client sent them: hop-by-hop ones
+ * (RFC 9110 §7.6.1), the ones we set, framing we redo. */
+static int req_hop(const sws_header_t *h)
+{
+    int hop = 0;
+    switch (h->name_len) {
+    case 2: hop = name_is(h, "te", 2); break;
+    case 4: hop = name_is(h, "host", 4); break;
+    case 6: hop = name_is(h, "expect", 6); break;
+    case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
+    case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
+    case 12: hop = name_is(h, "x-request-id", 12); break;
+    case 15: hop = name_is(h, "x-forwarded-for", 15); break;
+    case 16: hop = name_is(h, "x-forwarded-host", 16); break;
+    case 17: hop = name_is(h, "transfer-encoding", 17) || name_is(h, "x-forwarded-proto", 17); break;
+    default: break;
+    }
+    return hop || (h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0);
+}
+
+static const char *hval(const sws_request_t *r, const char *name, size_t n, size_t *len)
+{
+    const sws_header_t *h = find_header(r, name, n);
+    if (!h)
+        return NULL;
+    *len = h->value_len;
+    return h->value;
+}
+
+/* Builds x->head: the request line and fields for the upstream. */
+static int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r, const sws_request_info_t *info,
+                      const char *path, size_t path_len, const char *raw_path, size_t body_room)
+{
+    const sws_proxy_t *p = x->p;
+    const sws_conn_t *c = x->conn;
+    int trusted = peer_trusted(e, c);
+    const char *tok[CONN_TOKENS_MAX];
+    size_t tlen[CONN_TOKENS_MAX];
+    int nt = conn_tokens(r->h, r->nh, tok, tlen);
+    size_t cap = r->method_len + 3 * r->target_len + p->path_prefix_len + 64 + p->req_set_len + 512 +
+                 2 * (r->host_len + 1) + p->host_len + RID_MAX + body_room;
+    size_t xff_len = 0;
+    for (size_t i = 0; i < r->nh; i++) {
+        cap += r->h[i].name_len + r->h[i].value_len + 4;
+        if (name_is(&r->h[i], "x-forwarded-for", 15))
+            xff_len += r->h[i].value_len + 2;
+    }
+    cap += xff_len;
+    char *q0 = malloc(cap);
+    if (!q0)
+        return -1;
+    char *q = q0;
+    PUTN(r->method, r->method_len);
+    PUT(" ");
+    q += make_target(p, r, path, path_len, raw_path, q);
+    PUT(" HTTP/1.1\r\nHost: ");
+    if (p->host)
+        PUTN(p->host, p->host_len);
+    else if (r->host)
+        PUTN(r->host, r->host_len);
+    else if (x->up->servers[0].addr.ss_family == AF_UNIX)
+        PUT("localhost");
+    else
+        PUTN(x->up->servers[0].name, strlen(x->up->servers[0].name));
+    PUT("\r\n");
+    for (size_t i = 0; i < r->nh; i++) {
+        const sws_header_t *h = &r->h[i];
+        if (req_hop(h) || in_tokens(h, tok, tlen, nt) || dropped(h, p->req_drop, p->n_req_drop))
+            continue;
+        PUTN(h->name, h->name_len);
+        PUT(": ");
+        PUTN(h->value, h->value_len);
+        PUT("\r\n");
+    }
+    /* X-Forwarded-For: a trusted peer's list, plus the peer. */
+    PUT("X-Forwarded-For: ");
+    if (trusted) {
+        for (size_t i = 0; i < r->nh; i++) {
+            if (!name_is(&r->h[i], "x-forwarded-for", 15) || !r->h[i].value_len)
+                continue;
+            PUTN(r->h[i].value, r->h[i].value_len);
+            PUT(", ");
+        }
+    }
+    char peer[64];
+    size_t peer_len = (size_t)(put_peer(peer, c) - peer);
+    PUTN(peer, peer_len);
+    size_t vl;
+    const char *v;
+    PUT("\r\nX-Forwarded-Proto: ");
+    if (trusted && (v = hval(r, "x-forwarded-proto", 17, &vl)))
+        PUTN(v, vl);
+    else
+        PUT("http");
+    if (trusted && (v = hval(r, "x-forwarded-host", 16, &vl))) {
+        PUT("\r\nX-Forwarded-Host: ");
+        PUTN(v, vl);
+    } else if (r->host) {
+        PUT("\r\nX-Forwarded-Host: ");
+        PUTN(r->host, r->host_len);
+    }
+    PUT("\r\nX-Request-Id: ");
+    PUTN(x->rid, x->rid_len);
+    PUT("\r\n");
+    PUTN(p->req_set, p->req_set_len);
+    if (x->upgrade && (v = hval(r, "upgrade", 7, &vl))) {
+        PUT("Connection: upgrade\r\nUpgrade: ");
+        PUTN(v, vl);
+        PUT("\r\n");
+    }
+    if (info->chunked)
+        PUT("Transfer-Encoding: chunked\r\n");
+    PUT("\r\n");
+    x->head = q0;
+    x->head_len = (size_t)(q - q0);
+    return 0;
+}
+
+/* The client address balance: hash uses: the peer, or with trusted proxies
+ * the right-most untrusted X-Forwarded-For entry. */
+static void client_key(const sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r,
+                       const char **k, size_t *kl, char *peer)
+{
+    *kl = (size_t)(put_peer(peer, c) - peer);
+    *k = peer;
+    if (!peer_trusted(e, c))
+        return;
+    for (size_t i = r->nh; i-- > 0;) {
+        if (!name_is(&r->h[i], "x-forwarded-for", 15))
+            continue;
+        const char *s = r->h[i].value, *end = s + r->h[i].value_len;
+        while (end > s) {
+            const char *t = end;
+            while (t > s && t[-1] != ',')
+                t--;
+            const char *a = t, *b = end;
+            while (a < b && (*a == ' ' || *a == '\t'))
+                a++;
+            while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+                b--;
+            *k = a;
+            *kl = (size_t)(b - a);
+            if (!trusted_text(e, a, (size_t)(b - a)))
+                return;
+            end = t > s ? t - 1 : s;
+        }
+    }
+}
+
+static void px_free(px_t *x)
+{
+    free(x->head);
+    free(x->w);
+    free(x->rbuf);
+    free(x);
+}
+
+int sws_proxy_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
+                    const void *proxy_conf, char *body, size_t n, int done)
+{
+    const sws_proxy_t *p = proxy_conf;
+    px_t *x = calloc(1, sizeof *x + req->method_len + req->target_len);
+    if (!x)
+        return 500;
+    x->r = r;
+    x->conn = req->conn;
+    x->p = p;
+    x->up = p->up;
+    x->method = req->method_id;
+    x->minor = req->minor;
+    x->upgrade = req->info->upgrade;
+    x->req_chunked = req->info->chunked;
+    x->req_done = done;
+    memcpy(x->rid, req->rid, req->rid_len);
+    x->rid_len = req->rid_len;
+    x->method_len = (int)req->method_len;
+    x->target_len = (int)req->target_len;
+    memcpy(x->what, req->method, req->method_len);
+    memcpy(x->what + req->method_len, req->target, req->target_len);
+    if (x->up->balance == SWS_BAL_HASH) {
+        char peer[64];
+        const char *k = NULL;
+        size_t kl = 0;
+        if (x->up->hash_key == SWS_HASH_URI) {
+            k = req->target;
+            kl = req->target_len;
+        } else if (x->up->hash_key == SWS_HASH_HEADER) {
+            const sws_header_t *hh = find_header(req, x->up->hash_header, x->up->hash_header_len);
+            if (hh) {
+                k = hh->value;
+                kl = hh->value_len;
+            } else {
+                k = "";
+            }
+        } else {
+            client_key(e, req->conn, req, &k, &kl, peer);
+        }
+        x->hash = hash_bytes(k, kl);
+    }
+    x->rcap = p->buffer_size;
+    x->rbuf = malloc(x->rcap);
+    /* The body that came with the head is held in head[] too when it is
+     * the whole body: then a retry can send it again. */
+    size_t room = n + 32;
+    if (!x->rbuf ||
+        build_head(e, x, req, req->info, req->path, req->path_len, req->raw_path, room) < 0) {
+        px_free(x);
+        return 500;
+    }
+    if (n && (x->req_chunked ? w_chunk(x, body, n) : w_put(x, body, n)) < 0) {
+        px_free(x);
+        return 500;
+    }
+    if (done && x->req_chunked && w_put(x, "0\r\n\r\n", 5) < 0) {
+        px_free(x);
+        return 500;
+    }
+    x->can_retry = x->req_done;
+    if (x->can_retry && x->wlen) { /* fold the whole body into head[] */
+        memcpy(x->head + x->head_len, x->w, x->wlen);
+        x->head_len += x->wlen;
+        x->wlen = 0;
+    }
+    /* w = the head (and the body so far, which stays behind it) */
+    size_t body_so_far = x->wlen;
+    char *nw = malloc(x->head_len + body_so_far + 1);
+    if (!nw) {
+        px_free(x);
+        return 500;
+    }
+    memcpy(nw, x->head, x->head_len);
+    if (body_so_far)
+        memcpy(nw + x->head_len, x->w, body_so_far);
+    free(x->w);
+    x->w = nw;
+    x->wlen = x->head_len + body_so_far;
+    x->wcap = x->wlen + 1;
+    x->woff = 0;
+    r->ops->attach(e, r, &px_hooks, x);
+    x->in_start = 1;
+    px_attempt(e, x); /* cannot end the exchange while in_start */
+    x->in_start = 0;
+    if (x->early_status) {
+        int status = x->early_status;
+        if (x->uc)
+            uc_close(e, x->uc);
+        px_free(x);
+        return status;
+    }
+    e->core.up_inflight++;
+    return 0;
+}
+
+/* ---- the request body ------------------------------------------------------------------- */
+
+/* Body bytes from the client, unframed by the protocol (a tunnel: raw). */
+static int px_body(sws_engine_t *e, void *ctx, char *p, size_t n, int done)
+{
+    px_t *x = ctx;
+    if (x->rs == RS_TUNNEL) {
+        if (w_put(x, p, n) < 0)
+            return -1;
+        if (x->in_relay)
+            return 0; /* up_read sends it */
+        if (x->uc)
+            x->uc->dkind = D_NONE; /* tunnel traffic either way keeps it open */
+    } else {
+        if (n && (x->req_chunked ? w_chunk(x, p, n) : w_put(x, p, n)) < 0)
+            return -1;
+        if (done) {
+            x->req_done = 1;
+            if (x->req_chunked && w_put(x, "0\r\n\r\n", 5) < 0)
+                return -1;
+        }
+        x->can_retry = 0; /* the body is no longer all in head[] */
+    }
+    if (x->uc && x->uc->state != UC_CONNECTING && up_write(e, x))
+        return 1;
+    px_sync(e, x);
+    return 0;
+}
+
+/* ---- sending the request ------------------------------------------------------------ */
+
+/* Refills w with the head for another attempt. */
+static int rearm_request(px_t *x)
+{
+    if (x->head_len > x->wcap) {
+        char *nw = realloc(x->w, x->head_len);
+        if (!nw)
+            return -1;
+        x->w = nw;
+        x->wcap = x->head_len;
+    }
+    memcpy(x->w, x->head, x->head_len);
+    x->wlen = x->head_len;
+    x->woff = 0;
+    return 0;
+}
+
+/* Answers the client with an error page in place of the upstream's
+ * response, and ends the proxied request. */
+static int px_answer_error(sws_engine_t *e, px_t *x, int status)
+{
+    if (x->in_start) {
+        x->early_status = status; /* the protocol answers it like any other */
+        return 1;
+    }
+    x->status = status;
+    x->rs = RS_DONE;
+    x->junk = 1; /* nothing here can go back to a pool */
+    sws_respond_answer(e, x->r, &e->rsp.err[err_index(status)]);
+    x->started = 1;
+    if (x->r->ops->flush(e, x->r) < 0)
+        return 1;
+    px_finish(e, x, SWS_FIN_OK);
+    return 1;
+}
+
+/* May this failure go to the next server? Only before the response began,
+ * only with the whole request at hand, and a request that may have reached
+ * the upstream only when its method is idempotent. A reset of a reused
+ * connection (the upstream closed it while we sent) does not count as an
+ * attempt: it says nothing about the server. */
+static int px_retry_ok(const sws_engine_t *e, const px_t *x, int kind, int reused)
+{
+    if (x->started || !x->can_retry || e->core.shutting_down)
+        return 0;
+    if (kind == F_READ_TIMEOUT || kind == F_SEND_TIMEOUT || kind == F_BAD_RESPONSE)
+        return 0;
+    if (kind == F_RESET && !idempotent(x->method))
+        return 0;
+    if (kind == F_RESET && reused)
+        return 1;
+    return x->attempts <= x->p->retries;
+}
+
+/* The upstream side failed: log it with the address, count it for passive
+ * health, then retry, answer 502/504, or cut the client connection short. */
+static int px_fail(sws_engine_t *e, px_t *x, int kind, int err)
+{
+    upconn_t *uc = x->uc;
+    const sws_conn_t *c = x->conn;
+    int reused = 0;
+    if (uc) {
+        reused = uc->requests > 1;
+        char peer[64];
+        *put_peer(peer, c) = '\0';
+        elog(e, SWS_L_ERROR, "%s%s%s, upstream: %s, request: \"%.*s %.*s\", client: %s",
+             fail_text(kind), err ? ": " : "", err ? strerror(err) : "", uc->srv->name,
+             x->method_len, x->what, x->target_len, x->what + x->method_len, peer);
+        if (kind == F_RESET && reused) {
+            /* The pool handed us a connection the server had closed: that
+             * says nothing about the server, which may be tried again (the
+             * next try takes another pooled connection or a fresh one). */
+            size_t i = (size_t)(uc->srv - x->up->servers);
+            if (i < 64)
+                x->tried &= ~(1ull << i);
+            x->attempts--;
+        } else {
+            srv_fail(e, x->up, uc->srv);
+        }
+        x->uc = NULL;
+        uc_close(e, uc);
+    }
+    if (px_retry_ok(e, x, kind, reused)) {
+        if (rearm_request(x) == 0)
+            return px_attempt(e, x);
+    }
+    if (!x->started)
+        return px_answer_error(e, x, kind == F_READ_TIMEOUT || kind == F_CONNECT_TIMEOUT ||
+                                             kind == F_SEND_TIMEOUT ? 504 : 502);
+    /* Mid-body: the client must see the truncation, never a complete-looking
+     * response: what is pending goes out, then the connection ends. */
+    x->status = x->status ? x->status : 502;
+    x->junk = 1;
+    px_finish(e, x, SWS_FIN_ABORT);
+    return 1;
+}
+
+static int px_attempt(sws_engine_t *e, px_t *x)
+{
+    sws_upstream_t *up = x->up;
+    for (;;) {
+        int i = sws_up_pick(e, up, x->tried, x->hash);
+        if (i < 0) {
+            elog(e, SWS_L_ERROR, "no live upstreams in \"%s\" while proxying \"%.*s %.*s\"", up->name,
+                 x->method_len, x->what, x->target_len, x->what + x->method_len);
+            return px_answer_error(e, x, 502);
+        }
+        sws_upstream_server_t *s = &up->servers[i];
+        if (i < 64)
+            x->tried |= 1ull << i;
+        x->attempts++;
+        upconn_t *uc = pool_take(e, up, s);
+        if (!uc) {
+            uc = uc_connect(e, up, s, UC_ACTIVE);
+            if (!uc) {
+                int err = errno;
+                elog(e, SWS_L_ERROR, "connect() failed: %s, upstream: %s, request: \"%.*s %.*s\"",
+                     strerror(err), s->name, x->method_len, x->what,
+                     x->target_len, x->what + x->method_len);
+                srv_fail(e, up, s);
+                if (px_retry_ok(e, x, F_CONNECT, 0))
+                    continue;
+                return px_answer_error(e, x, 502);
+            }
+            s->active++;
+        }
+        uc->owner = x;
+        uc->ops = &px_uc_ops;
+        uc->requests++;
+        x->uc = uc;
+        x->rs = RS_HEAD;
+        x->rlen = x->last_len = 0;
+        if (e->core.lim.batch_window_us)
+            x->t_sent = mono_ns(); /* only the batching window reads answer times */
+        uc->dkind = D_NONE;
+        if (uc->state == UC_CONNECTING) {
+            uc->deadline = e->core.now + x->p->connect_timeout_ms;
+            uc->dkind = D_CONNECT;
+        } else if (up_write(e, x)) {
+            return 1;
+        }
+        px_sync(e, x);
+        return 0;
+    }
+}
+
+/* Sends what w holds. */
+static int up_write(sws_engine_t *e, px_t *x)
+{
+    upconn_t *uc = x->uc;
+    while (x->woff < x->wlen) {
+        ssize_t n = send(uc->fd, x->w + x->woff, x->wlen - x->woff, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                break;
+            return px_fail(e, x, F_RESET, errno);
+        }
+        x->woff += (size_t)n;
+        uc->dkind = D_NONE; /* progress: px_sync starts the timeout again */
+    }
+    if (x->woff == x->wlen)
+        x->woff = x->wlen = 0;
+    return 0;
+}
+
+/* ---- state -> events ----------------------------------------------------------------- */
+
+static void px_sync(sws_engine_t *e, px_t *x)
+{
+    upconn_t *uc = x->uc;
+    int wpending = x->woff < x->wlen;
+    int connecting = uc && uc->state == UC_CONNECTING;
+    if (uc) {
+        uint32_t m;
+        if (connecting) {
+            m = EPOLLOUT;
+        } else {
+            int read_ok = x->rs != RS_DONE && !x->r->ops->backed_up(x->r) && !x->up_eof;
+            m = (wpending ? EPOLLOUT : 0) | (read_ok ? EPOLLIN | EPOLLRDHUP : 0);
+            /* Which timeout runs: sending (send_timeout), waiting for the
+             * answer or tunnel traffic (read_timeout), or none while we wait
+             * on the client (its body, or its slow reading: the client's own
+             * timeouts rule). Progress resets dkind, restarting it. */
+            int want = wpending                                   ? D_SEND
+                       : !read_ok                                 ? D_NONE
+                       : !x->req_done && x->rs == RS_HEAD         ? D_NONE
+                                                                  : D_READ;
+            if (want == D_NONE) {
+                uc->dkind = D_NONE;
+                uc->deadline = 0; /* also a deadline left from before the pause */
+            } else if (want != uc->dkind) {
+                uc->dkind = want;
+                uc->deadline = want == D_SEND   ? e->core.now + x->p->send_timeout_ms
+                               : want == D_READ ? e->core.now + x->p->read_timeout_ms
+                                                : 0;
+            }
+        }
+        uc_set_mask(e, uc, m);
+    }
+    /* The client's side: its body is read while the upstream can take it. */
+    x->r->ops->want_body(e, x->r, uc && !connecting && !wpending);
+}
+
+/* ---- the response ------------------------------------------------------------------------ */
+
+static int resp_hop(const sws_header_t *h)
+{
+    int hop = 0;
+    switch (h->name_len) {
+    case 2: hop = name_is(h, "te", 2); break;
+    case 4: hop = name_is(h, "date", 4); break;
+    case 6: hop = name_is(h, "server", 6); break;
+    case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
+    case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
+    case 12: hop = name_is(h, "x-request-id", 12); break;
+    case 14: hop = name_is(h, "content-length", 14); break;
+    case 17: hop = name_is(h, "transfer-encoding", 17); break;
+    default: break;
+    }
+    return hop || (h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0);
+}
+
+/* Describes the client's response head for a parsed upstream head. */
+static void put_head(sws_engine_t *e, px_t *x, int status, const char *reason, size_t reason_len,
+                     const sws_header_t *h, size_t nh)
+{
+    const sws_proxy_t *p = x->p;
+    sws_resp_t *r = x->r;
+    const char *tok[CONN_TOKENS_MAX];
+    size_t tlen[CONN_TOKENS_MAX];
+    int nt = conn_tokens(h, nh, tok, tlen);
+    resp_head(e, r, status, reason, reason_len);
+    const char *upg = NULL;
+    size_t upg_len = 0;
+    for (size_t i = 0; i < nh; i++) {
+        if (name_is(&h[i], "upgrade", 7)) {
+            upg = h[i].value;
+            upg_len = h[i].value_len;
+        }
+        if (resp_hop(&h[i]) || in_tokens(&h[i], tok, tlen, nt) ||
+            dropped(&h[i], p->resp_drop, p->n_resp_drop))
+            continue;
+        resp_field(e, r, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
+    }
+    resp_fields(e, r, p->resp_set, p->resp_set_len);
+    resp_field_lit(e, r, "X-Request-Id", x->rid, x->rid_len);
+    if (x->rs == RS_TUNNEL) {
+        resp_field_lit(e, r, "Upgrade", upg, upg_len);
+        resp_start_body(e, r, SWS_BODY_TUNNEL, 0);
+    } else if (x->ri.no_body) {
+        int has_len = x->ri.has_content_length && status != 204 && status >= 200;
+        resp_start_body(e, r, has_len ? SWS_BODY_LENGTH : SWS_BODY_NONE, x->ri.content_length);
+    } else if (x->ri.chunked || x->ri.close_delimited) {
+        resp_start_body(e, r, SWS_BODY_STREAM, 0);
+    } else {
+        resp_start_body(e, r, SWS_BODY_LENGTH, x->ri.content_length);
+    }
+}
+
+/* Body bytes from the upstream, unframed, to the client (referenced in
+ * rbuf). Returns 0, or -1 for malformed framing. */
+static int body_out(sws_engine_t *e, px_t *x, char *data, size_t n)
+{
+    if (x->rs == RS_TUNNEL) {
+        resp_data(e, x->r, data, n, SWS_REF);
+        return 0;
+    }
+    size_t m = n;
+    int done = 0;
+    if (x->ri.chunked) {
+        ssize_t rest = sws_decode_chunked(&x->dec, data, &m);
+        if (rest == SWS_PARSE_ERROR)
+            return -1;
+        if (rest >= 0) {
+            done = 1;
+            x->junk |= rest > 0;
+        }
+    } else if (!x->ri.close_delimited) {
+        if (m > x->resp_left) {
+            x->junk = 1;
+            m = (size_t)x->resp_left;
+        }
+        x->resp_left -= m;
+        done = x->resp_left == 0;
+    }
+    if (m)
+        resp_data(e, x->r, data, m, SWS_REF);
+    if (done) {
+        resp_done(e, x->r);
+        x->rs = RS_DONE;
+    }
+    return 0;
+}
+
+/* Sends what was described to the client; 0, or -1 when the client is gone
+ * (and the px with it). */
+static int to_client(sws_engine_t *e, px_t *x)
+{
+    x->started = 1;
+    return x->r->ops->flush(e, x->r);
+}
+
+/* The upstream's end of a close-delimited body or tunnel, or a failure. */
+static void up_eof(sws_engine_t *e, px_t *x, int err)
+{
+    if (x->rs == RS_TUNNEL) {
+        x->up_eof = 1;
+        if (x->uc) {
+            uc_close(e, x->uc);
+            x->uc = NULL;
+        }
+        if (!x->r->ops->backed_up(x->r))
+            x->r->ops->close(e, x->r);
+        return;
+    }
+    if (x->rs == RS_BODY && x->ri.close_delimited && !err) {
+        resp_done(e, x->r);
+        x->rs = RS_DONE;
+        x->junk = 1; /* it is closed anyway */
+        if (to_client(e, x) < 0)
+            return;
+        px_finish(e, x, SWS_FIN_OK);
+        return;
+    }
+    if (x->rs == RS_HEAD && x->rlen)
+        px_fail(e, x, F_BAD_RESPONSE, 0); /* a partial head, then nothing */
+    else
+        px_fail(e, x, F_RESET, err);
+}
+
+static void up_read(sws_engine_t *e, px_t *x)
+{
+    upconn_t *uc = x->uc;
+    if (x->rlen == x->rcap) {
+        px_fail(e, x, F_BAD_RESPONSE, 0); /* a head bigger than buffer_size */
+        return;
+    }
+    ssize_t got;
+    do
+        got = recv(uc->fd, x->rbuf + x->rlen, x->rcap - x->rlen, 0);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 && errno == EAGAIN)
+        return;
+    if (got <= 0) {
+        up_eof(e, x, got < 0 ? errno : 0);
+        return;
+    }
+    x->rlen += (size_t)got;
+    uc->dkind = D_NONE; /* progress */
+    size_t body_off = 0;
+    while (x->rs == RS_HEAD) {
+        int minor, status;
+        const char *reason;
+        size_t reason_len, nh = RESP_HEADERS_MAX;
+        sws_header_t h[RESP_HEADERS_MAX];
+        int n = sws_parse_response(x->rbuf, x->rlen, &minor, &status, &reason, &reason_len, h, &nh,
+                                   x->last_len);
+        if (n == SWS_PARSE_INCOMPLETE) {
+            x->last_len = x->rlen;
+            if (x->rlen == x->rcap)
+                px_fail(e, x, F_BAD_RESPONSE, 0);
+            else
+                px_sync(e, x); /* restarts the read timeout */
+            return;
+        }
+        if (n < 0) {
+            px_fail(e, x, F_BAD_RESPONSE, 0);
+            return;
+        }
+        x->last_len = 0;
+        if (status >= 100 && status < 200 && status != 101) {
+            /* interim (100, 103): not passed on; the final answer follows */
+            memmove(x->rbuf, x->rbuf + n, x->rlen - (size_t)n);
+            x->rlen -= (size_t)n;
+            continue;
+        }
+        if (sws_analyze_response(x->method, minor, status, h, nh, &x->ri) < 0 ||
+            (status == 101 && (!x->upgrade || !x->ri.upgrade)) || (size_t)n > RESP_HEAD_MAX) {
+            px_fail(e, x, F_BAD_RESPONSE, 0);
+            return;
+        }
+        uc->srv->fails = 0;
+        if (e->core.lim.batch_window_us) { /* how long upstreams take to answer: its signal */
+            uint64_t took = mono_ns() - x->t_sent;
+            e->core.up_wait_ns = e->core.up_wait_ns - e->core.up_wait_ns / 16 + took / 16;
+        }
+        x->status = status;
+        x->resp_left = x->ri.content_length;
+        if (status == 101) {
+            x->rs = RS_TUNNEL;
+        } else {
+            x->rs = x->ri.no_body || (!x->ri.chunked && !x->ri.close_delimited && !x->resp_left)
+                        ? RS_DONE
+                        : RS_BODY;
+        }
+        /* A tunnel's start hands over what the client sent after its
+         * upgrade request (px_body queues it: in_relay). */
+        x->in_relay = 1;
+        put_head(e, x, status, reason, reason_len, h, nh);
+        x->in_relay = 0;
+        body_off = (size_t)n;
+        if (x->rs == RS_DONE)
+            x->junk |= x->rlen > body_off;
+    }
+    if (x->rs != RS_DONE && x->rlen > body_off &&
+        body_out(e, x, x->rbuf + body_off, x->rlen - body_off) < 0) {
+        x->r->ops->discard(e, x->r); /* a head queued with this body must not go out: a 502 replaces it */
+        px_fail(e, x, F_BAD_RESPONSE, 0);
+        return;
+    }
+    if (to_client(e, x) < 0)
+        return;
+    if (!x->r->ops->backed_up(x->r))
+        x->rlen = 0; /* all of it went; else rbuf stays referenced until it has */
+    if (x->rs == RS_DONE) {
+        px_finish(e, x, SWS_FIN_OK);
+        return;
+    }
+    if (x->rs == RS_TUNNEL && x->wlen > x->woff && up_write(e, x))
+        return;
+    px_sync(e, x);
+}
+
+
+/* ---- the end of a proxied request --------------------------------------------------- */
+
+/* The one place that says whether an upstream connection may serve another
+ * request: NULL when it may, else why not (each reason has its test in
+ * tests/e2e/test_proxy.py). */
+static const char *reuse_refusal(const sws_engine_t *e, const px_t *x, const upconn_t *uc)
+{
+    if (x->rs == RS_TUNNEL)
+        return "upgraded to a tunnel";
+    if (x->rs != RS_DONE)
+        return "response not fully read";
+    if (!x->req_done || x->woff < x->wlen)
+        return "request not fully sent";
+    if (x->junk)
+        return "bytes after the response";
+    if (!x->ri.keepalive)
+        return "upstream said Connection: close";
+    return pool_refusal(e, uc);
+}
+
+static void px_finish(sws_engine_t *e, px_t *x, int how)
+{
+    sws_resp_t *r = x->r;
+    upconn_t *uc = x->uc;
+    if (uc) {
+        const char *why = reuse_refusal(e, x, uc);
+        x->uc = NULL;
+        if (why) {
+            elog(e, SWS_L_DEBUG, "upstream connection to %s not kept: %s", uc->srv->name, why);
+            uc_close(e, uc);
+        } else {
+            pool_put(e, uc);
+        }
+    }
+    e->core.up_inflight--;
+    if (r->ops->backed_up(r)) { /* the last bytes are still referenced: rbuf goes with them */
+        r->ops->hold_heap(e, r, x->rbuf);
+        x->rbuf = NULL;
+    }
+    px_free(x);
+    r->ops->finish(e, r, how); /* may start the next request on this connection */
+}
+
+/* ---- the client's side ---------------------------------------------------------------- */
+
+/* The client took all the output: rbuf is free again. */
+static void px_drained(sws_engine_t *e, void *ctx)
+{
+    px_t *x = ctx;
+    if (x->rs != RS_HEAD)
+        x->rlen = 0; /* the client has all of rbuf (a head still arriving stays) */
+    if (x->up_eof) {
+        x->r->ops->close(e, x->r);
+        return;
+    }
+    px_sync(e, x);
+}
+
+/* The client connection closes under the proxy: the upstream side goes too. */
+static void px_gone(sws_engine_t *e, void *ctx)
+{
+    px_t *x = ctx;
+    e->core.up_inflight--;
+    if (x->uc) {
+        if (!x->started)
+            elog(e, SWS_L_INFO, "client closed the connection before the upstream %s answered "
+                 "\"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what, x->target_len,
+                 x->what + x->method_len);
+        uc_close(e, x->uc); /* never reused: its response was not read to the end */
+    }
+    px_free(x);
+}
+
+static const sws_resp_hooks_t px_hooks = {px_body, px_drained, px_gone};
+
+/* ---- the upstream's side ---------------------------------------------------------------- */
+
+static void px_up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
+{
+    px_t *x = uc->owner;
+    if (uc->state == UC_CONNECTING) {
+        int err = 0;
+        socklen_t sl = sizeof err;
+        getsockopt(uc->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
+        if (err) {
+            px_fail(e, x, F_CONNECT, err);
+            return;
+        }
+        uc->state = UC_ACTIVE;
+        uc->deadline = 0;
+        uc->dkind = D_NONE;
+        if (up_write(e, x))
+            return;
+        px_sync(e, x);
+        return;
+    }
+    if ((events & EPOLLOUT) && x->woff < x->wlen && up_write(e, x))
+        return;
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        if (x->r->ops->backed_up(x->r) || x->rs == RS_DONE) {
+            if (events & (EPOLLHUP | EPOLLERR)) {
+                px_fail(e, x, F_RESET, ECONNRESET);
+                return;
+            }
+        } else {
+            up_read(e, x);
+            return;
+        }
+    }
+    px_sync(e, x);
+}
+
+static void px_up_expire(sws_engine_t *e, upconn_t *uc, int dkind)
+{
+    px_t *x = uc->owner;
+    int kind = dkind == D_CONNECT ? F_CONNECT_TIMEOUT
+               : dkind == D_SEND  ? F_SEND_TIMEOUT
+                                  : F_READ_TIMEOUT;
+    if (x->rs == RS_TUNNEL)
+        x->r->ops->close(e, x->r);
+    else
+        px_fail(e, x, kind, 0);
+}
+
+static void px_up_kill(sws_engine_t *e, upconn_t *uc)
+{
+    px_t *x = uc->owner;
+    x->r->ops->close(e, x->r); /* px_gone closes uc */
+}
+
+static const sws_upconn_ops_t px_uc_ops = {px_up_event, px_up_expire, px_up_kill};

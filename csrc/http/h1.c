@@ -1,0 +1,462 @@
+/* The HTTP/1 connection protocol; contract in scalws/h1.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "context.h"
+#include "scalws/path.h"
+
+int sws_h1_init(sws_engine_t *e)
+{
+    e->h1.path = malloc(e->core.lim.max_uri_bytes + 512);
+    return e->h1.path ? 0 : -ENOMEM;
+}
+
+void sws_h1_free(sws_engine_t *e) { free(e->h1.path); }
+
+static void h1_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
+{
+    h1conn_t *hc = (h1conn_t *)c;
+    hc->resp.ops = &sws_h1_resp_ops;
+    hc->vh = conf;
+    hc->state = S_HEAD;
+    tl_set(e, &c->tn, TL_HEADER); /* the first request has header_timeout to arrive */
+    hc->head_armed = 1;
+}
+
+/* Answers an error page and marks the connection to close after it. */
+static void conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_t *r,
+                       int head_only)
+{
+    const sws_respond_t *resp = &e->rsp.err[err_index(status)];
+    hc->close_after = 1;
+    if (!out_room(e, h1_respond_size(e, resp)) && (out_flush(e, &hc->c) < 0 || hc->c.pend))
+        return; /* output backed up: close after it without this answer */
+    h1_resp_begin(hc, r ? r->minor : 1, head_only, 0);
+    sws_respond_answer(e, &hc->resp, resp);
+    access_log(e, &hc->c, r, resp->status, hc->r_sent,
+               hc->in_head || r ? e->core.now - hc->req_start : 0);
+    e->core.cnt.requests++;
+    e->core.cnt.errors_4xx_close++;
+}
+
+/* Absolute-form target (RFC 9112 §3.2.2): the authority replaces Host. */
+static void split_target(sws_request_t *r, const char **path, size_t *path_len)
+{
+    const char *t = r->target;
+    size_t n = r->target_len;
+    size_t skip = 0;
+    if (n > 7 && strncasecmp(t, "http://", 7) == 0)
+        skip = 7;
+    else if (n > 8 && strncasecmp(t, "https://", 8) == 0)
+        skip = 8;
+    if (skip) {
+        const char *a = t + skip;
+        const char *slash = memchr(a, '/', n - skip);
+        const char *q = memchr(a, '?', n - skip);
+        const char *end = slash && (!q || slash < q) ? slash : q ? q : t + n;
+        r->host = a;
+        r->host_len = (size_t)(end - a);
+        t = end;
+        n = (size_t)(r->target + r->target_len - end);
+        if (n == 0 || *t == '?') {
+            *path = "/";
+            *path_len = 1;
+            return;
+        }
+    }
+    const char *q = memchr(t, '?', n);
+    *path = t;
+    *path_len = q ? (size_t)(q - t) : n;
+}
+
+/* Parses and answers the requests in buf[0..*lenp) until one is incomplete,
+ * output backs up, or the connection is to close. Returns bytes consumed;
+ * the unconsumed rest is buf[ret..*lenp) (*lenp shrinks when a chunked body
+ * is decoded in place). */
+static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *lenp,
+                           size_t last_len)
+{
+    sws_conn_t *c = &hc->c;
+    size_t off = 0, len = *lenp;
+    while (off < len && !hc->close_after && !c->pend && !c->file && !c->heap && !hc->x) {
+        if (c->lingering) {
+            c->linger_bytes += len - off;
+            return len;
+        }
+        if (hc->state == S_BODY) {
+            /* The answer went out already; the body is read and dropped so the
+             * next request on this connection starts where it should. */
+            if (!hc->chunked) {
+                size_t take = len - off < hc->body_left ? len - off : (size_t)hc->body_left;
+                off += take;
+                hc->body_left -= take;
+                if (hc->body_left)
+                    return off;
+            } else {
+                size_t n = len - off;
+                ssize_t rest = sws_decode_chunked(&hc->dec, buf + off, &n);
+                if (rest == SWS_PARSE_ERROR || hc->dec.total > e->core.lim.max_body_bytes) {
+                    hc->close_after = 1; /* framing lost: nothing after this can be trusted */
+                    return len;
+                }
+                if (rest == SWS_PARSE_INCOMPLETE)
+                    return len;
+                /* The bytes after the body now sit at buf + off + n. */
+                off += n;
+                len = off + (size_t)rest;
+                *lenp = len;
+            }
+            hc->state = S_HEAD;
+            tl_set(e, &c->tn, TL_HEADER);
+            continue;
+        }
+
+        /* S_HEAD */
+        sws_request_t r;
+        sws_header_t hdrs[e->core.lim.max_headers];
+        size_t nh = e->core.lim.max_headers;
+        memset(&r, 0, sizeof r);
+        r.conn = c;
+        if (!hc->in_head) {
+            hc->in_head = 1;
+            hc->req_start = e->core.now;
+        }
+        int n = sws_parse_request(buf + off, len - off, &r.method, &r.method_len, &r.target,
+                                  &r.target_len, &r.minor, hdrs, &nh, off ? 0 : last_len);
+        if (n == SWS_PARSE_INCOMPLETE) {
+            /* header_timeout runs from the head's first byte (from the accept
+             * for a connection's first request), not from the last read: a
+             * client dribbling a byte a second still gets its 408. */
+            if (!hc->head_armed) {
+                hc->head_armed = 1;
+                tl_set(e, &c->tn, TL_HEADER);
+            }
+            size_t avail = len - off;
+            if (avail > e->core.lim.max_header_bytes) {
+                /* RFC 9112 §3: a request-line longer than any URI we take
+                 * is 414; a long header section is 431 (RFC 6585 §5). */
+                size_t scan = e->core.lim.max_uri_bytes + 64 < avail ? e->core.lim.max_uri_bytes + 64
+                                                                     : avail;
+                int line_done = memchr(buf + off, '\n', scan) != NULL;
+                conn_error(e, hc, line_done ? 431 : 414, NULL, 0);
+                return len;
+            }
+            return off;
+        }
+        if (n < 0) {
+            conn_error(e, hc, n == SWS_PARSE_VERSION ? 505 : n == SWS_PARSE_TOO_MANY_HEADERS ? 431 : 400,
+                       NULL, 0);
+            return len;
+        }
+        r.h = hdrs;
+        r.nh = nh;
+        hc->in_head = 0;
+        hc->head_armed = 0;
+        off += (size_t)n;
+        int method = sws_method_id(r.method, r.method_len);
+        r.method_id = method;
+        int head_only = method == SWS_M_HEAD;
+        if ((size_t)n > e->core.lim.max_header_bytes) {
+            conn_error(e, hc, r.target_len > e->core.lim.max_uri_bytes ? 414 : 431, &r, head_only);
+            return len;
+        }
+        if (r.target_len > e->core.lim.max_uri_bytes) {
+            conn_error(e, hc, 414, &r, head_only);
+            return len;
+        }
+        sws_request_info_t info;
+        int status = sws_analyze_request(r.method, r.method_len, r.minor, hdrs, nh, &info);
+        r.info = &info;
+        r.host = info.host;
+        r.host_len = info.host_len;
+        /* RFC 9112 §3.2: origin-form, absolute-form, or "*" for OPTIONS; we
+         * are not a forward proxy, so CONNECT (authority-form) is 501 rather
+         * than a 2xx that would put intermediaries into tunnel mode. */
+        if (!status) {
+            if (method == SWS_M_CONNECT)
+                status = 501;
+            else if (r.target[0] != '/' &&
+                     !(r.target_len == 1 && r.target[0] == '*' && method == SWS_M_OPTIONS) &&
+                     !(r.target_len > 7 && strncasecmp(r.target, "http://", 7) == 0) &&
+                     !(r.target_len > 8 && strncasecmp(r.target, "https://", 8) == 0))
+                status = 400;
+        }
+        if (status) {
+            conn_error(e, hc, status, &r, head_only);
+            return len;
+        }
+        if (info.has_content_length && info.content_length > e->core.lim.max_body_bytes) {
+            conn_error(e, hc, 413, &r, head_only); /* before reading any of it */
+            return len;
+        }
+        const char *path;
+        size_t path_len;
+        split_target(&r, &path, &path_len);
+        r.raw_path = path;
+        r.raw_len = path_len;
+        if (path[0] == '/') {
+            /* Routes see the decoded, dot-free path (csrc/http/path.c), so
+             * "/a/../b", "//b" and "/%62" reach the route of "/b". */
+            ssize_t nl = sws_normalize_path(path, path_len, e->h1.path);
+            if (nl < 0) {
+                conn_error(e, hc, 400, &r, head_only);
+                return len;
+            }
+            path = e->h1.path;
+            path_len = (size_t)nl;
+        }
+        r.path = path;
+        r.path_len = path_len;
+        const sws_site_t *site = sws_vhosts_find(hc->vh, r.host, r.host_len);
+        const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
+        const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->rsp.err[SWS_ERR_404];
+        const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->st.fc ? h->data : NULL;
+        const void *pxc = h && h->kind == SWS_H_PROXY ? h->data : NULL;
+        /* What this answer may copy into the batch: a static head is at
+         * most a few hundred bytes, the extra headers, a Location of the
+         * raw path, and a body up to COPY_BODY_MAX. */
+        size_t need = st    ? STATIC_ANSWER_MAX + e->h1.server_line_len + st->extra_len +
+                                  r.raw_len + r.target_len + COPY_BODY_MAX
+                      : pxc ? h1_respond_size(e, &e->rsp.err[SWS_ERR_504]) + 32
+                            : h1_respond_size(e, resp) + 32;
+        if (need > OUT_BUF / 2) {
+            conn_error(e, hc, 414, &r, head_only); /* a Location that long is not worth making */
+            return len;
+        }
+
+        hc->requests++;
+        int keepalive = info.keepalive && !e->core.shutting_down && e->core.lim.keepalive_timeout_ms &&
+                        hc->requests < e->core.lim.keepalive_requests;
+        int has_body = (info.has_content_length && info.content_length) || info.chunked;
+        if (!out_room(e, need)) {
+            if (out_flush(e, c) < 0) {
+                hc->close_after = 1;
+                return len;
+            }
+            if (c->pend) {
+                off -= (size_t)n; /* answer it once the backlog is written */
+                hc->requests--;
+                return off;
+            }
+        }
+        if (info.expect_continue && has_body && (keepalive || pxc)) /* the proxy reads it */
+            out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25); /* we will read the body */
+        h1_resp_begin(hc, r.minor, head_only, keepalive);
+        if (pxc) {
+            size_t took = 0;
+            int answered = h1_x_start(e, hc, &r, &info, pxc, buf + off, len - off, &took);
+            off += took; /* the body so far; what follows waits in the stash */
+            if (hc->x)
+                return off;
+            /* answered at once (no live upstream, a bad body): an error page */
+            h1_resp_begin(hc, r.minor, head_only, keepalive && !hc->close_after);
+            sws_respond_answer(e, &hc->resp, &e->rsp.err[err_index(answered)]);
+            has_body = 0; /* h1_x_start left what remains of it to S_BODY */
+        } else if (st) {
+            sws_static_answer(e, &hc->resp, &r, site, st, 0);
+        } else {
+            sws_respond_answer(e, &hc->resp, resp);
+        }
+        e->core.cnt.requests++;
+        access_log(e, c, &r, hc->r_status, hc->r_sent, e->core.now - hc->req_start);
+        if (!keepalive || hc->close_after) {
+            hc->close_after = 1;
+            return len;
+        }
+        if (has_body) {
+            hc->state = S_BODY;
+            hc->chunked = info.chunked;
+            hc->body_left = info.chunked ? 0 : info.content_length;
+            memset(&hc->dec, 0, sizeof hc->dec);
+        }
+    }
+    return off;
+}
+
+/* After input was handled: flush, stash the unparsed tail, pick the timer. */
+void conn_settle(sws_engine_t *e, h1conn_t *hc, const char *rest, size_t rest_len)
+{
+    sws_conn_t *c = &hc->c;
+    for (;;) {
+        if (e->net.niov && out_flush(e, c) < 0) {
+            conn_close(e, c);
+            return;
+        }
+        if (rest_len && !hc->close_after) {
+            if (conn_stash(c, rest, rest_len) < 0) {
+                conn_close(e, c);
+                return;
+            }
+            /* Processing stopped for output, not for lack of input: the stash
+             * may hold whole requests, to be answered once the output is out. */
+            hc->resume = c->pend || c->file || c->heap || hc->x;
+        }
+        if (c->heap && !c->pend) {
+            free(c->heap); /* the listing went out */
+            c->heap = NULL;
+        }
+        if (hc->x)
+            return; /* the handler drives the connection until its answer is done */
+        if (c->file && !c->pend && conn_send_file(e, c) < 0) {
+            conn_close(e, c);
+            return;
+        }
+        if (c->pend || c->file)
+            return; /* the send timeout runs; conn_write comes back here */
+        if (hc->close_after) {
+            conn_linger(e, c);
+            return;
+        }
+        if (hc->resume && c->stash) {
+            /* A loop, not recursion: a thousand pipelined requests for files
+             * must not take a thousand stack frames. */
+            size_t len = conn_unstash(e, c);
+            hc->resume = 0;
+            size_t used = conn_process(e, hc, e->net.in, &len, 0);
+            rest = e->net.in + used;
+            rest_len = len - used;
+            continue;
+        }
+        hc->resume = 0;
+        if (hc->state == S_HEAD && !hc->in_head) {
+            if (!e->core.shutting_down)
+                tl_set(e, &c->tn, TL_KEEPALIVE);
+            else if (c->tn.tlist != TL_GRACE)
+                tl_set(e, &c->tn, TL_GRACE); /* answered during the stop: its next request gets
+                                                Connection: close, or the grace list closes it */
+        } else if (hc->state == S_BODY) {
+            tl_set(e, &c->tn, TL_HEADER); /* body progress restarts the read timeout */
+        }
+        return;
+    }
+}
+
+static void conn_read(sws_engine_t *e, h1conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+    size_t len = conn_unstash(e, c), last_len = len;
+    ssize_t got = conn_recv(c, e->net.in + len, e->net.in_cap - len);
+    if (got <= 0) {
+        if (got < 0 && errno == EAGAIN) {
+            conn_settle(e, hc, e->net.in, len);
+            return;
+        }
+        /* EOF or error. Complete requests were answered as they arrived;
+         * what is left is a partial head, or lingering. */
+        conn_close(e, c);
+        return;
+    }
+    len += (size_t)got;
+    if (c->lingering) {
+        conn_linger_input(e, c, (size_t)got);
+        return;
+    }
+    size_t used = conn_process(e, hc, e->net.in, &len, last_len);
+    conn_settle(e, hc, e->net.in + used, len - used);
+}
+
+static void conn_write(sws_engine_t *e, h1conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+    int rc = pend_send(e, c);
+    if (rc < 0)
+        conn_close(e, c);
+    if (rc)
+        return;
+    free(c->heap);
+    c->heap = NULL;
+    if (c->file) {
+        if (conn_send_file(e, c) < 0) {
+            conn_close(e, c);
+            return;
+        }
+        if (c->file)
+            return; /* more when the socket is writable again */
+    }
+    conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
+    /* Requests that arrived while we were writing wait in the stash
+     * (hc->resume); conn_settle answers them or closes. */
+    conn_settle(e, hc, NULL, 0);
+}
+
+static void h1_event(sws_engine_t *e, void *obj, uint32_t events)
+{
+    h1conn_t *hc = obj;
+    if (hc->x)
+        h1_x_event(e, hc, events);
+    else if (hc->c.pend || hc->c.file)
+        conn_write(e, hc);
+    else
+        conn_read(e, hc);
+}
+
+static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
+{
+    h1conn_t *hc = (h1conn_t *)c;
+    if (which == TL_HEADER && !hc->x && hc->state == S_HEAD && !c->lingering &&
+        (hc->in_head || c->stash)) {
+        /* RFC 9110 §15.5.9: the head did not arrive in time. */
+        elog(e, SWS_L_INFO, "client timed out reading the request head");
+        tl_unlink(e, &c->tn);
+        conn_error(e, hc, 408, NULL, 0);
+        if (out_flush(e, c) < 0) {
+            conn_close(e, c);
+            return;
+        }
+        if (!c->pend)
+            conn_linger(e, c);
+        else
+            tl_set(e, &c->tn, TL_SEND);
+        return;
+    }
+    conn_close(e, c);
+}
+
+static void h1_closing(sws_engine_t *e, sws_conn_t *c)
+{
+    h1conn_t *hc = (h1conn_t *)c;
+    if (hc->x)
+        h1_x_closing(e, hc); /* the handler's side goes too */
+}
+
+const sws_proto_t sws_h1_proto = {sizeof(h1conn_t), h1_event, h1_open, h1_expire, h1_closing};
+
+void sws_h1_shutdown(sws_engine_t *e)
+{
+    /* Connections idle for a while close now. One that was answered or
+     * accepted in the last STOP_GRACE_MS gets that long again: a busy client
+     * is likely sending its next request right now, and closing under it is
+     * the keep-alive race that loses a request (RFC 9112 §9.3.1 lets a client
+     * retry, but not every client does). Its next request is answered with
+     * Connection: close; if none comes, the grace list closes it. The others
+     * finish their request. */
+    uint64_t grace = e->core.tl[TL_GRACE].ms;
+    uint64_t ka = e->core.tl[TL_KEEPALIVE].ms;
+    sws_tnode_t *n = e->core.tl[TL_KEEPALIVE].head;
+    while (n) {
+        sws_tnode_t *next = n->tnext;
+        if (n->deadline - ka + grace <= e->core.now)
+            conn_close(e, CONN_OF_TNODE(n));
+        else
+            tl_set(e, n, TL_GRACE);
+        n = next;
+    }
+    uint64_t ht = e->core.tl[TL_HEADER].ms;
+    n = e->core.tl[TL_HEADER].head;
+    while (n) {
+        sws_tnode_t *next = n->tnext;
+        h1conn_t *hc = (h1conn_t *)CONN_OF_TNODE(n);
+        if (hc->state == S_HEAD && !hc->in_head && !hc->c.stash && !hc->x) { /* connected, nothing sent yet */
+            if (n->deadline - ht + grace <= e->core.now)
+                conn_close(e, &hc->c);
+            else
+                tl_set(e, n, TL_GRACE);
+        }
+        n = next;
+    }
+}

@@ -1,0 +1,159 @@
+/* scalws/core.h — the bottom floor of a worker's data plane (csrc/core/).
+ *
+ * Owns: the inner epoll, the passes over its events and the serve loop
+ * (busy polling, the batching window), the clocks and the time strings read
+ * once per pass, the timeout lists, the error log, the counters, and the
+ * deferred freeing of event objects closed during a batch of events.
+ *
+ * May call: libc and scalws/httpdate.h only. It knows nothing of sockets,
+ * HTTP or upstreams: every object in the inner epoll starts with an
+ * sws_evobj_t whose handler the loop calls, and timeout-list entries are
+ * sws_tnode_t's whose expiry goes to the on_expire hook of the floor that
+ * owns them. Those are the only ways the core reaches upward.
+ *
+ * Units: monotonic milliseconds (`now`, deadlines), wall seconds (`wall`),
+ * nanoseconds where a name says _ns. Return values: 0 / -errno unless stated.
+ */
+#ifndef SCALWS_CORE_H
+#define SCALWS_CORE_H
+
+#include <stdint.h>
+#include <time.h>
+#include <sys/epoll.h>
+
+#include "scalws/httpdate.h"
+
+#define SWS_INTERNAL __attribute__((visibility("hidden")))
+
+#define EV_BATCH 256          /* events per epoll_wait */
+#define RUN_ROUNDS 4          /* epoll_wait rounds per pass */
+#define BATCH_MIN_INFLIGHT 4  /* upstream requests in flight for the batching window */
+#define BATCH_MIN_PASS 2      /* ... after a pass with at least this many events */
+#define BATCH_SHORT_PASS 16   /* ... and fewer than this many */
+#define BATCH_WAIT_RATIO 10   /* wait only when upstreams take 10x the wait to answer */
+#define TIMER_SLACK_NS 1000   /* the worker's timer slack while batching (prctl) */
+#define SPIN_START_NS 5000    /* busy polling: the first poll after short sleeps, then x2 */
+
+typedef struct {
+    size_t max_header_bytes; /* request line + headers; over it: 431 (414 if the line alone) */
+    size_t max_headers;      /* header fields; over it: 431 */
+    size_t max_uri_bytes;    /* request-target; over it: 414 */
+    uint64_t max_body_bytes; /* declared or chunked total; over it: 413 */
+    uint32_t header_timeout_ms;
+    uint32_t keepalive_timeout_ms; /* 0: no keep-alive */
+    uint32_t send_timeout_ms;
+    uint32_t keepalive_requests;
+    uint32_t max_connections;
+    uint32_t batch_window_us;      /* see batch_due() in core/loop.c; 0: off */
+    uint32_t busy_poll_us;         /* longest poll before sleeping (spin_* in core/loop.c); 0: off */
+} sws_limits_t;
+
+/* Error-log levels, as nginx's. */
+enum { SWS_L_EMERG, SWS_L_ALERT, SWS_L_CRIT, SWS_L_ERROR, SWS_L_WARN, SWS_L_NOTICE, SWS_L_INFO, SWS_L_DEBUG };
+
+typedef struct {
+    uint64_t accepted;  /* connections accepted */
+    uint64_t handled;   /* connections closed */
+    uint64_t requests;  /* requests answered */
+    uint64_t active;    /* open client connections */
+    uint64_t timeouts;  /* closed by a timeout */
+    uint64_t errors_4xx_close; /* refused malformed requests */
+    uint64_t upstream_conns;   /* upstream connections opened */
+    uint64_t upstream_reused;  /* requests sent on a pooled connection */
+    uint64_t upstream_errors;  /* failed attempts (connect, reset, timeout, bad response) */
+    uint64_t polls_caught;     /* busy polls that found an event: sleeps avoided */
+    uint64_t polls_missed;     /* busy polls that ran out: the worker slept after all */
+} sws_counters_t;
+
+typedef struct sws_engine sws_engine_t;
+
+/* The head of every object in the inner epoll (listener, client connection,
+ * upstream connection): the loop calls handler(e, obj, events). A closed
+ * object has handler NULL and waits in the dead list until the batch of
+ * events that may still name it is over (sws_core_defer_free). */
+typedef void (*sws_evh_t)(sws_engine_t *e, void *obj, uint32_t events);
+typedef struct sws_evobj {
+    sws_evh_t handler;
+    struct sws_evobj *dead_next;
+} sws_evobj_t;
+
+/* Timeout lists: one per duration. Every entry of a list has the same
+ * timeout, so appending at the tail keeps it sorted and a tick only looks
+ * at heads. An entry is embedded in its owner (a client connection). */
+enum { TL_NONE = -1, TL_HEADER, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_GRACE, TL_COUNT };
+
+typedef struct sws_tnode {
+    struct sws_tnode *tprev, *tnext;
+    uint64_t deadline;         /* monotonic ms */
+    signed char tlist;         /* TL_*, TL_NONE when in no list */
+} sws_tnode_t;
+
+typedef struct {
+    sws_tnode_t *head, *tail;
+    uint32_t ms;
+} tlist_t;
+
+/* The core's part of the engine (e->core). */
+typedef struct {
+    int epfd;
+    int worker_id;
+    int shutting_down;
+    sws_limits_t lim;
+    tlist_t tl[TL_COUNT];
+    sws_counters_t cnt;
+
+    uint64_t now;             /* monotonic ms, read once per pass and tick */
+    time_t wall;
+    char date[SWS_HTTP_DATE_LEN];
+    char log_time[SWS_LOG_TIME_LEN];
+    char iso_time[SWS_ISO_TIME_LEN];
+    char err_time[SWS_ERR_TIME_LEN];
+
+    int elog_fd, elog_level;
+
+    /* Signals from the upstream floor that the batching window reads. */
+    uint32_t up_inflight;      /* requests waiting on upstreams */
+    uint64_t up_wait_ns;       /* moving average: request sent to response head */
+    int last_events;           /* events handled by the previous pass; 0 after an empty wait */
+    uint64_t spin_ns;          /* busy polling: how long the next idle wait polls first */
+
+    sws_evobj_t *dead;         /* closed during this batch; freed after it */
+    /* Hooks of the floors above: an expired timeout-list entry, and the end
+     * of each pass (the access log's periodic flush). */
+    void (*on_expire)(sws_engine_t *e, sws_tnode_t *n, int which);
+    void (*after_pass)(sws_engine_t *e);
+    struct epoll_event ev[EV_BATCH];
+} sws_core_t;
+
+/* core/core.c */
+SWS_INTERNAL int sws_core_init(sws_engine_t *e, const sws_limits_t *limits, int worker_id);
+SWS_INTERNAL void sws_core_free(sws_engine_t *e);
+/* Reads the clocks into now/wall; rebuilds the time strings when the second changed. */
+SWS_INTERNAL void update_time(sws_engine_t *e);
+SWS_INTERNAL void elog(sws_engine_t *e, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+SWS_INTERNAL void tl_unlink(sws_engine_t *e, sws_tnode_t *n);
+/* Puts n at the tail of list `which`, deadline now + that list's timeout. */
+SWS_INTERNAL void tl_set(sws_engine_t *e, sws_tnode_t *n, int which);
+/* Hands every entry past its deadline to on_expire (which must take it off
+ * its list, by tl_set or tl_unlink). */
+SWS_INTERNAL void sws_core_expire(sws_engine_t *e);
+/* obj is closed (handler set NULL here): freed after the current batch. */
+SWS_INTERNAL void sws_core_defer_free(sws_engine_t *e, sws_evobj_t *obj);
+SWS_INTERNAL void sws_core_bury(sws_engine_t *e);
+
+/* core/loop.c: contracts as sws_engine_run / sws_engine_serve in engine.h. */
+SWS_INTERNAL int sws_core_run(sws_engine_t *e);
+SWS_INTERNAL int sws_core_serve(sws_engine_t *e, int max_ms);
+/* One pass over what is ready now, without waiting; returns the events handled. */
+SWS_INTERNAL int sws_core_pass(sws_engine_t *e);
+
+/* Monotonic nanoseconds (vDSO: no system call). */
+static inline uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#endif

@@ -1,0 +1,185 @@
+/* scalws/net.h — connections and their bytes (csrc/net/).
+ *
+ * Owns: the listening sockets and accept, the client connection struct
+ * (sws_conn_t: fd, peer, timeout-list entry, unread input, pending output),
+ * the per-engine read buffer, the per-engine output batch and a
+ * connection's pending output (iovecs copied or referenced, then at most one
+ * file segment sent with sendfile), lingering close, the peer address and
+ * whether it is a trusted proxy, and the transport seam: every read and
+ * write of a client connection goes through c->tr (plain sockets today;
+ * TLS plugs in there).
+ *
+ * May call: the core (scalws/core.h), the file cache's release
+ * (scalws/filecache.h). Protocols sit above: a listener carries a
+ * sws_proto_t, whose functions net calls for a connection's events, its
+ * expired timeouts and its close. Net never parses a byte.
+ *
+ * Memory: an idle connection holds its protocol's struct (which begins with
+ * sws_conn_t) and nothing else; reads land in the engine's shared buffer,
+ * and only an unparsed tail is copied out (stash, exact size).
+ */
+#ifndef SCALWS_NET_H
+#define SCALWS_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "scalws/core.h"
+#include "scalws/filecache.h"
+
+#define OUT_BUF (64 * 1024)   /* per-engine output batch */
+#define OUT_IOV 64
+#define LINGER_BYTES (1 << 20)
+#define EMFILE_PAUSE_MS 500
+#define IN_EXTRA (64 * 1024)  /* read buffer = max_header_bytes + this */
+
+typedef struct sws_conn sws_conn_t;
+
+/* A protocol: how net hands a connection upward. The connection struct is
+ * conn_size bytes and begins with sws_conn_t; `event` becomes its epoll
+ * handler. */
+typedef struct {
+    size_t conn_size;
+    sws_evh_t event;
+    /* After accept (the connection is in the epoll set, reading). */
+    void (*open)(sws_engine_t *e, sws_conn_t *c, const void *conf);
+    /* A timeout-list entry of c expired; must take c off the list. */
+    void (*expire)(sws_engine_t *e, sws_conn_t *c, int which);
+    /* c is closing (its fd still open): release what the protocol holds. */
+    void (*closing)(sws_engine_t *e, sws_conn_t *c);
+} sws_proto_t;
+
+/* The transport seam: how a connection's bytes cross its socket. Same
+ * contracts as recv(2), sendmsg(2) of an iovec array without SIGPIPE, and
+ * sendfile(2): -1 with errno (EAGAIN when the socket is not ready). */
+typedef struct {
+    ssize_t (*recv)(sws_conn_t *c, char *buf, size_t len);
+    ssize_t (*sendv)(sws_conn_t *c, const struct iovec *iov, int n);
+    ssize_t (*sendfile)(sws_conn_t *c, int fd, off_t *off, size_t len);
+    void (*shutdown)(sws_conn_t *c); /* no more output: our FIN */
+} sws_transport_t;
+
+extern const sws_transport_t sws_plain_transport;
+
+typedef struct {
+    sws_evobj_t ev;           /* first: the epoll handler is do_accept */
+    int fd;
+    int enabled;
+    const sws_proto_t *proto;
+    const void *conf;         /* the protocol's per-listener config (virtual hosts) */
+} listener_t;
+
+/* Output the socket did not take: iov[idx..niov) still to write; iovecs
+ * point into data[] (copied) or at bytes their owner keeps (referenced). */
+typedef struct {
+    int idx, niov;
+    struct iovec iov[];
+} pend_t;
+
+struct sws_conn {
+    sws_evobj_t ev;            /* first: the protocol's event handler */
+    int fd;
+    sws_tnode_t tn;            /* timeout-list entry */
+    const sws_proto_t *proto;
+    const sws_transport_t *tr;
+    uint32_t evmask;           /* epoll events asked for */
+    unsigned char is_unix : 1,
+        corked : 1,            /* TCP_CORK set for a file body */
+        lingering : 1;         /* our side is shut: reading until the peer's FIN */
+    uint32_t stash_len;
+    char *stash;               /* unparsed input, malloc'd, exact size */
+    pend_t *pend;
+    sws_file_t *file;          /* referenced by pending output; file_left bytes still to sendfile */
+    char *heap;                /* a buffer referenced by pending output, freed once written */
+    uint64_t file_off, file_left;
+    size_t file_chunk;
+    uint64_t linger_bytes;
+    uint16_t peer_port;
+    unsigned char peer_family;
+    unsigned char peer[16];
+};
+
+#define CONN_OF_TNODE(n) ((sws_conn_t *)((char *)(n) - offsetof(sws_conn_t, tn)))
+
+/* A network prefix: family AF_INET or AF_INET6, address bytes, prefix bits. */
+typedef struct {
+    int family;
+    unsigned char addr[16];
+    int bits;
+} sws_cidr_t;
+
+/* Net's part of the engine (e->net). */
+typedef struct {
+    listener_t *listeners;
+    size_t n_listeners;
+    int accept_paused;        /* listeners off: EMFILE or max_connections */
+    uint64_t accept_resume;   /* monotonic ms to retry after EMFILE */
+    char *in;                 /* read buffer, shared by every connection */
+    size_t in_cap;
+    sws_filecache_t *fc;      /* where file segments are released (static's cache) */
+    char out[OUT_BUF];        /* output batch */
+    size_t out_len;
+    struct iovec iov[OUT_IOV];
+    int niov;
+    const sws_cidr_t *trusted;
+    size_t n_trusted;
+} sws_net_t;
+
+/* net/listen.c */
+SWS_INTERNAL int sws_net_init(sws_engine_t *e);
+SWS_INTERNAL void sws_net_free(sws_engine_t *e);
+SWS_INTERNAL int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto,
+                                      const void *conf);
+SWS_INTERNAL void listeners_enable(sws_engine_t *e, int on);
+/* Stops accepting for good and closes this worker's copies of the listeners. */
+SWS_INTERNAL void sws_net_stop_listening(sws_engine_t *e);
+/* Accepting again after an EMFILE pause, when due. */
+SWS_INTERNAL void sws_net_tick(sws_engine_t *e);
+
+/* net/conn.c: the output batch. Bytes are copied into it, or referenced
+ * (their owner keeps them valid until the connection's pending output is
+ * gone). out_flush writes the batch to c: 0 when all of it went or was
+ * queued in c->pend (then EPOLLOUT and the send timeout are armed), -1 on a
+ * socket error (the caller closes). */
+SWS_INTERNAL void out_copy(sws_engine_t *e, const char *p, size_t n);
+SWS_INTERNAL void out_ref(sws_engine_t *e, const char *p, size_t n);
+SWS_INTERNAL void out_str(sws_engine_t *e, const char *s);
+SWS_INTERNAL void out_u64(sws_engine_t *e, uint64_t v);
+/* Room for `need` more copied bytes and a few iovecs? */
+SWS_INTERNAL int out_room(const sws_engine_t *e, size_t need);
+SWS_INTERNAL int out_flush(sws_engine_t *e, sws_conn_t *c);
+/* Forgets what the batch holds (nothing of it was written). */
+SWS_INTERNAL void out_discard(sws_engine_t *e);
+/* Sends c->pend: 0 when all of it went (pend freed), 1 when the socket is
+ * full, -1 on a socket error (the caller closes). */
+SWS_INTERNAL int pend_send(sws_engine_t *e, sws_conn_t *c);
+/* Starts a file segment after the batch: sent by conn_send_file once the
+ * iovecs are out; TCP_CORK holds the head for the first file bytes. */
+SWS_INTERNAL void conn_file_start(sws_engine_t *e, sws_conn_t *c, sws_file_t *f, uint64_t off,
+                                  uint64_t len, size_t chunk);
+/* Sends the rest of c->file, one chunk per call: 0 (done, or waiting for
+ * writability with EPOLLOUT armed) or -1 to close. */
+SWS_INTERNAL int conn_send_file(sws_engine_t *e, sws_conn_t *c);
+SWS_INTERNAL int conn_set_mask(sws_engine_t *e, sws_conn_t *c, uint32_t events);
+/* recv through the transport; as recv(2). */
+SWS_INTERNAL ssize_t conn_recv(sws_conn_t *c, char *buf, size_t len);
+/* Appends bytes to the unread input; -1 when out of memory. */
+SWS_INTERNAL int conn_stash(sws_conn_t *c, const char *p, size_t n);
+/* Moves the stash to the start of the read buffer: its length. */
+SWS_INTERNAL size_t conn_unstash(sws_engine_t *e, sws_conn_t *c);
+SWS_INTERNAL void conn_close(sws_engine_t *e, sws_conn_t *c);
+/* Our last response is out: half-close and read until the peer's FIN. */
+SWS_INTERNAL void conn_linger(sws_engine_t *e, sws_conn_t *c);
+/* Counts bytes read while lingering; 1 when the connection was closed. */
+SWS_INTERNAL int conn_linger_input(sws_engine_t *e, sws_conn_t *c, size_t n);
+
+/* net/peer.c */
+/* The peer as text (IPv4, full IPv6, "unix:"); at most 40 bytes written. */
+SWS_INTERNAL char *put_peer(char *p, const sws_conn_t *c);
+SWS_INTERNAL int peer_trusted(const sws_engine_t *e, const sws_conn_t *c);
+/* Is the textual address s[0..n) inside trusted_proxies? */
+SWS_INTERNAL int trusted_text(const sws_engine_t *e, const char *s, size_t n);
+
+#endif

@@ -1,0 +1,167 @@
+/* scalws/response.h — what a protocol and a handler share: the request
+ * view and the response interface (csrc/http/ implements the interface for
+ * HTTP/1; HTTP/2 will implement the same one).
+ *
+ * A protocol parses a request into an sws_request_t and hands it, with an
+ * sws_resp_t, to the handler its router chose. The handler describes its
+ * answer through the interface — status, header fields, then a body as
+ * bytes (copied or referenced), a file segment, or a stream of pieces whose
+ * length is unknown — and never writes protocol bytes itself: the status
+ * line, Content-Length, chunk framing and the Connection header are the
+ * protocol's. Calls come in this order:
+ *
+ *   head, (field | fields)*, start_body, (data | file)*, done
+ *
+ * A handler that answers at once (respond, static) makes those calls and
+ * returns. One that waits on something (the proxy) attaches its hooks and
+ * keeps the sws_resp_t until it calls finish: meanwhile the protocol feeds
+ * it the request body (hooks->body, as much as it asks for with
+ * want_body), tells it when the client has taken what was written
+ * (hooks->drained), and that the client left (hooks->gone, after which the
+ * handler must not touch the sws_resp_t again).
+ *
+ * Ownership: bytes given with SWS_REF (and files given to `file` or
+ * `hold_file`, buffers given to `hold_heap`) stay valid, or are the
+ * protocol's, until the client has taken them; everything else is copied.
+ * May call: nothing; it is an interface. Its users: protocols (above) and
+ * handlers (below them).
+ */
+#ifndef SCALWS_RESPONSE_H
+#define SCALWS_RESPONSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+
+#include "scalws/core.h"
+#include "scalws/filecache.h"
+#include "scalws/http1.h"
+
+typedef struct sws_conn sws_conn_t;
+
+/* One request, as every protocol presents it to handlers. Pointers are
+ * valid while the handler's first call runs (the protocol's buffer);
+ * a handler that answers later copies what it keeps. */
+typedef struct {
+    const char *method, *target;
+    size_t method_len, target_len;
+    int method_id;                /* SWS_M_* */
+    int minor;                    /* HTTP/1.minor; for logs */
+    const sws_header_t *h;
+    size_t nh;
+    const char *host;             /* Host, or the authority of an absolute target */
+    size_t host_len;
+    const char *path;             /* normalized (what routes match): decoded, no dot segments */
+    size_t path_len;
+    const char *raw_path;         /* the target's path as sent */
+    size_t raw_len;
+    const sws_request_info_t *info; /* framing: body length or chunked, upgrade, expect */
+    const sws_conn_t *conn;       /* where it came from: the peer, its trust */
+    const char *rid;              /* request id (X-Request-Id); NULL: the log makes one */
+    size_t rid_len;
+} sws_request_t;
+
+static inline const sws_header_t *find_header(const sws_request_t *r, const char *name, size_t len)
+{
+    for (size_t i = 0; i < r->nh; i++)
+        if (r->h[i].name_len == len && strncasecmp(r->h[i].name, name, len) == 0)
+            return &r->h[i];
+    return NULL;
+}
+
+/* Body kinds for start_body. */
+enum {
+    SWS_BODY_NONE,    /* no body and no length (304, 204, 1xx, an answer to HEAD without one) */
+    SWS_BODY_LENGTH,  /* `len` bytes (for HEAD: the length a GET would have) */
+    SWS_BODY_STREAM,  /* length unknown: pieces until done */
+    SWS_BODY_TUNNEL   /* 101: from here on, raw bytes both ways */
+};
+enum { SWS_REF = 1 };            /* data(): reference the bytes instead of copying */
+enum { SWS_FIN_OK = 0, SWS_FIN_ABORT = 1 }; /* finish(): abort = the body is cut short */
+
+typedef struct sws_resp sws_resp_t;
+
+/* A waiting handler's side. body: request body bytes in order, already
+ * unframed (a tunnel: the client's raw bytes); done = the last piece.
+ * Returns 0, 1 when the exchange ended inside (touch nothing), or -1 when
+ * the handler failed (the protocol closes the connection). */
+typedef struct {
+    int (*body)(sws_engine_t *e, void *ctx, char *p, size_t n, int done);
+    void (*drained)(sws_engine_t *e, void *ctx);
+    void (*gone)(sws_engine_t *e, void *ctx);
+} sws_resp_hooks_t;
+
+typedef struct {
+    /* reason NULL: the standard phrase */
+    void (*head)(sws_engine_t *e, sws_resp_t *r, int status, const char *reason, size_t reason_len);
+    void (*field)(sws_engine_t *e, sws_resp_t *r, const char *name, size_t name_len,
+                  const char *value, size_t value_len);
+    /* Whole "Name: value\r\n" lines built at config load. */
+    void (*fields)(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t len);
+    void (*start_body)(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len);
+    void (*data)(sws_engine_t *e, sws_resp_t *r, const char *p, size_t n, int flags);
+    /* A segment of a file; the protocol takes over the reference. */
+    void (*file)(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off, uint64_t len,
+                 size_t chunk);
+    /* Keep f (referenced by data given with SWS_REF) until it is written. */
+    void (*hold_file)(sws_engine_t *e, sws_resp_t *r, sws_file_t *f);
+    /* Free buf (referenced by data given with SWS_REF) once it is written. */
+    void (*hold_heap)(sws_engine_t *e, sws_resp_t *r, char *buf);
+    void (*done)(sws_engine_t *e, sws_resp_t *r);
+
+    /* For handlers that answer later. */
+    void (*attach)(sws_engine_t *e, sws_resp_t *r, const sws_resp_hooks_t *hooks, void *ctx);
+    /* Sends what was given so far: 0, or -1 when the client is gone (the
+     * gone hook ran: touch nothing). */
+    int (*flush)(sws_engine_t *e, sws_resp_t *r);
+    /* Output the client has not taken yet (the handler waits for drained). */
+    int (*backed_up)(const sws_resp_t *r);
+    /* Whether the handler can take request body bytes now. */
+    void (*want_body)(sws_engine_t *e, sws_resp_t *r, int on);
+    /* Forgets what was given since the last flush (a head whose body turned out bad). */
+    void (*discard)(sws_engine_t *e, sws_resp_t *r);
+    /* The handler is done with r (SWS_FIN_*); the protocol logs it and goes on. */
+    void (*finish)(sws_engine_t *e, sws_resp_t *r, int how);
+    /* Drops the client connection now; the gone hook runs. */
+    void (*close)(sws_engine_t *e, sws_resp_t *r);
+} sws_resp_ops_t;
+
+struct sws_resp {
+    const sws_resp_ops_t *ops;
+};
+
+/* What a route maps to: the handler kind and its config (owned by the
+ * caller, scalws/server/engine.pyx, for the engine's life). */
+enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2, SWS_H_PROXY = 3 };
+typedef struct {
+    int kind; /* SWS_H_* */
+    void *data;
+} sws_handler_t;
+
+static inline void resp_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
+                             size_t reason_len)
+{
+    r->ops->head(e, r, status, reason, reason_len);
+}
+static inline void resp_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t nl,
+                              const char *value, size_t vl)
+{
+    r->ops->field(e, r, name, nl, value, vl);
+}
+#define resp_field_lit(e, r, name, value, vl) resp_field(e, r, name, sizeof name - 1, value, vl)
+static inline void resp_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t len)
+{
+    r->ops->fields(e, r, lines, len);
+}
+static inline void resp_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len)
+{
+    r->ops->start_body(e, r, kind, len);
+}
+static inline void resp_data(sws_engine_t *e, sws_resp_t *r, const char *p, size_t n, int flags)
+{
+    r->ops->data(e, r, p, n, flags);
+}
+static inline void resp_done(sws_engine_t *e, sws_resp_t *r) { r->ops->done(e, r); }
+
+#endif

@@ -1,0 +1,152 @@
+/* scalws/upstream.h — upstream groups and connections (csrc/upstream/),
+ * for the proxy now and FastCGI next.
+ *
+ * Owns: groups and their servers (config halves filled by
+ * scalws/server/engine.pyx; "runtime" fields are ours, zeroed by the
+ * caller), balancing (smooth weighted round robin, least connections,
+ * consistent hashing), passive health (max_fails within fail_timeout) and
+ * active health checks, non-blocking connect, the keep-alive pool (per
+ * group and worker, most recent first, bounded by `keepalive`), and the
+ * deadlines of upstream connections, which the tick scans: they are few.
+ *
+ * May call: the core. A connection busy with a request belongs to its
+ * owner (the proxy), which gets its events and expired deadlines through
+ * the sws_upconn_ops_t it set; idle and health-check connections are
+ * handled here. Each worker is its own process, so all of it is per worker.
+ */
+#ifndef SCALWS_UPSTREAM_H
+#define SCALWS_UPSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "scalws/core.h"
+
+enum { SWS_BAL_RR = 0, SWS_BAL_LEAST_CONN = 1, SWS_BAL_HASH = 2 };
+enum { SWS_HASH_CLIENT = 0, SWS_HASH_URI = 1, SWS_HASH_HEADER = 2 };
+
+typedef struct {
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    const char *name;          /* "127.0.0.1:3000", for logs */
+    uint32_t weight;
+    uint32_t max_fails;        /* 0: never marked down by failures */
+    uint32_t fail_timeout_ms;
+    uint32_t max_conns;        /* 0: unlimited */
+    int backup;
+    /* runtime */
+    uint32_t active;           /* connections busy with a request */
+    uint32_t fails;
+    uint64_t fail_start;       /* monotonic ms of the first failure counted */
+    uint64_t down_until;       /* passive: skipped until then */
+    int hc_down;               /* active checks say down (or passive, when checks exist) */
+    uint32_t hc_pass, hc_fail;
+    uint64_t hc_next;
+    int hc_busy;
+    int64_t cw;                /* smooth weighted round robin */
+} sws_upstream_server_t;
+
+typedef struct upconn upconn_t;
+
+typedef struct {
+    const char *name;
+    sws_upstream_server_t *servers;
+    size_t n_servers;
+    int balance;               /* SWS_BAL_* */
+    int hash_key;              /* SWS_HASH_* */
+    const char *hash_header;   /* lowercase name for SWS_HASH_HEADER */
+    size_t hash_header_len;
+    uint32_t keepalive;        /* idle connections kept (this worker, whole group) */
+    uint32_t keepalive_timeout_ms;
+    uint32_t keepalive_requests;
+    uint32_t keepalive_time_ms;  /* a connection older than this is not pooled again */
+    /* active health checks: hc_request NULL = none */
+    const char *hc_request;    /* whole request bytes */
+    size_t hc_request_len;
+    uint32_t hc_interval_ms, hc_timeout_ms, hc_rise, hc_fall;
+    const uint16_t *hc_expect; /* [lo, hi] pairs */
+    size_t hc_n_expect;
+    /* runtime */
+    upconn_t *idle;            /* pooled connections, most recent first */
+    uint32_t n_idle;
+    uint64_t *ring;            /* consistent-hash points: hash << 16 | server index */
+    size_t ring_len;
+} sws_upstream_t;
+
+enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_HEALTH };
+
+/* What the owner of a busy connection is told. */
+typedef struct {
+    void (*event)(sws_engine_t *e, upconn_t *uc, uint32_t events);
+    /* uc->deadline passed; dkind says which it was (the owner's D_* kinds). */
+    void (*expire)(sws_engine_t *e, upconn_t *uc, int dkind);
+    /* The engine stops now: end the request (its client goes too). */
+    void (*kill)(sws_engine_t *e, upconn_t *uc);
+} sws_upconn_ops_t;
+
+struct upconn {
+    sws_evobj_t ev;               /* first: uc_event */
+    int fd;
+    upconn_t *prev, *next;        /* e->up.upconns */
+    upconn_t *iprev, *inext;      /* the group's idle pool */
+    sws_upstream_t *up;
+    sws_upstream_server_t *srv;
+    const sws_upconn_ops_t *ops;  /* the owner's, while busy */
+    void *owner;
+    int state;                    /* UC_* */
+    int hc;                       /* a health check, not traffic */
+    uint32_t evmask;
+    uint64_t deadline;            /* monotonic ms; 0: none */
+    int dkind;                    /* the owner's: what the deadline is for */
+    uint64_t created;
+    uint32_t requests;            /* requests sent on it */
+    size_t hc_sent;               /* health check: request bytes sent, */
+    size_t hc_len;                /* response bytes read into hc_buf */
+    char hc_buf[16];
+};
+
+/* The upstream floor's part of the engine (e->up). */
+typedef struct {
+    upconn_t *upconns;            /* every upstream connection: the tick scans deadlines */
+    sws_upstream_t **upstreams;
+    size_t n_upstreams;
+} sws_upstreams_t;
+
+/* upstream/pool.c */
+/* A non-blocking connect to srv (state UC_ACTIVE, or UC_HEALTH for a
+ * check); NULL with errno when it failed at once. */
+SWS_INTERNAL upconn_t *uc_connect(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *srv,
+                                  int state);
+SWS_INTERNAL void uc_close(sws_engine_t *e, upconn_t *uc);
+SWS_INTERNAL int uc_set_mask(sws_engine_t *e, upconn_t *uc, uint32_t events);
+/* An idle connection to srv, most recent first, or NULL. */
+SWS_INTERNAL upconn_t *pool_take(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *srv);
+/* Why uc may not go back to the pool as far as the pool is concerned
+ * (age, request count, stopping), or NULL. */
+SWS_INTERNAL const char *pool_refusal(const sws_engine_t *e, const upconn_t *uc);
+/* Puts uc in its group's pool, evicting the oldest when full. */
+SWS_INTERNAL void pool_put(sws_engine_t *e, upconn_t *uc);
+/* Expired deadlines, then due health checks. */
+SWS_INTERNAL void sws_up_tick(sws_engine_t *e);
+/* Graceful stop: pooled and health-check connections close; busy ones finish. */
+SWS_INTERNAL void sws_up_shutdown(sws_engine_t *e);
+/* Fast stop: every upstream connection and its request end now. */
+SWS_INTERNAL void sws_up_close_all(sws_engine_t *e);
+SWS_INTERNAL void sws_up_free(sws_engine_t *e);
+
+/* upstream/balance.c */
+/* The server for a request that already tried the servers in the `tried`
+ * bitmask (by index, the first 64), hashing `hash` for SWS_BAL_HASH:
+ * primaries first, then backups; -1 when none is usable. */
+SWS_INTERNAL int sws_up_pick(sws_engine_t *e, sws_upstream_t *up, uint64_t tried, uint64_t hash);
+/* A failed attempt on s: passive health. */
+SWS_INTERNAL void srv_fail(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *s);
+SWS_INTERNAL uint64_t hash_bytes(const char *p, size_t n);
+
+/* upstream/health.c */
+SWS_INTERNAL void hc_start(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *s);
+SWS_INTERNAL void hc_event(sws_engine_t *e, upconn_t *uc, uint32_t events);
+SWS_INTERNAL void hc_done(sws_engine_t *e, upconn_t *uc, int ok, const char *why);
+
+#endif

@@ -1,0 +1,323 @@
+/* Client connections' bytes: the output batch, pending output, file
+ * segments, stashed input, lingering close, close, and the plain transport;
+ * contract in scalws/net.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "context.h"
+
+/* ---- the plain transport ------------------------------------------------------ */
+
+static ssize_t plain_recv(sws_conn_t *c, char *buf, size_t len)
+{
+    ssize_t got;
+    do
+        got = recv(c->fd, buf, len, 0);
+    while (got < 0 && errno == EINTR);
+    return got;
+}
+
+/* sendmsg, so that no write can raise SIGPIPE, whatever the process's
+ * disposition. */
+static ssize_t plain_sendv(sws_conn_t *c, const struct iovec *iov, int n)
+{
+    struct msghdr m = {.msg_iov = (struct iovec *)iov,
+                       .msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n)};
+    ssize_t w;
+    do
+        w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    return w;
+}
+
+static ssize_t plain_sendfile(sws_conn_t *c, int fd, off_t *off, size_t len)
+{
+    ssize_t w;
+    do
+        w = sendfile(c->fd, fd, off, len);
+    while (w < 0 && errno == EINTR);
+    return w;
+}
+
+static void plain_shutdown(sws_conn_t *c) { shutdown(c->fd, SHUT_WR); }
+
+const sws_transport_t sws_plain_transport = {plain_recv, plain_sendv, plain_sendfile,
+                                             plain_shutdown};
+
+ssize_t conn_recv(sws_conn_t *c, char *buf, size_t len) { return c->tr->recv(c, buf, len); }
+
+/* ---- the output batch ------------------------------------------------------------ */
+
+void out_copy(sws_engine_t *e, const char *p, size_t n)
+{
+    sws_net_t *t = &e->net;
+    struct iovec *last = t->niov ? &t->iov[t->niov - 1] : NULL;
+    char *dst = t->out + t->out_len;
+    memcpy(dst, p, n);
+    t->out_len += n;
+    if (last && (char *)last->iov_base + last->iov_len == dst) {
+        last->iov_len += n;
+    } else {
+        t->iov[t->niov].iov_base = dst;
+        t->iov[t->niov].iov_len = n;
+        t->niov++;
+    }
+}
+
+void out_ref(sws_engine_t *e, const char *p, size_t n)
+{
+    sws_net_t *t = &e->net;
+    t->iov[t->niov].iov_base = (void *)p;
+    t->iov[t->niov].iov_len = n;
+    t->niov++;
+}
+
+void out_str(sws_engine_t *e, const char *s) { out_copy(e, s, strlen(s)); }
+
+void out_u64(sws_engine_t *e, uint64_t v)
+{
+    char buf[24], *p = buf + sizeof buf;
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    out_copy(e, p, (size_t)(buf + sizeof buf - p));
+}
+
+int out_room(const sws_engine_t *e, size_t need)
+{
+    return e->net.out_len + need <= OUT_BUF && e->net.niov + 5 <= OUT_IOV;
+}
+
+void out_discard(sws_engine_t *e)
+{
+    e->net.niov = 0;
+    e->net.out_len = 0;
+}
+
+int conn_set_mask(sws_engine_t *e, sws_conn_t *c, uint32_t events)
+{
+    if (c->evmask == events)
+        return 0;
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+    c->evmask = events;
+    return epoll_ctl(e->core.epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static int in_batch(const sws_engine_t *e, const void *p)
+{
+    return (const char *)p >= e->net.out && (const char *)p < e->net.out + OUT_BUF;
+}
+
+int out_flush(sws_engine_t *e, sws_conn_t *c)
+{
+    struct iovec *iov = e->net.iov;
+    int niov = e->net.niov;
+    while (niov > 0) {
+        ssize_t w = c->tr->sendv(c, iov, niov);
+        if (w < 0) {
+            if (errno == EAGAIN)
+                break;
+            out_discard(e);
+            return -1;
+        }
+        size_t n = (size_t)w;
+        while (niov > 0 && n >= iov->iov_len) {
+            n -= iov->iov_len;
+            iov++;
+            niov--;
+        }
+        if (niov > 0 && n) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= n;
+        }
+    }
+    if (niov > 0) {
+        size_t copy = 0;
+        for (int i = 0; i < niov; i++)
+            if (in_batch(e, iov[i].iov_base))
+                copy += iov[i].iov_len;
+        pend_t *p = malloc(sizeof *p + (size_t)niov * sizeof(struct iovec) + copy);
+        if (!p) {
+            out_discard(e);
+            return -1;
+        }
+        char *data = (char *)&p->iov[niov];
+        p->idx = 0;
+        p->niov = niov;
+        for (int i = 0; i < niov; i++) {
+            p->iov[i] = iov[i];
+            if (in_batch(e, iov[i].iov_base)) {
+                memcpy(data, iov[i].iov_base, iov[i].iov_len);
+                p->iov[i].iov_base = data;
+                data += iov[i].iov_len;
+            }
+        }
+        c->pend = p;
+        conn_set_mask(e, c, EPOLLOUT);
+        tl_set(e, &c->tn, TL_SEND);
+    }
+    out_discard(e);
+    return 0;
+}
+
+int pend_send(sws_engine_t *e, sws_conn_t *c)
+{
+    pend_t *p = c->pend;
+    while (p && p->idx < p->niov) {
+        int cnt = p->niov - p->idx;
+        ssize_t w = c->tr->sendv(c, p->iov + p->idx, cnt);
+        if (w < 0)
+            return errno == EAGAIN ? 1 : -1;
+        tl_set(e, &c->tn, TL_SEND); /* progress restarts the send timeout */
+        size_t n = (size_t)w;
+        while (p->idx < p->niov && n >= p->iov[p->idx].iov_len)
+            n -= p->iov[p->idx++].iov_len;
+        if (p->idx < p->niov && n) {
+            p->iov[p->idx].iov_base = (char *)p->iov[p->idx].iov_base + n;
+            p->iov[p->idx].iov_len -= n;
+        }
+    }
+    free(p);
+    c->pend = NULL;
+    return 0;
+}
+
+/* ---- file segments ------------------------------------------------------------------ */
+
+void conn_file_start(sws_engine_t *e, sws_conn_t *c, sws_file_t *f, uint64_t off, uint64_t len,
+                     size_t chunk)
+{
+    c->file = f;
+    c->file_off = off;
+    c->file_left = len;
+    c->file_chunk = chunk;
+    if (len && !c->is_unix) {
+        /* The head and the first file bytes in full segments (nginx's
+         * tcp_nopush); uncorked after the first sendfile. */
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
+        c->corked = 1;
+    }
+}
+
+/* At most one chunk per call, so a fast client of a large file does not
+ * starve the others (EPOLLOUT brings us back). A file that shrank under us
+ * ends the connection: a short body must never look complete. */
+int conn_send_file(sws_engine_t *e, sws_conn_t *c)
+{
+    if (c->file_left) {
+        size_t chunk = c->file_left < c->file_chunk ? (size_t)c->file_left : c->file_chunk;
+        off_t off = (off_t)c->file_off;
+        ssize_t w = c->tr->sendfile(c, c->file->fd, &off, chunk);
+        if (w < 0 && errno != EAGAIN)
+            return -1;
+        if (w == 0)
+            return -1;
+        if (w > 0) {
+            c->file_off += (uint64_t)w;
+            c->file_left -= (uint64_t)w;
+            if (c->corked) {
+                /* The head went out with the first file bytes; staying corked
+                 * would stall a client whose window is smaller than a full
+                 * segment (200 ms a segment on loopback's 64 KiB MSS). */
+                int zero = 0;
+                setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero);
+                c->corked = 0;
+            }
+        }
+        if (c->file_left) {
+            conn_set_mask(e, c, EPOLLOUT);
+            tl_set(e, &c->tn, TL_SEND);
+            return 0;
+        }
+    }
+    sws_filecache_release(e->net.fc, c->file);
+    c->file = NULL;
+    if (c->corked) {
+        int zero = 0;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero); /* pushes the tail */
+        c->corked = 0;
+    }
+    return 0;
+}
+
+/* ---- input ---------------------------------------------------------------------------- */
+
+int conn_stash(sws_conn_t *c, const char *p, size_t n)
+{
+    char *s = realloc(c->stash, c->stash_len + n);
+    if (!s)
+        return -1;
+    memcpy(s + c->stash_len, p, n);
+    c->stash = s;
+    c->stash_len += (uint32_t)n;
+    return 0;
+}
+
+size_t conn_unstash(sws_engine_t *e, sws_conn_t *c)
+{
+    size_t len = c->stash_len;
+    if (c->stash) {
+        memcpy(e->net.in, c->stash, len);
+        free(c->stash);
+        c->stash = NULL;
+        c->stash_len = 0;
+    }
+    return len;
+}
+
+/* ---- the end ------------------------------------------------------------------------------ */
+
+void conn_close(sws_engine_t *e, sws_conn_t *c)
+{
+    c->proto->closing(e, c);
+    tl_unlink(e, &c->tn);
+    close(c->fd); /* also removes it from the epoll set */
+    free(c->stash);
+    free(c->pend);
+    free(c->heap);
+    if (c->file)
+        sws_filecache_release(e->net.fc, c->file);
+    c->fd = -1;
+    sws_core_defer_free(e, &c->ev);
+    e->core.cnt.active--;
+    e->core.cnt.handled++;
+    if (e->net.accept_paused && !e->core.shutting_down &&
+        e->core.cnt.active < e->core.lim.max_connections && e->net.accept_resume == 0)
+        listeners_enable(e, 1);
+}
+
+/* Unread input does not turn our close into a reset that could destroy the
+ * response in flight (nginx's lingering close). */
+void conn_linger(sws_engine_t *e, sws_conn_t *c)
+{
+    if (c->lingering)
+        return;
+    c->tr->shutdown(c);
+    c->lingering = 1;
+    c->linger_bytes = 0;
+    free(c->stash);
+    c->stash = NULL;
+    c->stash_len = 0;
+    tl_set(e, &c->tn, TL_LINGER);
+}
+
+int conn_linger_input(sws_engine_t *e, sws_conn_t *c, size_t n)
+{
+    c->linger_bytes += n;
+    if (c->linger_bytes > LINGER_BYTES) {
+        conn_close(e, c);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,175 @@
+/* Listening sockets and accept; contract in scalws/net.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "context.h"
+
+#define ACCEPT_BATCH 64       /* accepts per listener event */
+
+static void net_expire(sws_engine_t *e, sws_tnode_t *n, int which)
+{
+    sws_conn_t *c = CONN_OF_TNODE(n);
+    c->proto->expire(e, c, which);
+}
+
+int sws_net_init(sws_engine_t *e)
+{
+    e->net.in_cap = e->core.lim.max_header_bytes + IN_EXTRA;
+    e->net.in = malloc(e->net.in_cap);
+    if (!e->net.in)
+        return -ENOMEM;
+    e->core.on_expire = net_expire;
+    return 0;
+}
+
+void sws_net_free(sws_engine_t *e)
+{
+    for (size_t i = 0; i < e->net.n_listeners; i++)
+        if (e->net.listeners[i].fd >= 0)
+            close(e->net.listeners[i].fd);
+    free(e->net.listeners);
+    free(e->net.in);
+}
+
+static void do_accept(sws_engine_t *e, void *obj, uint32_t events);
+
+int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto, const void *conf)
+{
+    /* Listeners are few and added before the first event: a realloc here
+     * cannot move a listener that epoll already points at. */
+    listener_t *nl = realloc(e->net.listeners, (e->net.n_listeners + 1) * sizeof *nl);
+    if (!nl)
+        return -ENOMEM;
+    e->net.listeners = nl;
+    for (size_t i = 0; i < e->net.n_listeners; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &e->net.listeners[i]};
+        if (e->net.listeners[i].enabled)
+            epoll_ctl(e->core.epfd, EPOLL_CTL_MOD, e->net.listeners[i].fd, &ev);
+    }
+    listener_t *l = &e->net.listeners[e->net.n_listeners];
+    memset(l, 0, sizeof *l);
+    l->ev.handler = do_accept;
+    l->fd = fd;
+    l->proto = proto;
+    l->conf = conf;
+    l->enabled = 1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+    if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    e->net.n_listeners++;
+    return 0;
+}
+
+void listeners_enable(sws_engine_t *e, int on)
+{
+    for (size_t i = 0; i < e->net.n_listeners; i++) {
+        listener_t *l = &e->net.listeners[i];
+        if (l->fd < 0 || l->enabled == on)
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+        epoll_ctl(e->core.epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, &ev);
+        l->enabled = on;
+    }
+    e->net.accept_paused = !on;
+}
+
+void sws_net_stop_listening(sws_engine_t *e)
+{
+    listeners_enable(e, 0);
+    for (size_t i = 0; i < e->net.n_listeners; i++) {
+        if (e->net.listeners[i].fd >= 0) {
+            close(e->net.listeners[i].fd); /* the master keeps its copy for the next workers */
+            e->net.listeners[i].fd = -1;
+        }
+    }
+}
+
+void sws_net_tick(sws_engine_t *e)
+{
+    if (e->net.accept_paused && e->net.accept_resume && e->core.now >= e->net.accept_resume &&
+        !e->core.shutting_down) {
+        e->net.accept_resume = 0;
+        if (e->core.cnt.active < e->core.lim.max_connections)
+            listeners_enable(e, 1);
+    }
+}
+
+static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
+{
+    listener_t *l = obj;
+    if (!l->enabled)
+        return;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        if (e->core.cnt.active >= e->core.lim.max_connections) {
+            listeners_enable(e, 0); /* back on when a connection closes */
+            return;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                elog(e, SWS_L_CRIT, "accept() failed (%s): pausing new connections for %d ms",
+                     strerror(errno), EMFILE_PAUSE_MS);
+                listeners_enable(e, 0);
+                e->net.accept_resume = e->core.now + EMFILE_PAUSE_MS;
+                return;
+            }
+            elog(e, SWS_L_ALERT, "accept() failed (%s)", strerror(errno));
+            return;
+        }
+        sws_conn_t *c = calloc(1, l->proto->conn_size);
+        if (!c) {
+            close(fd);
+            return;
+        }
+        c->ev.handler = l->proto->event;
+        c->fd = fd;
+        c->proto = l->proto;
+        c->tr = &sws_plain_transport;
+        c->tn.tlist = TL_NONE;
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+            c->peer_family = AF_INET;
+            memcpy(c->peer, &sin->sin_addr, 4);
+            c->peer_port = ntohs(sin->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+            c->peer_family = AF_INET6;
+            memcpy(c->peer, &sin6->sin6_addr, 16);
+            c->peer_port = ntohs(sin6->sin6_port);
+        } else {
+            c->is_unix = 1;
+        }
+        if (!c->is_unix) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        /* EPOLLRDHUP: a client that leaves is seen even while the protocol
+         * does not read (a request waiting on an upstream). */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+        if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->evmask = EPOLLIN | EPOLLRDHUP;
+        e->core.cnt.accepted++;
+        e->core.cnt.active++;
+        l->proto->open(e, c, l->conf);
+    }
+}

@@ -1,0 +1,80 @@
+/* The peer's address as text, and whether it is a trusted proxy; contract
+ * in scalws/net.h. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "context.h"
+
+void sws_engine_set_trusted(sws_engine_t *e, const sws_cidr_t *list, size_t n)
+{
+    e->net.trusted = list;
+    e->net.n_trusted = n;
+}
+
+char *put_peer(char *p, const sws_conn_t *c)
+{
+    if (c->is_unix) {
+        memcpy(p, "unix:", 5);
+        return p + 5;
+    }
+    if (c->peer_family == AF_INET) {
+        p += sprintf(p, "%u.%u.%u.%u", c->peer[0], c->peer[1], c->peer[2], c->peer[3]);
+        return p;
+    }
+    /* IPv6: full form of 8 groups, with IPv4-mapped shown as IPv4. */
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(c->peer, mapped, 12) == 0)
+        return p + sprintf(p, "%u.%u.%u.%u", c->peer[12], c->peer[13], c->peer[14], c->peer[15]);
+    for (int i = 0; i < 16; i += 2)
+        p += sprintf(p, "%s%x", i ? ":" : "", (unsigned)(c->peer[i] << 8 | c->peer[i + 1]));
+    return p;
+}
+
+static int cidr_match(const sws_cidr_t *c, int family, const unsigned char *a)
+{
+    if (c->family != family)
+        return 0;
+    int bits = c->bits, i = 0;
+    for (; bits >= 8; bits -= 8, i++)
+        if (c->addr[i] != a[i])
+            return 0;
+    if (bits && ((c->addr[i] ^ a[i]) & (0xff00 >> bits) & 0xff))
+        return 0;
+    return 1;
+}
+
+static int trusted_addr(const sws_engine_t *e, int family, const unsigned char *a)
+{
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (family == AF_INET6 && memcmp(a, mapped, 12) == 0) {
+        family = AF_INET;
+        a += 12;
+    }
+    for (size_t i = 0; i < e->net.n_trusted; i++)
+        if (cidr_match(&e->net.trusted[i], family, a))
+            return 1;
+    return 0;
+}
+
+int trusted_text(const sws_engine_t *e, const char *s, size_t n)
+{
+    char buf[64];
+    unsigned char a[16];
+    if (n == 0 || n >= sizeof buf)
+        return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (inet_pton(AF_INET, buf, a) == 1)
+        return trusted_addr(e, AF_INET, a);
+    if (inet_pton(AF_INET6, buf, a) == 1)
+        return trusted_addr(e, AF_INET6, a);
+    return 0;
+}
+
+int peer_trusted(const sws_engine_t *e, const sws_conn_t *c)
+{
+    return !c->is_unix && e->net.n_trusted && trusted_addr(e, c->peer_family, c->peer);
+}
