@@ -307,7 +307,7 @@ def ordered(seq, preferred):
 
 SCEN_ORDER = ["static-small", "static-1m", "respond", "proxy", "cache-hit",
               "tls-h2-static-small", "php", "node", "python"]
-SRV_ORDER = ["scalws", "nginx", "h2o", "lighttpd"]
+SRV_ORDER = ["scalws", "scalws-base", "nginx", "h2o", "lighttpd"]
 TABLES = [("rps", "Requests per second", 0), ("p99_ms", "p99 latency (ms)", 2),
           ("cpu_us_per_req", "Server CPU per request (µs, whole process tree)", 2),
           ("peak_rss_mib", "Peak RSS of the server tree (MiB, sum of VmHWM)", 1),

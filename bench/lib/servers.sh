@@ -11,7 +11,10 @@
 #   S_CGROUP   cgroup v1 cpu directory to start the server in (optional)
 # srv_start sets LAST_PID (the root of the server's process tree) and S_DIR.
 
-KNOWN_SERVERS="scalws nginx h2o lighttpd"
+# scalws-base: a second ScalWS build (SCALWSD_BASE, e.g. a clone of the
+# commit before a change, built with `make build`), measured beside the
+# current one in the same runs: the before/after of a change to the engine.
+KNOWN_SERVERS="scalws scalws-base nginx h2o lighttpd"
 
 srv_reset_opts() {
     S_TAG=main S_ADDRS=127.0.0.1 S_WORKERS=1 S_MAXCONN=4096 S_CPU=$CPU_SERVER S_CGROUP=
@@ -50,7 +53,7 @@ scen_expected_file() {  # the file whose bytes the answer must equal, or "" for 
 
 srv_binary() {
     case $1 in
-        scalws) echo "$SCALWSD" ;; nginx) echo "$NGINX" ;; h2o) echo "$H2O" ;; lighttpd) echo "$LIGHTTPD" ;;
+        scalws) echo "$SCALWSD" ;; scalws-base) echo "${SCALWSD_BASE:-/nonexistent/scalwsd}" ;; nginx) echo "$NGINX" ;; h2o) echo "$H2O" ;; lighttpd) echo "$LIGHTTPD" ;;
         *) return 1 ;;
     esac
 }
@@ -60,7 +63,7 @@ srv_version() {
     b=$(srv_binary "$1") || { echo unknown; return; }
     [ -x "$b" ] || { echo "not installed"; return; }
     case $1 in
-        scalws) "$b" --version 2>/dev/null | head -1 ||
+        scalws | scalws-base) "$b" --version 2>/dev/null | head -1 ||
             "$BENCH_PY" -c 'import scalws; print("scalws", scalws.__version__)' 2>/dev/null || echo "scalwsd (no --version)" ;;
         nginx) "$b" -v 2>&1 | sed 's/^nginx version: //' ;;
         h2o) "$b" --version 2>&1 | head -1 ;;
@@ -83,7 +86,7 @@ srv_supports() {
     local srv=$1 scen=$2 b
     b=$(srv_binary "$srv") || { echo "$srv: unknown server (known: $KNOWN_SERVERS)"; return 1; }
     case $srv in
-        scalws)
+        scalws | scalws-base)
             if [ ! -x "$b" ]; then echo "scalws: scalwsd not built ($b missing; make build)"; return 1; fi
             # ScalWS declares what it supports through --check-config: the
             # scenario's generated config is either accepted or not (yet).
@@ -171,9 +174,9 @@ srv_start() {
                 render "$BENCH_DIR/configs/lighttpd.conf.tmpl" "$S_DIR/lighttpd.conf" || return 1
             cmd=("$LIGHTTPD" -D -f "$S_DIR/lighttpd.conf")
             ;;
-        scalws)
+        scalws | scalws-base)
             scalws_gen "$scen" "$S_DIR/scalws.yaml" || return 1
-            cmd=("$SCALWSD" --config "$S_DIR/scalws.yaml")
+            cmd=("$(srv_binary "$srv")" --config "$S_DIR/scalws.yaml")
             ;;
         *) die "unknown server $srv" ;;
     esac

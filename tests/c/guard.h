@@ -20,7 +20,7 @@
 static char *guard_end_; /* first byte of the PROT_NONE page */
 
 /* Copies s[0..len) to end just before the guard page; returns where it starts. */
-static char *guard_place(const void *s, size_t len)
+__attribute__((unused)) static char *guard_place(const void *s, size_t len)
 {
     if (guard_end_ == NULL) {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);

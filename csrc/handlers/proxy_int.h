@@ -1,0 +1,73 @@
+/* What csrc/handlers/proxy.c and proxy_head.c share: the proxied request
+ * (px_t) and the building of the request head sent upstream. Not an API:
+ * the handler's contract is scalws/proxy.h. */
+#ifndef SCALWS_PROXY_INT_H
+#define SCALWS_PROXY_INT_H
+
+#include "context.h"
+
+#define RESP_HEADERS_MAX 128     /* upstream response fields; more: 502 */
+#define RESP_HEAD_MAX (24 * 1024) /* our rebuilt response head must fit the batch */
+#define CONN_TOKENS_MAX 16
+
+enum { RS_HEAD, RS_BODY, RS_DONE, RS_TUNNEL };
+enum { D_NONE, D_CONNECT, D_SEND, D_READ };
+/* What went wrong, for retries, passive health and the log. */
+enum { F_CONNECT, F_CONNECT_TIMEOUT, F_RESET, F_READ_TIMEOUT, F_SEND_TIMEOUT, F_BAD_RESPONSE };
+
+typedef struct px {
+    sws_resp_t *r;                /* the client's side */
+    const sws_conn_t *conn;       /* the client connection: its peer, for keys and logs */
+    upconn_t *uc;
+    const sws_proxy_t *p;
+    sws_upstream_t *up;
+    int method, minor, upgrade;
+    int rs;                       /* RS_* */
+    int status;
+    unsigned started : 1,         /* a response byte went to the client */
+        req_done : 1,             /* the whole request body went into w */
+        req_chunked : 1,
+        can_retry : 1,            /* head[] holds the whole request */
+        junk : 1,                 /* bytes after the response: do not reuse */
+        up_eof : 1,               /* tunnel: the upstream closed */
+        in_start : 1,             /* sws_proxy_start is on the stack: errors are returned, not sent */
+        in_relay : 1;             /* up_read is putting a head through: body bytes only queue */
+    int early_status;             /* the error sws_proxy_start returns */
+    uint32_t attempts;
+    uint64_t t_sent;              /* CLOCK_MONOTONIC ns when the attempt began */
+    uint64_t tried;               /* servers tried, by index (first 64) */
+    uint64_t hash;                /* balance: hash */
+    char *head;                   /* rebuilt head (+ the body when it came whole), for retries */
+    size_t head_len;
+    char *w;                      /* bytes for the upstream */
+    size_t wlen, woff, wcap;
+    sws_response_info_t ri;
+    uint64_t resp_left;
+    sws_chunked_decoder_t dec;
+    char *rbuf;
+    size_t rcap, rlen, last_len;
+    char rid[RID_MAX];
+    size_t rid_len;
+    int method_len;               /* what[0..method_len) is the method, then the target */
+    int target_len;
+    char what[];
+} px_t;
+
+/* proxy_head.c */
+SWS_INTERNAL int name_is(const sws_header_t *h, const char *lower, size_t n);
+/* Splits the Connection option lists of headers[] into tok[] (at most
+ * CONN_TOKENS_MAX); in_tokens says whether h is one of them. */
+SWS_INTERNAL int conn_tokens(const sws_header_t *h, size_t nh, const char **tok, size_t *tlen);
+SWS_INTERNAL int in_tokens(const sws_header_t *h, const char *const *tok, const size_t *tlen, int nt);
+SWS_INTERNAL int dropped(const sws_header_t *h, const sws_hname_t *drop, size_t n);
+/* Builds x->head: the request line and fields for the upstream, with room
+ * for body_room more bytes. 0, or -1 when out of memory. */
+SWS_INTERNAL int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r,
+                            const sws_request_info_t *info, const char *path, size_t path_len,
+                            const char *raw_path, size_t body_room);
+/* The key balance: hash uses for the client (the peer, or with trusted
+ * proxies the right-most untrusted X-Forwarded-For entry). */
+SWS_INTERNAL void client_key(const sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r,
+                             const char **k, size_t *kl, char *peer);
+
+#endif
