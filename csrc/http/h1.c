@@ -99,8 +99,8 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                     return off;
             } else {
                 size_t n = len - off;
-                ssize_t rest = sws_decode_chunked(&hc->dec, buf + off, &n);
-                if (rest == SWS_PARSE_ERROR || hc->dec.total > e->core.lim.max_body_bytes) {
+                ssize_t rest = sws_decode_chunked(hc->dec, buf + off, &n);
+                if (rest == SWS_PARSE_ERROR || hc->dec->total > e->core.lim.max_body_bytes) {
                     hc->close_after = 1; /* framing lost: nothing after this can be trusted */
                     return len;
                 }
@@ -110,6 +110,8 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 off += n;
                 len = off + (size_t)rest;
                 *lenp = len;
+                free(hc->dec);
+                hc->dec = NULL;
             }
             hc->state = S_HEAD;
             tl_set(e, &c->tn, TL_HEADER);
@@ -268,14 +270,27 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
             hc->close_after = 1;
             return len;
         }
-        if (has_body) {
-            hc->state = S_BODY;
-            hc->chunked = info.chunked;
-            hc->body_left = info.chunked ? 0 : info.content_length;
-            memset(&hc->dec, 0, sizeof hc->dec);
+        if (has_body && h1_skip_body(hc, info.chunked, info.content_length, NULL) < 0) {
+            hc->close_after = 1;
+            return len;
         }
     }
     return off;
+}
+
+int h1_skip_body(h1conn_t *hc, int chunked, uint64_t left, const sws_chunked_decoder_t *from)
+{
+    hc->state = S_BODY;
+    hc->chunked = chunked;
+    hc->body_left = chunked ? 0 : left;
+    if (!chunked)
+        return 0;
+    hc->dec = calloc(1, sizeof *hc->dec);
+    if (!hc->dec)
+        return -1;
+    if (from)
+        *hc->dec = *from;
+    return 0;
 }
 
 /* After input was handled: flush, stash the unparsed tail, pick the timer. */
@@ -420,6 +435,8 @@ static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
 static void h1_closing(sws_engine_t *e, sws_conn_t *c)
 {
     h1conn_t *hc = (h1conn_t *)c;
+    free(hc->dec);
+    hc->dec = NULL;
     if (hc->x)
         h1_x_closing(e, hc); /* the handler's side goes too */
 }

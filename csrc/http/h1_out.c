@@ -71,7 +71,7 @@ static void h1_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reas
                     size_t reason_len)
 {
     h1conn_t *hc = H1(r);
-    hc->r_status = status;
+    hc->r_status = (uint16_t)status;
     hc->r_no_body = hc->r_head_only || status == 204 || status == 304 || status < 200;
     if (!reason) {
         reason = reason_of(status);
@@ -443,12 +443,9 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     if (status == 0)
         return 0;
     hc->x = NULL;
-    if (!x->req_done) { /* the rest of the body is read past, as for any answer */
-        hc->state = S_BODY;
-        hc->chunked = x->req_chunked;
-        hc->body_left = x->req_left;
-        hc->dec = x->rdec;
-    }
+    /* the rest of the body is read past, as for any answer */
+    if (!x->req_done && h1_skip_body(hc, x->req_chunked, x->req_left, &x->rdec) < 0)
+        hc->close_after = 1;
     conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
     free(x);
     return status;

@@ -195,7 +195,7 @@ int pend_send(sws_engine_t *e, sws_conn_t *c)
 /* ---- file segments ------------------------------------------------------------------ */
 
 void conn_file_start(sws_engine_t *e, sws_conn_t *c, sws_file_t *f, uint64_t off, uint64_t len,
-                     size_t chunk)
+                     uint32_t chunk)
 {
     c->file = f;
     c->file_off = off;
@@ -314,7 +314,7 @@ void conn_linger(sws_engine_t *e, sws_conn_t *c)
 
 int conn_linger_input(sws_engine_t *e, sws_conn_t *c, size_t n)
 {
-    c->linger_bytes += n;
+    c->linger_bytes += (uint32_t)n; /* n is at most a read buffer */
     if (c->linger_bytes > LINGER_BYTES) {
         conn_close(e, c);
         return 1;

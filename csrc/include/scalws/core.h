@@ -84,8 +84,8 @@ enum { TL_NONE = -1, TL_HEADER, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_GRACE, TL_C
 
 typedef struct sws_tnode {
     struct sws_tnode *tprev, *tnext;
-    uint64_t deadline;         /* monotonic ms */
-    signed char tlist;         /* TL_*, TL_NONE when in no list */
+    uint64_t deadline : 56;    /* monotonic ms (2^56 ms: no wrap) */
+    int64_t tlist : 8;         /* TL_*, TL_NONE when in no list */
 } sws_tnode_t;
 
 typedef struct {

@@ -30,6 +30,9 @@
  *
  * Blocking: open, fstatat and the read of small files block the calling
  * thread; they run only on a miss or a revalidation.
+ *
+ * Floor: a leaf (csrc/core/filecache.c); it calls nothing of the engine's:
+ * the static handler looks files up, net releases the segments it sent.
  */
 #ifndef SCALWS_FILECACHE_H
 #define SCALWS_FILECACHE_H

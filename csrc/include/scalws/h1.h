@@ -35,27 +35,27 @@ typedef struct {
     sws_conn_t c;              /* first: net's part */
     sws_resp_t resp;           /* the response interface, HTTP/1's implementation */
     const sws_vhosts_t *vh;
+    h1x_t *x;                  /* an exchange whose handler answers later */
+    uint64_t req_start;        /* monotonic ms when the current head began */
+    uint64_t body_left;        /* Content-Length bytes of an answered request still to skip */
+    uint64_t r_sent;           /* body bytes of the response being written, for the log */
+    sws_chunked_decoder_t *dec; /* the chunked body of an answered request, read past (malloc'd
+                                   only then: idle connections stay small) */
+    uint32_t requests;
+    uint16_t r_status;         /* the response being written */
     unsigned char state;       /* S_* */
     unsigned char chunked : 1, /* the body being read past is chunked */
         close_after : 1,       /* close once the output is out */
         in_head : 1,           /* a head has begun */
         head_armed : 1,        /* the TL_HEADER deadline belongs to the current head */
         resume : 1;            /* the stash may hold whole requests (output stopped us) */
-    /* The response being written. */
-    unsigned char r_minor;
+    unsigned char r_minor;     /* the response being written: its request's HTTP/1.minor */
     unsigned char r_head_only : 1, /* HEAD: no body bytes */
         r_keep : 1,            /* the request allows keep-alive */
         r_close : 1,           /* the head said Connection: close */
         r_chunked : 1,         /* body pieces get chunk framing */
         r_no_body : 1,         /* no body bytes go out (HEAD, 204, 304, 1xx) */
         r_close_delim : 1;     /* HTTP/1.0 and no length: the close ends the body */
-    int r_status;
-    uint64_t r_sent;           /* body bytes, for the log */
-    uint32_t requests;
-    uint64_t req_start;        /* monotonic ms when the current head began */
-    uint64_t body_left;        /* Content-Length bytes of an answered request still to skip */
-    sws_chunked_decoder_t dec;
-    h1x_t *x;                  /* an exchange whose handler answers later */
 } h1conn_t;
 
 /* An exchange in progress: what HTTP/1 keeps for a handler that answers
@@ -93,6 +93,11 @@ SWS_INTERNAL void sws_h1_shutdown(sws_engine_t *e);
 
 /* h1.c, for h1_out.c */
 SWS_INTERNAL void conn_settle(sws_engine_t *e, h1conn_t *hc, const char *rest, size_t rest_len);
+/* The body of an answered request is read past: `left` Content-Length
+ * bytes, or a chunked body from the decoder state `from` (NULL: its start).
+ * -1 when out of memory (the connection is then to close). */
+SWS_INTERNAL int h1_skip_body(h1conn_t *hc, int chunked, uint64_t left,
+                              const sws_chunked_decoder_t *from);
 
 /* h1_out.c, for h1.c */
 extern const sws_resp_ops_t sws_h1_resp_ops;

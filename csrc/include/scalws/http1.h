@@ -8,6 +8,8 @@
  * parser returns points into the caller's buffer and is valid as long as that
  * buffer is. All lengths are in bytes.
  *
+ * Floor: a leaf (csrc/http/http1.c); it calls nothing of the engine's.
+ *
  * Return codes shared by the parser and the chunked decoder:
  *   >= 0                       success (meaning given per function)
  *   SWS_PARSE_ERROR            malformed input; answer 400 and close (a

@@ -13,6 +13,8 @@
  *
  * Units: times are Unix seconds (int64_t, UTC, leap seconds not counted);
  * sizes and offsets are bytes (uint64_t).
+ *
+ * Floor: a leaf (csrc/http/httpcond.c); it calls nothing of the engine's.
  */
 #ifndef SCALWS_HTTPCOND_H
 #define SCALWS_HTTPCOND_H

@@ -2,6 +2,8 @@
  *
  * Both functions write a fixed number of bytes and no NUL terminator; the
  * caller owns `out`. Time is passed in (Unix seconds) so tests need no clock.
+ *
+ * Floor: a leaf (csrc/core/httpdate.c); it calls nothing of the engine's.
  */
 #ifndef SCALWS_HTTPDATE_H
 #define SCALWS_HTTPDATE_H

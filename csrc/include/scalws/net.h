@@ -80,24 +80,24 @@ typedef struct {
 
 struct sws_conn {
     sws_evobj_t ev;            /* first: the protocol's event handler */
-    int fd;
     sws_tnode_t tn;            /* timeout-list entry */
     const sws_proto_t *proto;
     const sws_transport_t *tr;
-    uint32_t evmask;           /* epoll events asked for */
-    unsigned char is_unix : 1,
-        corked : 1,            /* TCP_CORK set for a file body */
-        lingering : 1;         /* our side is shut: reading until the peer's FIN */
-    uint32_t stash_len;
     char *stash;               /* unparsed input, malloc'd, exact size */
     pend_t *pend;
     sws_file_t *file;          /* referenced by pending output; file_left bytes still to sendfile */
     char *heap;                /* a buffer referenced by pending output, freed once written */
     uint64_t file_off, file_left;
-    size_t file_chunk;
-    uint64_t linger_bytes;
+    int fd;
+    uint32_t evmask;           /* epoll events asked for */
+    uint32_t stash_len;
+    uint32_t file_chunk;       /* most bytes per sendfile call */
+    uint32_t linger_bytes;     /* read while lingering (at most LINGER_BYTES + a read) */
     uint16_t peer_port;
     unsigned char peer_family;
+    unsigned char is_unix : 1,
+        corked : 1,            /* TCP_CORK set for a file body */
+        lingering : 1;         /* our side is shut: reading until the peer's FIN */
     unsigned char peer[16];
 };
 
@@ -158,7 +158,7 @@ SWS_INTERNAL int pend_send(sws_engine_t *e, sws_conn_t *c);
 /* Starts a file segment after the batch: sent by conn_send_file once the
  * iovecs are out; TCP_CORK holds the head for the first file bytes. */
 SWS_INTERNAL void conn_file_start(sws_engine_t *e, sws_conn_t *c, sws_file_t *f, uint64_t off,
-                                  uint64_t len, size_t chunk);
+                                  uint64_t len, uint32_t chunk);
 /* Sends the rest of c->file, one chunk per call: 0 (done, or waiting for
  * writability with EPOLLOUT armed) or -1 to close. */
 SWS_INTERNAL int conn_send_file(sws_engine_t *e, sws_conn_t *c);

@@ -14,6 +14,8 @@
  * an encoded NUL, a ".." above the root, or an overlong UTF-8 sequence
  * (0xC0/0xC1 leads, 0xE0 0x80-0x9F, 0xF0 0x80-0x8F: alternative spellings of
  * ASCII such as "%c0%ae" for '.').
+ *
+ * Floor: a leaf (csrc/http/path.c); it calls nothing of the engine's.
  */
 #ifndef SCALWS_PATH_H
 #define SCALWS_PATH_H

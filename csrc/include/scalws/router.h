@@ -12,6 +12,8 @@
  *   longest prefix; otherwise NULL (the caller answers 404).
  * Site order: exact server name, then the longest `*.suffix` wildcard, then
  * the address's default site.
+ *
+ * Floor: a leaf (csrc/http/router.c); it calls nothing of the engine's.
  */
 #ifndef SCALWS_ROUTER_H
 #define SCALWS_ROUTER_H
