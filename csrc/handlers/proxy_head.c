@@ -18,7 +18,8 @@ int name_is(const sws_header_t *h, const char *lower, size_t n)
 
 static size_t put_str(char *p, const char *s, size_t n)
 {
-    memcpy(p, s, n);
+    if (n) /* s may be NULL for an empty config string */
+        memcpy(p, s, n);
     return n;
 }
 #define PUT(lit) (q += put_str(q, lit, sizeof lit - 1))

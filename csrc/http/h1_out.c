@@ -71,7 +71,13 @@ static void h1_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reas
                     size_t reason_len)
 {
     h1conn_t *hc = H1(r);
+    /* A head starts a response: nothing of one described and discarded
+     * before it (a 502 in place of a bad upstream answer) carries over. */
     hc->r_status = (uint16_t)status;
+    hc->r_sent = 0;
+    hc->r_close = 0;
+    hc->r_chunked = 0;
+    hc->r_close_delim = 0;
     hc->r_no_body = hc->r_head_only || status == 204 || status == 304 || status < 200;
     if (!reason) {
         reason = reason_of(status);
@@ -146,7 +152,7 @@ static void h1_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len
                 c->stash_len = 0;
                 hc->resume = 0;
                 if (x->hooks->body(e, x->ctx, s, n, 0) < 0)
-                    hc->close_after = 1;
+                    x->broken = 1; /* the next flush closes, as the tunnel lost bytes */
                 free(s);
             }
         }
@@ -269,6 +275,11 @@ static void h1_attach(sws_engine_t *e, sws_resp_t *r, const sws_resp_hooks_t *ho
 static int h1_flush(sws_engine_t *e, sws_resp_t *r)
 {
     h1conn_t *hc = H1(r);
+    if (hc->x && hc->x->broken) {
+        out_discard(e);
+        conn_close(e, &hc->c);
+        return -1;
+    }
     if (!e->net.niov)
         return 0;
     if (hc->x)
@@ -410,8 +421,10 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     size_t logn = req->method_len + req->target_len + (req->host ? req->host_len : 0) +
                   (ref ? ref->value_len : 0) + (ua ? ua->value_len : 0);
     h1x_t *x = calloc(1, sizeof *x + logn);
-    if (!x)
+    if (!x) {
+        hc->close_after = 1; /* the body, if any, is not read past: the connection ends */
         return 500;
+    }
     x->req_chunked = info->chunked;
     x->req_left = info->has_content_length ? info->content_length : 0;
     x->req_done = !info->chunked && x->req_left == 0;
@@ -431,6 +444,8 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     if (!x->req_done) {
         ssize_t used = x_deframe(e, x, body, len, &n, &done);
         if (used < 0) {
+            req->rid = NULL; /* it lived in x */
+            req->rid_len = 0;
             free(x);
             hc->close_after = 1; /* the body's framing is lost */
             return 400;
@@ -443,6 +458,8 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     if (status == 0)
         return 0;
     hc->x = NULL;
+    req->rid = NULL; /* it lived in x: the log makes its own */
+    req->rid_len = 0;
     /* the rest of the body is read past, as for any answer */
     if (!x->req_done && h1_skip_body(hc, x->req_chunked, x->req_left, &x->rdec) < 0)
         hc->close_after = 1;

@@ -118,8 +118,54 @@ static int in_batch(const sws_engine_t *e, const void *p)
     return (const char *)p >= e->net.out && (const char *)p < e->net.out + OUT_BUF;
 }
 
+static int in_pend(const pend_t *p, const void *b)
+{
+    const char *data = (const char *)&p->iov[p->niov];
+    return (const char *)b >= data && (const char *)b < data + p->dlen;
+}
+
+/* c->pend becomes what it still held followed by iov[0..niov): bytes in the
+ * batch or in the old pending output are copied, the others stay
+ * referenced. -1 when out of memory. */
+static int pend_queue(sws_engine_t *e, sws_conn_t *c, const struct iovec *iov, int niov)
+{
+    pend_t *o = c->pend;
+    int on = o ? o->niov - o->idx : 0;
+    size_t copy = 0;
+    for (int i = 0; i < on; i++)
+        if (in_pend(o, o->iov[o->idx + i].iov_base))
+            copy += o->iov[o->idx + i].iov_len;
+    for (int i = 0; i < niov; i++)
+        if (in_batch(e, iov[i].iov_base))
+            copy += iov[i].iov_len;
+    pend_t *p = malloc(sizeof *p + (size_t)(on + niov) * sizeof(struct iovec) + copy);
+    if (!p)
+        return -1;
+    char *data = (char *)&p->iov[on + niov];
+    p->idx = 0;
+    p->niov = on + niov;
+    p->dlen = copy;
+    for (int i = 0; i < on + niov; i++) {
+        const struct iovec *v = i < on ? &o->iov[o->idx + i] : &iov[i - on];
+        p->iov[i] = *v;
+        if (i < on ? in_pend(o, v->iov_base) : in_batch(e, v->iov_base)) {
+            memcpy(data, v->iov_base, v->iov_len);
+            p->iov[i].iov_base = data;
+            data += v->iov_len;
+        }
+    }
+    free(o);
+    c->pend = p;
+    return 0;
+}
+
 int out_flush(sws_engine_t *e, sws_conn_t *c)
 {
+    if (c->pend) { /* what the socket has not taken yet goes first */
+        int rc = e->net.niov ? pend_queue(e, c, e->net.iov, e->net.niov) : 0;
+        out_discard(e);
+        return rc;
+    }
     struct iovec *iov = e->net.iov;
     int niov = e->net.niov;
     while (niov > 0) {
@@ -142,27 +188,10 @@ int out_flush(sws_engine_t *e, sws_conn_t *c)
         }
     }
     if (niov > 0) {
-        size_t copy = 0;
-        for (int i = 0; i < niov; i++)
-            if (in_batch(e, iov[i].iov_base))
-                copy += iov[i].iov_len;
-        pend_t *p = malloc(sizeof *p + (size_t)niov * sizeof(struct iovec) + copy);
-        if (!p) {
+        if (pend_queue(e, c, iov, niov) < 0) {
             out_discard(e);
             return -1;
         }
-        char *data = (char *)&p->iov[niov];
-        p->idx = 0;
-        p->niov = niov;
-        for (int i = 0; i < niov; i++) {
-            p->iov[i] = iov[i];
-            if (in_batch(e, iov[i].iov_base)) {
-                memcpy(data, iov[i].iov_base, iov[i].iov_len);
-                p->iov[i].iov_base = data;
-                data += iov[i].iov_len;
-            }
-        }
-        c->pend = p;
         conn_set_mask(e, c, EPOLLOUT);
         tl_set(e, &c->tn, TL_SEND);
     }

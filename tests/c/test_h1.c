@@ -22,6 +22,11 @@
 #include "context.h"
 #include "guard.h"
 
+/* Freed memory is overwritten, so that a read of it shows in what a case
+ * checks even where ASan does not intercept the read (printf's %.*s). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "max_free_fill_size=65536:free_fill_byte=90"; }
+
 static sws_respond_t ERR[SWS_ERR_COUNT];
 static const char SERVER[] = "Server: t\r\n";
 
@@ -272,6 +277,84 @@ static void test_no_body_statuses(sws_engine_t *e)
     t_end();
 }
 
+static void test_a_discarded_head_leaves_nothing_behind(sws_engine_t *e)
+{
+    /* The proxy described a chunked answer, found its body bad and
+     * answers 502 instead: the 502 has a length and no chunk framing. */
+    int peer;
+    h1conn_t *hc = pair_conn(&peer);
+    sws_resp_t *r = &hc->resp;
+    h1_resp_begin(hc, 1, 0, 1);
+    resp_head(e, r, 200, NULL, 0);
+    resp_start_body(e, r, SWS_BODY_STREAM, 0);
+    resp_data(e, r, "abc", 3, 0);
+    r->ops->discard(e, r);
+    CHECK(e->net.niov == 0, "discarded");
+    sws_respond_answer(e, r, &ERR[SWS_ERR_502]);
+    CHECK(hc->r_status == 502 && hc->r_sent == 4 && !hc->r_chunked, "a fresh response");
+    CHECK(out_flush(e, &hc->c) == 0, "flush");
+    char want[512];
+    strcpy(status_head(e, want, "HTTP/1.1 502 Err"),
+           "Content-Type: text/plain\r\nContent-Length: 4\r\n\r\nerr\n");
+    expect_bytes(peer, want, "502 after a discarded chunked head");
+    pair_free(e, hc, peer);
+    t_end();
+}
+
+static void test_output_queues_behind_pending_output(sws_engine_t *e)
+{
+    /* A first answer the peer does not read fills the socket; a second one
+     * must go out after it, not ahead of it. */
+    enum { BIG = 4 << 20 };
+    char *big = malloc(BIG);
+    memset(big, 'x', BIG);
+    int peer;
+    h1conn_t *hc = pair_conn(&peer);
+    sws_resp_t *r = &hc->resp;
+    h1_resp_begin(hc, 1, 0, 1);
+    resp_head(e, r, 200, NULL, 0);
+    resp_start_body(e, r, SWS_BODY_LENGTH, BIG);
+    resp_data(e, r, big, BIG, SWS_REF);
+    CHECK(out_flush(e, &hc->c) == 0 && hc->c.pend, "the first answer is left pending");
+    size_t cap = BIG + 4096, len = 0;
+    char *got = malloc(cap);
+    ssize_t n;
+    while ((n = read(peer, got + len, cap - len)) > 0) /* the socket has room again */
+        len += (size_t)n;
+    h1_resp_begin(hc, 1, 0, 1);
+    resp_head(e, r, 404, "Nope", 4);
+    resp_start_body(e, r, SWS_BODY_LENGTH, 3);
+    resp_data(e, r, "abc", 3, 0);
+    CHECK(out_flush(e, &hc->c) == 0 && hc->c.pend, "the second is queued behind it");
+    int rounds = 0;
+    while (rounds++ < 100000) {
+        n = read(peer, got + len, cap - len);
+        if (n > 0)
+            len += (size_t)n;
+        if (!hc->c.pend && n <= 0)
+            break;
+        if (hc->c.pend)
+            CHECK(pend_send(e, &hc->c) >= 0, "pend_send");
+    }
+    char tail[512];
+    size_t first = (size_t)(status_head(e, tail, "HTTP/1.1 200 OK") - tail) + 27 + BIG;
+    char *t = status_head(e, tail, "HTTP/1.1 404 Nope");
+    strcpy(t, "Content-Length: 3\r\n\r\nabc");
+    size_t tl = strlen(tail);
+    CHECK(len == first + tl, "all of both (%zu bytes, want %zu)", len, first + tl);
+    if (len == first + tl) {
+        got[len] = '\0';
+        mask_dates(got + first - 2); /* from the CRLF before its Date line */
+        mask_dates(tail);
+        CHECK(memcmp(got + first, tail, tl) == 0, "the second answer comes last:\n%s", got + first);
+        CHECK(got[first - 1] == 'x' && got[first - BIG] == 'x', "the first body before it");
+    }
+    free(got);
+    free(big);
+    pair_free(e, hc, peer);
+    t_end();
+}
+
 static void write_file(const char *dir, const char *name, size_t size)
 {
     char path[512];
@@ -394,6 +477,74 @@ static void test_pipelined_answers_in_order(const char *dir)
     t_end();
 }
 
+/* A proxied request refused at once (its only upstream cannot be
+ * connected to: a unix socket that does not exist) is answered 502 and
+ * logged with a request id of our own; the exchange it briefly had is gone
+ * by then (under ASan, a read of it would fail the run). */
+static void test_refused_proxy_request(const char *dir)
+{
+    sws_engine_t *e = engine();
+    char logpath[512];
+    snprintf(logpath, sizeof logpath, "%s/access.log", dir);
+    int logfd = open(logpath, O_CREAT | O_TRUNC | O_RDWR, 0600);
+    CHECK(sws_engine_set_access_log(e, logfd, SWS_LOG_COMBINED, 8192, 0) == 0, "log");
+    char sock[512];
+    snprintf(sock, sizeof sock, "%s/nobody.sock", dir);
+    sws_upstream_server_t srv = {.name = "unix:nobody", .weight = 1};
+    CHECK(sws_upstream_server_set_addr(&srv, NULL, 0, sock) == 0, "addr");
+    sws_upstream_t up = {.name = "u", .servers = &srv, .n_servers = 1, .keepalive = 4,
+                         .keepalive_timeout_ms = 60000, .keepalive_requests = 100,
+                         .keepalive_time_ms = 3600000};
+    CHECK(sws_engine_add_upstream(e, &up) == 0, "upstream");
+    sws_proxy_t px = {.up = &up, .connect_timeout_ms = 1000, .read_timeout_ms = 1000,
+                      .send_timeout_ms = 1000, .buffer_size = 4096};
+    sws_router_t *rt = sws_router_new();
+    sws_site_t *site = sws_router_site(rt);
+    sws_handler_t hp = {SWS_H_PROXY, &px};
+    sws_site_add_route(site, SWS_MATCH_PREFIX, "/", 1, &hp);
+    sws_router_finish(rt);
+    sws_vhosts_t *vh = sws_router_vhosts(rt);
+    sws_vhosts_set_default(vh, site);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof sun.sun_path, "%s/px.sock", dir);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    CHECK(bind(l, (struct sockaddr *)&sun, sizeof sun) == 0 && listen(l, 8) == 0, "listen");
+    CHECK(sws_engine_add_listener(e, l, vh) == 0, "add_listener");
+    int cl = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(connect(cl, (struct sockaddr *)&sun, sizeof sun) == 0, "connect");
+    static const char req[] = "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              "3\r\nabc\r\n0\r\n\r\nGET /y HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    CHECK(write(cl, req, sizeof req - 1) == (ssize_t)sizeof req - 1, "write");
+    for (int i = 0; i < 20; i++) {
+        struct pollfd p = {sws_engine_fd(e), POLLIN, 0};
+        poll(&p, 1, 50);
+        sws_engine_run(e);
+    }
+    static char got[8192];
+    read_some(cl, got, sizeof got, 0);
+    /* Both requests answered 502 on one connection: the body of the first
+     * (read whole with its head) did not end it. */
+    char *second = strstr(got, "HTTP/1.1 502");
+    CHECK(second && strstr(second + 1, "HTTP/1.1 502") && strstr(got, "Connection: close"),
+          "two 502s:\n%s", got);
+    sws_engine_flush(e);
+    char log[4096] = {0};
+    CHECK(pread(logfd, log, sizeof log - 1, 0) > 0, "log written");
+    char *line = strstr(log, "\"POST /x HTTP/1.1\" 502 ");
+    char *eol = line ? strchr(line, '\n') : NULL;
+    int hex = 0;
+    if (eol)
+        for (char *q = eol - 16; q < eol; q++)
+            hex += (*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f');
+    CHECK(line && eol && eol[-17] == ' ' && hex == 16, "a 16-hex request id ends the line:\n%s", log);
+    close(cl);
+    close(logfd);
+    sws_engine_free(e);
+    sws_router_free(rt);
+    unlink(sun.sun_path);
+    t_end();
+}
+
 int main(void)
 {
     char dir[] = "/tmp/test_h1.XXXXXX";
@@ -409,9 +560,12 @@ int main(void)
     test_connection_header_follows_keepalive(e);
     test_stream_of_unknown_length(e);
     test_no_body_statuses(e);
+    test_a_discarded_head_leaves_nothing_behind(e);
+    test_output_queues_behind_pending_output(e);
     test_file_segment(e, dir);
     sws_engine_free(e);
     test_pipelined_answers_in_order(dir);
+    test_refused_proxy_request(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

@@ -67,6 +67,7 @@ struct h1x {
         req_chunked : 1,
         want_body : 1,         /* the handler takes body bytes now */
         tunnel : 1,            /* 101: raw bytes both ways */
+        broken : 1,            /* the tunnel could not take the client's first bytes */
         started : 1;           /* a response byte went out */
     uint64_t req_left;         /* Content-Length body bytes still to come */
     sws_chunked_decoder_t rdec;

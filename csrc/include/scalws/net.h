@@ -72,9 +72,11 @@ typedef struct {
 } listener_t;
 
 /* Output the socket did not take: iov[idx..niov) still to write; iovecs
- * point into data[] (copied) or at bytes their owner keeps (referenced). */
+ * point into the dlen bytes after iov[niov] (copied) or at bytes their
+ * owner keeps (referenced). */
 typedef struct {
     int idx, niov;
+    size_t dlen;
     struct iovec iov[];
 } pend_t;
 
@@ -142,7 +144,8 @@ SWS_INTERNAL void sws_net_tick(sws_engine_t *e);
  * (their owner keeps them valid until the connection's pending output is
  * gone). out_flush writes the batch to c: 0 when all of it went or was
  * queued in c->pend (then EPOLLOUT and the send timeout are armed), -1 on a
- * socket error (the caller closes). */
+ * socket error (the caller closes). When c->pend already holds output the
+ * batch is queued behind it, never written ahead of it. */
 SWS_INTERNAL void out_copy(sws_engine_t *e, const char *p, size_t n);
 SWS_INTERNAL void out_ref(sws_engine_t *e, const char *p, size_t n);
 SWS_INTERNAL void out_str(sws_engine_t *e, const char *s);
