@@ -198,13 +198,13 @@ static void h1_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off,
     h1conn_t *hc = H1(r);
     sws_conn_t *c = &hc->c;
     if (hc->r_no_body || len == 0) {
-        sws_filecache_release(e->st.fc, f);
+        sws_filecache_release(e->net.fc, f); /* nothing to send: back to the cache */
         return;
     }
     hc->r_sent += len;
     if (f->mem && len <= COPY_BODY_MAX) {
         out_copy(e, f->mem + off, (size_t)len); /* head and body in one write */
-        sws_filecache_release(e->st.fc, f);
+        sws_filecache_release(e->net.fc, f);
     } else if (f->mem) {
         out_ref(e, f->mem + off, (size_t)len); /* still one writev; the entry stays referenced */
         c->file = f;
