@@ -82,8 +82,6 @@ void out_ref(sws_engine_t *e, const char *p, size_t n)
     t->niov++;
 }
 
-void out_str(sws_engine_t *e, const char *s) { out_copy(e, s, strlen(s)); }
-
 void out_u64(sws_engine_t *e, uint64_t v)
 {
     char buf[24], *p = buf + sizeof buf;

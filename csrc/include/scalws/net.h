@@ -148,7 +148,6 @@ SWS_INTERNAL void sws_net_tick(sws_engine_t *e);
  * batch is queued behind it, never written ahead of it. */
 SWS_INTERNAL void out_copy(sws_engine_t *e, const char *p, size_t n);
 SWS_INTERNAL void out_ref(sws_engine_t *e, const char *p, size_t n);
-SWS_INTERNAL void out_str(sws_engine_t *e, const char *s);
 SWS_INTERNAL void out_u64(sws_engine_t *e, uint64_t v);
 /* Room for `need` more copied bytes and a few iovecs? */
 SWS_INTERNAL int out_room(const sws_engine_t *e, size_t need);
