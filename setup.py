@@ -66,6 +66,7 @@ def ext(name, sources):
         include_dirs=["csrc/include", "csrc"],
         extra_compile_args=cflags(),
         extra_link_args=ldflags(),
+        libraries=["ssl", "crypto"],   # Debian's libssl (OpenSSL 3): TLS
     )
 
 

@@ -87,6 +87,7 @@ class _Context:
         self.source = source
         self.base_dir = base_dir
         self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
         # id(Listen or Route) -> (node, key path), for checks made later.
         self.origin: dict = {}
         self.explicit_backlog: set = set()     # id(Listen) with backlog=N
@@ -110,6 +111,12 @@ class _Context:
         # "a\nb") must not break the FILE:LINE:COL format.
         self.problems.append(Problem(self.source, line, col, _one_line(path),
                                      _one_line(message)))
+
+    def warning(self, where, path: str, message: str) -> None:
+        """Record a problem that does not refuse the file (Config.warnings)."""
+        n = len(self.problems)
+        self.error(where, path, message)
+        self.warnings.append(self.problems.pop(n))
 
     def mark(self, node: Node) -> tuple:
         m = node.start_mark
@@ -474,6 +481,7 @@ def _load(text: str, source: str, base_dir: str) -> Config:
     cfg = _walk_document(ctx, root)
     if ctx.problems:
         raise ConfigError(dict.fromkeys(ctx.problems))   # drop exact repeats
+    cfg.warnings = sorted(dict.fromkeys(ctx.warnings), key=lambda p: (p.file, p.line, p.column))
     return cfg
 
 

@@ -46,7 +46,7 @@ class Listen:
     host: str = ""                         # "0.0.0.0", "127.0.0.1", "::1", ...
     port: int = 0
     path: str = ""                         # unix socket path
-    tls: bool = False                      # reserved for the TLS issue
+    tls: bool = False                      # `tls` option: TLS is terminated here
     default: bool = False                  # default site for this address
     backlog: int = 511
     text: str = ""                         # as written in the file
@@ -79,11 +79,59 @@ class Route:
     mark: Mark = ("<default>", 0, 0)
 
 
+# ---- TLS (config half: directives/tls.py; checks: config/tlscheck.py) ----
+
+# Defaults (docs/configuration.md, "TLS"): Mozilla's "intermediate" profile.
+TLS_PROTOCOLS = ["TLSv1.2", "TLSv1.3"]
+TLS_CIPHERS = ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+               "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+               "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")
+TLS_CIPHERSUITES = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+TLS_CURVES = ["X25519", "prime256v1", "secp384r1"]
+
+
+@dataclass
+class Certificate:
+    """One certificate of a site: PEM files, the leaf first in `cert`, then
+    its chain (intermediates, issuer first)."""
+    cert: str                              # absolute path
+    key: str                               # absolute path
+    ocsp_file: Optional[str] = None        # DER OCSP response the operator keeps fresh
+    # Filled by config/tlscheck.py at load: "ECDSA P-256", "RSA 2048", ...
+    key_type: str = ""
+    names: list = field(default_factory=list)   # DNS names the certificate covers
+    not_after: float = 0.0                 # wall seconds
+    ocsp_url: Optional[str] = None         # the responder named in the certificate
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class SiteTLS:
+    certificates: list                     # [Certificate], at least one; one per key type
+    protocols: list = field(default_factory=lambda: list(TLS_PROTOCOLS))
+    ciphers: str = TLS_CIPHERS             # TLS 1.2 (OpenSSL cipher list)
+    ciphersuites: str = TLS_CIPHERSUITES   # TLS 1.3
+    curves: list = field(default_factory=lambda: list(TLS_CURVES))  # preference order
+    ocsp_stapling: bool = True             # staple: from ocsp_file, else fetched by the master
+    hsts: Optional[str] = None             # Strict-Transport-Security value; None = off
+    redirect: bool = False                 # the site's plain listeners answer 301 to https
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class TicketKeys:
+    """Session tickets (TLS 1.2 and 1.3): keys made by the master, shared by
+    every worker, kept across reloads, rotated every `rotation`."""
+    enabled: bool = True
+    rotation: float = 3600.0               # seconds a key encrypts; accepted twice as long
+
+
 @dataclass
 class Site:
     listen: list                           # [Listen]
     server_names: list                     # ["example.com", "*.example.com"]
     routes: list                           # [Route] in file order
+    tls: Optional[SiteTLS] = None          # required when a listen has `tls`
     mark: Mark = ("<default>", 0, 0)
 
 
@@ -109,6 +157,11 @@ class Config:
     sites: list = field(default_factory=list)  # [Site]
     upstreams: dict = field(default_factory=dict)  # name -> Upstream (reverse proxy)
     trusted_proxies: list = field(default_factory=list)  # CIDR strings whose X-Forwarded-* we believe
+    tickets: TicketKeys = field(default_factory=TicketKeys)
+    # Problems that do not refuse the file (a certificate expiring soon):
+    # (file, line, column, key path, message), printed by --check-config and
+    # logged at start and reload.
+    warnings: list = field(default_factory=list)
 
 
 @dataclass
