@@ -56,10 +56,20 @@ void sws_engine_free(sws_engine_t *e)
     free(e);
 }
 
-int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts)
+int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
+                            const sws_tls_listen_t *tls)
 {
-    return sws_net_add_listener(e, fd, &sws_h1_proto, vhosts);
+    if (tls) {
+        int rc = sws_net_tls_init(e);
+        if (rc < 0) {
+            close(fd);
+            return rc;
+        }
+    }
+    return sws_net_add_listener(e, fd, &sws_h1_proto, vhosts, tls);
 }
+
+void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys) { e->net.tickets = keys; }
 
 int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid_ms,
                              size_t mem_max)

@@ -34,11 +34,13 @@ def scalwsd_main(argv=None) -> int:
             print("scalwsd: --check-config needs a FILE (or --config FILE)", file=sys.stderr)
             return 2
         try:
-            load_config(path)
+            config = load_config(path)
         except ConfigError as exc:
             print(exc, file=sys.stderr)
             print(f"scalwsd: configuration file {path} test failed", file=sys.stderr)
             return 1
+        for w in config.warnings:
+            print(f"scalwsd: [warn] {w}", file=sys.stderr)
         print(f"scalwsd: the configuration file {path} syntax is ok")
         print(f"scalwsd: configuration file {path} test is successful")
         return 0

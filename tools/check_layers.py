@@ -28,7 +28,7 @@ FLOORS = [
                   "csrc/handlers/autoindex.c", "csrc/handlers/proxy.c",
                   "csrc/handlers/proxy_head.c"]),
     ("upstream", ["csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c"]),
-    ("net", ["csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c"]),
+    ("net", ["csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c"]),
     ("core", ["csrc/core/core.c", "csrc/core/loop.c"]),
     # Leaves: pure functions over caller-owned memory; they call nothing of ours.
     ("leaves", ["csrc/http/http1.c", "csrc/http/path.c", "csrc/http/httpcond.c",
@@ -44,6 +44,7 @@ HEADERS = {
     "proxy.h": "handlers",
     "upstream.h": "upstream",
     "net.h": "net",
+    "tls.h": "net",
     "core.h": "core",
     "http1.h": "leaves", "path.h": "leaves", "httpcond.h": "leaves", "router.h": "leaves",
     "httpdate.h": "leaves", "filecache.h": "leaves",

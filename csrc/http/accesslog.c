@@ -113,8 +113,9 @@ static char *esc_json(char *p, const char *s, size_t n)
 }
 
 /* Bytes of a line besides its five client-supplied fields: literals (about
- * 200 in JSON), times, a 39-character IPv6 peer, numbers, request id. */
-#define LOG_FIXED 512
+ * 200 in JSON), times, a 39-character IPv6 peer, numbers, request id, and
+ * over TLS the protocol and cipher (at most 120). */
+#define LOG_FIXED 640
 #define LOG_FIELDS 5
 
 void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, int status,
@@ -176,7 +177,10 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
             p = esc_combined(p, ua->value, ul);
         else
             *p++ = '-';
-        p += sprintf(p, "\" %s %.*s\n", reqt, rid_len, ridtxt);
+        p += sprintf(p, "\" %s %.*s", reqt, rid_len, ridtxt);
+        if (c->tls) /* nginx's $ssl_protocol $ssl_cipher */
+            p += sprintf(p, " %.16s %.64s", sws_tls_protocol(c), sws_tls_cipher(c));
+        *p++ = '\n';
     } else {
         p += sprintf(p, "{\"time\":\"%.*s\",\"remote_addr\":\"", SWS_ISO_TIME_LEN, e->core.iso_time);
         p = put_peer(p, c);
@@ -200,8 +204,12 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
         p += 16;
         if (ua)
             p = esc_json(p, ua->value, ul);
-        memcpy(p, "\"}\n", 3);
-        p += 3;
+        *p++ = '"';
+        if (c->tls)
+            p += sprintf(p, ",\"ssl_protocol\":\"%.16s\",\"ssl_cipher\":\"%.64s\"",
+                         sws_tls_protocol(c), sws_tls_cipher(c));
+        memcpy(p, "}\n", 2);
+        p += 2;
     }
     e->alog.len = (size_t)(p - e->alog.buf);
 }

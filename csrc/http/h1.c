@@ -121,6 +121,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
         /* S_HEAD */
         sws_request_t r;
         sws_header_t hdrs[e->core.lim.max_headers];
+        hc->r_site = NULL;
         size_t nh = e->core.lim.max_headers;
         memset(&r, 0, sizeof r);
         r.conn = c;
@@ -215,16 +216,20 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
         r.path = path;
         r.path_len = path_len;
         const sws_site_t *site = sws_vhosts_find(hc->vh, r.host, r.host_len);
+        hc->r_site = site;
         const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
         const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->rsp.err[SWS_ERR_404];
         const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->st.fc ? h->data : NULL;
         const void *pxc = h && h->kind == SWS_H_PROXY ? h->data : NULL;
+        const sws_redirect_t *rdr = h && h->kind == SWS_H_REDIRECT_HTTPS ? h->data : NULL;
         /* What this answer may copy into the batch: a static head is at
          * most a few hundred bytes, the extra headers, a Location of the
          * raw path, and a body up to COPY_BODY_MAX. */
-        size_t need = st    ? STATIC_ANSWER_MAX + e->h1.server_line_len + st->extra_len +
+        size_t need = st    ? STATIC_ANSWER_MAX + SWS_TLS_FIELDS_MAX + e->h1.server_line_len + st->extra_len +
                                   r.raw_len + r.target_len + COPY_BODY_MAX
                       : pxc ? h1_respond_size(e, &e->rsp.err[SWS_ERR_504]) + 32
+                      : rdr ? REDIRECT_SIZE + e->h1.server_line_len + r.host_len + r.target_len +
+                                  rdr->host_len
                             : h1_respond_size(e, resp) + 32;
         if (need > OUT_BUF / 2) {
             conn_error(e, hc, 414, &r, head_only); /* a Location that long is not worth making */
@@ -261,6 +266,8 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
             has_body = 0; /* h1_x_start left what remains of it to S_BODY */
         } else if (st) {
             sws_static_answer(e, &hc->resp, &r, site, st, 0);
+        } else if (rdr) {
+            sws_redirect_answer(e, &hc->resp, &r, rdr);
         } else {
             sws_respond_answer(e, &hc->resp, resp);
         }

@@ -62,7 +62,7 @@ size_t h1_respond_size(const sws_engine_t *e, const void *resp_)
     const sws_respond_t *r = resp_;
     /* status line and Date (~60), Content-Length (~40), Connection (~26), plus
      * the parts copied; 100 Continue (25) fits the slack too */
-    return 160 + r->reason_len + e->h1.server_line_len +
+    return 160 + SWS_TLS_FIELDS_MAX + r->reason_len + e->h1.server_line_len +
            (r->fields_len <= COPY_HEAD_MAX ? r->fields_len : 0) +
            (r->body_len <= COPY_BODY_MAX ? r->body_len : 0);
 }
@@ -91,6 +91,11 @@ static void h1_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reas
     out_copy(e, reason, reason_len);
     out_copy(e, "\r\n", 2);
     out_copy(e, e->h1.server_line, e->h1.server_line_len);
+    if (hc->c.tls && hc->r_site) {
+        size_t n;
+        const char *f = sws_site_tls_fields(hc->r_site, &n);
+        out_copy(e, f, n); /* Strict-Transport-Security: answers over TLS only */
+    }
     out_copy(e, "Date: ", 6);
     out_copy(e, e->core.date, SWS_HTTP_DATE_LEN);
     out_copy(e, "\r\n", 2);

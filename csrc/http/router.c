@@ -19,6 +19,8 @@ struct sws_site {
     route_t *routes; /* exact first, then prefixes by length descending, then regexes in order */
     size_t n, cap;
     size_t n_exact, n_prefix; /* boundaries within routes[] once sorted */
+    const char *tls_fields;   /* caller-owned header lines for answers over TLS */
+    size_t tls_fields_len;
 };
 
 typedef struct {
@@ -89,6 +91,18 @@ sws_site_t *sws_router_site(sws_router_t *r)
     if (s)
         r->sites[r->n_sites++] = s;
     return s;
+}
+
+void sws_site_set_tls_fields(sws_site_t *s, const char *lines, size_t len)
+{
+    s->tls_fields = lines;
+    s->tls_fields_len = len;
+}
+
+const char *sws_site_tls_fields(const sws_site_t *s, size_t *len)
+{
+    *len = s->tls_fields_len;
+    return s->tls_fields;
 }
 
 sws_vhosts_t *sws_router_vhosts(sws_router_t *r)

@@ -108,6 +108,8 @@ int conn_set_mask(sws_engine_t *e, sws_conn_t *c, uint32_t events)
         return 0;
     struct epoll_event ev = {.events = events, .data.ptr = c};
     c->evmask = events;
+    if (c->tls_ready && (events & EPOLLIN))
+        sws_tls_wants_input(e, c);
     return epoll_ctl(e->core.epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
@@ -309,6 +311,8 @@ void conn_close(sws_engine_t *e, sws_conn_t *c)
 {
     c->proto->closing(e, c);
     tl_unlink(e, &c->tn);
+    if (c->tls)
+        sws_tls_conn_free(e, c);
     close(c->fd); /* also removes it from the epoll set */
     free(c->stash);
     free(c->pend);

@@ -21,6 +21,7 @@ static void net_expire(sws_engine_t *e, sws_tnode_t *n, int which)
 
 int sws_net_init(sws_engine_t *e)
 {
+    e->net.tls_evfd = -1;
     e->net.in_cap = e->core.lim.max_header_bytes + IN_EXTRA;
     e->net.in = malloc(e->net.in_cap);
     if (!e->net.in)
@@ -36,11 +37,13 @@ void sws_net_free(sws_engine_t *e)
             close(e->net.listeners[i].fd);
     free(e->net.listeners);
     free(e->net.in);
+    sws_net_tls_free(e);
 }
 
 static void do_accept(sws_engine_t *e, void *obj, uint32_t events);
 
-int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto, const void *conf)
+int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto, const void *conf,
+                         const sws_tls_listen_t *tls)
 {
     /* Listeners are few and added before the first event: a realloc here
      * cannot move a listener that epoll already points at. */
@@ -59,6 +62,7 @@ int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto, cons
     l->fd = fd;
     l->proto = proto;
     l->conf = conf;
+    l->tls = tls;
     l->enabled = 1;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
     if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -168,6 +172,11 @@ static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
             continue;
         }
         c->evmask = EPOLLIN | EPOLLRDHUP;
+        if (l->tls && sws_tls_accept(e, c, l->tls) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
         e->core.cnt.accepted++;
         e->core.cnt.active++;
         l->proto->open(e, c, l->conf);

@@ -36,7 +36,7 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .directives import HANDLERS, UNAVAILABLE_HANDLERS, proxy
+from .directives import HANDLERS, UNAVAILABLE_HANDLERS, proxy, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .model import Config, Limits, Listen, LogConfig, Route, Site
@@ -63,14 +63,13 @@ BUSY_POLL_AUTO = 50e-6
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
             "pid", "log", "limits", "batch_window", "busy_poll", "trusted_proxies",
-            "upstreams", "sites")
+            "tls_tickets", "upstreams", "sites")
 # Keys of the design (DESIGN.md) that this version does not implement yet.
 TOP_UNAVAILABLE = {k: _NOT_AVAILABLE.format(k)
                    for k in ("status", "instances", "apps")}
 LOG_KEYS = ("access", "format", "error", "level", "buffer", "flush")
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
-SITE_KEYS = ("listen", "server_names", "routes")
-SITE_UNAVAILABLE = {"tls": "TLS is not available in this version of scalws (site key 'tls')"}
+SITE_KEYS = ("listen", "server_names", "tls", "routes")
 
 LOG_FORMATS = ("combined", "json")
 LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit")
@@ -587,6 +586,9 @@ def _walk_document(ctx: _Context, root) -> Config:
         cfg.trusted_proxies = proxy.compile_trusted_proxies(
             ctx, keys["trusted_proxies"][1], "trusted_proxies")
 
+    if "tls_tickets" in keys:
+        cfg.tickets = tls.compile_tickets(ctx, keys["tls_tickets"][1], "tls_tickets")
+
     upstreams = {}
     if "upstreams" in keys:
         upstreams = proxy.compile_upstreams(ctx, keys["upstreams"][1], "upstreams")
@@ -787,7 +789,7 @@ def _sites(ctx, node) -> list:
 
 def _site(ctx, node, path):
     """Return (Site, [(server name, its node, its path)]) or None."""
-    keys = ctx.mapping(node, path, SITE_KEYS, SITE_UNAVAILABLE)
+    keys = ctx.mapping(node, path, SITE_KEYS)
     if keys is None:
         return None
     site = Site(listen=[], server_names=[], routes=[], mark=ctx.mark(node))
@@ -797,6 +799,16 @@ def _site(ctx, node, path):
     if "server_names" in keys:
         name_nodes = _server_names(ctx, keys["server_names"][1], f"{path}.server_names")
         site.server_names = [name for name, _, _ in name_nodes]
+    if "tls" in keys:
+        site.tls = tls.compile_site_tls(ctx, keys["tls"][1], f"{path}.tls", site.server_names)
+    tls_listens = [l for l in site.listen if l.tls]
+    if tls_listens and site.tls is None and "tls" not in keys:
+        lnode, lpath = ctx.origin[id(tls_listens[0])]
+        ctx.error(lnode, lpath, "listen option 'tls' needs the site's certificates: add "
+                  "tls: {cert: FILE, key: FILE} to the site")
+    if "tls" in keys and not tls_listens and site.listen:
+        ctx.error(keys["tls"][0], f"{path}.tls", "the site has certificates but no listen "
+                  "address with the 'tls' option (write e.g. \":443 tls\")")
     if ctx.require(keys, node, path, "routes"):
         site.routes = _routes(ctx, keys["routes"][1], f"{path}.routes")
     return site, name_nodes
@@ -817,10 +829,9 @@ def _items(ctx, node, path, what):
 
 # -- listen ------------------------------------------------------------------
 
-_LISTEN_OPTIONS = ("default", "backlog")
+_LISTEN_OPTIONS = ("default", "backlog", "tls")
 _LISTEN_UNAVAILABLE = {
-    "tls": "TLS is not available in this version of scalws (listen option 'tls')",
-    "ssl": "TLS is not available in this version of scalws (listen option 'ssl')",
+    "ssl": "the listen option is called 'tls' in scalws (nginx's 'ssl')",
     "http2": "HTTP/2 is not available in this version of scalws (listen option 'http2')",
 }
 
@@ -884,6 +895,11 @@ def _listen(ctx, node, path):
         seen.add(name)
         if name == "default" and not eq:
             listen.default = True
+        elif name == "tls" and not eq:
+            if listen.kind == "unix":
+                ctx.error(node, path, "TLS on a unix socket is not supported")
+                ok = False
+            listen.tls = True
         elif name == "backlog" and eq:
             if not value.isdigit() or not 1 <= int(value) <= 65535:
                 ctx.error(node, path, f"backlog must be an integer between 1 and "
@@ -896,13 +912,13 @@ def _listen(ctx, node, path):
             ctx.error(node, path, _LISTEN_UNAVAILABLE[name])
             ok = False
         elif name in _LISTEN_OPTIONS:
-            form = "default" if name == "default" else "backlog=N"
+            form = name if name in ("default", "tls") else "backlog=N"
             ctx.error(node, path, f"listen option '{word}' is malformed; write {form}")
             ok = False
         else:
             close = difflib.get_close_matches(name, _LISTEN_OPTIONS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else \
-                " (options: default, backlog=N)"
+                " (options: default, tls, backlog=N)"
             ctx.error(node, path, f"unknown listen option '{word}'{hint}")
             ok = False
     return listen if ok else None
@@ -1199,6 +1215,7 @@ def _check_across_sites(ctx, sites) -> None:
     names = {}         # (listen key, name) -> (site index, line)
     backlogs = {}      # listen key -> (backlog, line) where given explicitly
     by_key = {}        # listen key -> [Listen]
+    tls_of = {}        # listen key -> (tls, line) as first listed
     for i, (site, name_entries) in sites:
         reported = set()
         for listen in site.listen:
@@ -1206,6 +1223,11 @@ def _check_across_sites(ctx, sites) -> None:
             by_key.setdefault(key, []).append(listen)
             addr = _fmt_key(key)
             lnode, lpath = ctx.origin[id(listen)]
+            if key in tls_of and tls_of[key][0] != listen.tls:
+                ctx.error(lnode, lpath, f"{addr} is {'TLS' if tls_of[key][0] else 'plain'} "
+                          f"at line {tls_of[key][1]}: every site on one address must agree on "
+                          "the 'tls' option")
+            tls_of.setdefault(key, (listen.tls, listen.mark[1]))
             if listen.default:
                 if key in defaults:
                     j, line = defaults[key]

@@ -27,8 +27,10 @@ import time
 
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
+from scalws.control import tlskeeper
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
+from scalws.control.tlsshared import Generation, Tickets, has_tls
 
 SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
            signal.SIGUSR1, signal.SIGCHLD}
@@ -56,10 +58,11 @@ def _describe_status(status: int) -> str:
 class Slot:
     """Worker `index` of generation `gen`."""
 
-    def __init__(self, index, gen, config):
+    def __init__(self, index, gen, config, tls):
         self.index = index
         self.gen = gen
         self.config = config
+        self.tls = tls             # tlsshared.Generation: ticket keys and OCSP slots
         self.pid = 0
         self.started = 0.0
         self.quick_deaths = 0
@@ -79,6 +82,13 @@ class Master:
         self._ready_fds = set()    # read ends of readiness pipes not yet closed
         self.stopping = None       # None, "graceful", "fast"
         self.stop_deadline = None
+        # TLS: the ticket-key page (kept across reloads), the current
+        # generation's shared memory, and its keeper (tlskeeper.py).
+        self.tickets = None
+        self.tls = None
+        self.keepers = {}          # pid -> Generation it keeps
+        self.keeper_pid = 0        # the current generation's keeper
+        self.keeper_restart_at = None
 
     # ---- sockets -----------------------------------------------------------
     def _bind(self, listen):
@@ -169,7 +179,7 @@ class Master:
                         s.close()
             for fd in self._ready_fds:
                 os.close(fd)  # siblings' readiness pipes
-            worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd)  # never returns
+            worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd, slot.tls)  # never returns
         os.close(wfd)
         self._ready_fds.add(rfd)
         slot.pid = pid
@@ -201,12 +211,51 @@ class Master:
             os.close(fd)
         return ready
 
-    def _start_generation(self, config):
+    def _start_generation(self, config, tls):
         self.gen += 1
-        slots = {i: Slot(i, self.gen, config) for i in range(config.workers)}
+        slots = {i: Slot(i, self.gen, config, tls) for i in range(config.workers)}
         fds = [self._spawn(s) for s in slots.values()]
         ready = self._await_ready(fds)
         return slots, ready
+
+    # ---- the TLS keeper ------------------------------------------------------
+    def _tls_generation(self, config):
+        if self.tickets is None:
+            self.tickets = Tickets()
+            self.tickets.seed(config.tickets.rotation)  # before any worker exists
+        return Generation(config, self.tickets)
+
+    def _start_keeper(self, config, tls):
+        """Forks the keeper of `tls` and waits for its first round (OCSP
+        fetched, so the first handshakes staple); returns its pid, 0 when
+        the configuration has no TLS."""
+        if not has_tls(config):
+            return 0
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(rfd)
+            for socks in self.sockets.values():  # it serves nothing
+                for s in socks:
+                    s.close()
+            for fd in self._ready_fds:
+                os.close(fd)
+            tlskeeper.run(config, tls, self.errlog, wfd)  # never returns
+        os.close(wfd)
+        self._ready_fds.add(rfd)
+        self.keepers[pid] = tls
+        log.info("TLS keeper started (pid %d)", pid)
+        if not self._await_ready([rfd]):
+            log.warning("the TLS keeper (pid %d) did not finish its first round in %gs; "
+                        "starting the workers anyway", pid, READY_TIMEOUT)
+        return pid
+
+    def _stop_keeper(self, pid):
+        if pid:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     def _signal_slots(self, slots, sig):
         for slot in slots:
@@ -259,7 +308,11 @@ class Master:
         self._raise_nofile()
         self._ensure_sockets(cfg)
         self._tune_sysctls()
-        self.slots, ready = self._start_generation(cfg)
+        for w in cfg.warnings:
+            log.warning("%s", w)
+        self.tls = self._tls_generation(cfg)
+        self.keeper_pid = self._start_keeper(cfg, self.tls)
+        self.slots, ready = self._start_generation(cfg, self.tls)
         if cfg.pid:
             with open(cfg.pid, "w") as f:
                 f.write(f"{os.getpid()}\n")
@@ -268,7 +321,7 @@ class Master:
                 ready, cfg.workers, addrs, os.getpid())
         try:
             while True:
-                if self.stopping and not self.children:
+                if self.stopping and not self.children and not self.keepers:
                     break
                 timeout = self._next_timeout()
                 info = signal.sigtimedwait(SIGNALS, timeout)
@@ -290,6 +343,8 @@ class Master:
     def _next_timeout(self):
         now = time.monotonic()
         times = [s.restart_at for s in self.slots.values() if s.restart_at]
+        if self.keeper_restart_at:
+            times.append(self.keeper_restart_at)
         if self.stop_deadline:
             times.append(self.stop_deadline)
         if not times:
@@ -305,12 +360,16 @@ class Master:
                 self.stopping = "graceful"
                 self.stop_deadline = time.monotonic() + self.config.shutdown_timeout + 2.0
                 self._signal_slots(self.children.values(), signal.SIGTERM)
+                for pid in self.keepers:
+                    self._stop_keeper(pid)
                 self._close_listeners()
         elif sig == signal.SIGQUIT:
             log.log(NOTICE, "fast stop (SIGQUIT)")
             self.stopping = "fast"
             self.stop_deadline = time.monotonic() + 2.0
             self._signal_slots(self.children.values(), signal.SIGQUIT)
+            for pid in self.keepers:
+                self._stop_keeper(pid)
             self._close_listeners()
         elif sig == signal.SIGHUP:
             if not self.stopping:
@@ -344,17 +403,29 @@ class Master:
             log.error("reload failed, keeping the current configuration: %s", exc)
             return
         old = list(self.slots.values())
-        slots, ready = self._start_generation(new)
+        for w in new.warnings:
+            log.warning("%s", w)
+        tls = self._tls_generation(new)
+        keeper = self._start_keeper(new, tls)
+        slots, ready = self._start_generation(new, tls)
         if ready < new.workers:
             log.error("reload: only %d of %d new workers became ready; keeping the old ones",
                       ready, new.workers)
             for s in slots.values():
                 s.stopping = True
             self._signal_slots(slots.values(), signal.SIGQUIT)
+            self._stop_keeper(keeper)
             return
         for s in old:
             s.stopping = True
         self._signal_slots(old, signal.SIGTERM)
+        # The old generation's keeper goes; its workers keep the OCSP
+        # responses it published until they finish (no refresh is needed
+        # for that long).
+        self._stop_keeper(self.keeper_pid)
+        self.keeper_pid = keeper
+        self.keeper_restart_at = None
+        self.tls = tls
         if new.log.error != self.config.log.error or new.log.level != self.config.log.level:
             self.errlog = ErrorLog(new.log.error, new.log.level)
         self.config = new
@@ -370,6 +441,9 @@ class Master:
                 return
             if pid == 0:
                 return
+            if pid in self.keepers:
+                self._keeper_exited(pid, status)
+                continue
             slot = self.children.pop(pid, None)
             if slot is None:
                 continue
@@ -388,10 +462,23 @@ class Master:
             slot.pid = 0
             slot.restart_at = time.monotonic() + delay
 
+    def _keeper_exited(self, pid, status):
+        self.keepers.pop(pid)
+        if pid != self.keeper_pid or self.stopping:
+            log.info("TLS keeper (pid %d) %s", pid, _describe_status(status))
+            return
+        log.error("TLS keeper (pid %d) %s; restarting in 1s (ticket keys and OCSP "
+                  "responses stay as published meanwhile)", pid, _describe_status(status))
+        self.keeper_pid = 0
+        self.keeper_restart_at = time.monotonic() + 1.0
+
     def _restart_due(self):
         if self.stopping:
             return
         now = time.monotonic()
+        if self.keeper_restart_at and self.keeper_restart_at <= now:
+            self.keeper_restart_at = None
+            self.keeper_pid = self._start_keeper(self.config, self.tls)
         for slot in self.slots.values():
             if slot.restart_at is not None and slot.restart_at <= now and not slot.pid:
                 fd = self._spawn(slot)

@@ -46,13 +46,14 @@ def _drop_privileges(user: str):
 
 
 class Worker:
-    def __init__(self, config, index, cpu, sockets, errlog, ready_fd):
+    def __init__(self, config, index, cpu, sockets, errlog, ready_fd, tls=None):
         self.config = config
         self.index = index
         self.cpu = cpu
         self.sockets = sockets  # [(listen key, socket)]
         self.errlog = errlog
         self.ready_fd = ready_fd
+        self.tls = tls              # tlsshared.Generation
         self.engine = None
         self.loop = None
         self.access_fd = -1
@@ -75,7 +76,10 @@ class Worker:
         cfg = self.config
         self.loop = uvloop.new_event_loop()
         asyncio.set_event_loop(self.loop)
-        self.engine = Engine(cfg, self.index)
+        try:
+            self.engine = Engine(cfg, self.index, self.tls)
+        except ValueError as exc:  # a certificate that no longer loads, ...
+            raise StartupError(str(exc)) from None
         for key, sock in self.sockets:
             fd = os.dup(sock.fileno())
             os.set_blocking(fd, False)
@@ -136,10 +140,10 @@ class Worker:
         self.loop.stop()
 
 
-def run(config, index, cpu, sockets, errlog, ready_fd) -> "NoReturn":
+def run(config, index, cpu, sockets, errlog, ready_fd, tls=None) -> "NoReturn":
     code = 0
     try:
-        code = Worker(config, index, cpu, sockets, errlog, ready_fd).run()
+        code = Worker(config, index, cpu, sockets, errlog, ready_fd, tls).run()
     except StartupError as exc:
         try:
             log.critical("worker %d cannot start: %s", index, exc)

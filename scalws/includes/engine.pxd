@@ -6,11 +6,74 @@ from posix.types cimport time_t
 from scalws.includes.router cimport sws_vhosts_t
 
 
+cdef extern from "scalws/tls.h" nogil:
+    enum:
+        SWS_TICKET_KEYS
+        SWS_OCSP_SLOT
+
+    ctypedef struct sws_ticket_key_t:
+        unsigned char name[16]
+        unsigned char aes[32]
+        unsigned char hmac[32]
+
+    ctypedef struct sws_ticket_shm_t:
+        uint32_t seq
+        uint32_t current
+        uint32_t count
+        uint32_t lifetime
+        int64_t rotated
+
+    ctypedef struct sws_ocsp_slot_t:
+        uint32_t seq
+        uint32_t len
+        int64_t expires
+
+    ctypedef struct sws_tls_site_t:
+        pass
+
+    ctypedef struct sws_tls_listen_t:
+        pass
+
+    ctypedef struct sws_tls_cert_conf_t:
+        const char *cert
+        const char *key
+
+    ctypedef struct sws_tls_site_conf_t:
+        const sws_tls_cert_conf_t *certs
+        size_t n_certs
+        int min_version, max_version
+        const char *ciphers
+        const char *ciphersuites
+        const char *groups
+        const unsigned char *sid_ctx
+        size_t sid_ctx_len
+        sws_ocsp_slot_t *ocsp
+        int tickets
+
+    sws_tls_site_t *sws_tls_site_new(const sws_tls_site_conf_t *conf, char *err, size_t errlen)
+    void sws_tls_site_free(sws_tls_site_t *s)
+    sws_tls_listen_t *sws_tls_listen_new(sws_tls_site_t *default_)
+    int sws_tls_listen_add_name(sws_tls_listen_t *l, const char *name, size_t len,
+                                sws_tls_site_t *s)
+    void sws_tls_listen_set_default(sws_tls_listen_t *l, sws_tls_site_t *s)
+    void sws_tls_listen_free(sws_tls_listen_t *l)
+    void sws_tls_ticket_publish(sws_ticket_shm_t *t, const sws_ticket_key_t *k, uint32_t lifetime,
+                                int64_t now)
+    void sws_tls_ocsp_publish(sws_ocsp_slot_t *slot, const unsigned char *der, size_t len,
+                              int64_t expires)
+
+
 cdef extern from "scalws/engine.h" nogil:
     enum:
         SWS_H_RESPOND
         SWS_H_STATIC
         SWS_H_PROXY
+        SWS_H_REDIRECT_HTTPS
+
+    ctypedef struct sws_redirect_t:
+        uint16_t port
+        const char *host
+        size_t host_len
 
     enum:
         SWS_BAL_RR, SWS_BAL_LEAST_CONN, SWS_BAL_HASH
@@ -155,7 +218,9 @@ cdef extern from "scalws/engine.h" nogil:
                                  int worker_id)
     void sws_engine_free(sws_engine_t *e)
     int sws_engine_fd(const sws_engine_t *e)
-    int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts)
+    int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
+                                const sws_tls_listen_t *tls)
+    void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys)
     int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsize,
                                   uint32_t flush_ms)
     void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)

@@ -22,3 +22,4 @@ cdef extern from "scalws/router.h" nogil:
     void sws_router_finish(sws_router_t *r)
     const sws_site_t *sws_vhosts_find(const sws_vhosts_t *v, const char *host, size_t len)
     void *sws_site_route(const sws_site_t *s, const char *path, size_t len)
+    void sws_site_set_tls_fields(sws_site_t *s, const char *lines, size_t len)

@@ -18,6 +18,7 @@ from libc.string cimport strerror
 from scalws.includes.engine cimport *
 from scalws.includes.router cimport *
 
+import hashlib
 import ipaddress
 import os
 import socket as _socket
@@ -66,16 +67,25 @@ cdef class Engine:
     cdef object _server
     cdef dict _vhosts                 # listen key -> index into self._vh
     cdef list _vh
+    cdef list _tls_sites              # addresses of sws_tls_site_t, freed with the engine
+    cdef dict _tls_listen             # listen key -> address of its sws_tls_listen_t
+    cdef object _tls
     cdef object loop
     cdef object _tick_handle
     cdef object _on_drained
     cdef bint _stopping
     cdef bint _started
 
-    def __cinit__(self, config, int worker_id):
+    def __cinit__(self, config, int worker_id, tls=None):
+        """`tls`: the master's shared TLS memory (scalws.control.tlsshared
+        .Generation): ticket keys and OCSP slots; None: no tickets, no
+        stapling (tests that build an engine alone)."""
         cdef sws_limits_t lim
         cdef sws_respond_t errors_[SWS_ERR_COUNT]
         self._keep = []
+        self._tls_sites = []
+        self._tls_listen = {}
+        self._tls = tls
         self._fds = []
         self._vhosts = {}
         self._vh = []
@@ -116,6 +126,7 @@ cdef class Engine:
         sws_engine_set_server(self.e, line, len(line))
         self._build_upstreams(config)
         self._build_router(config, server)
+        self._build_tls(config, tls)
         statics = [r.handler for r in routes if r.kind == "static"]
         if statics:
             rc = sws_engine_set_filecache(
@@ -166,27 +177,138 @@ cdef class Engine:
                 if rc != 0:
                     raise ValueError(f"route {route.pattern!r}: cannot compile (code {rc})")
                 n += 1
+            tls_cfg = s.tls
+            if tls_cfg is not None and tls_cfg.hsts:
+                b = self._bytes(f"Strict-Transport-Security: {tls_cfg.hsts}\r\n")
+                sws_site_set_tls_fields(site, b, len(b))
             sites.append(<size_t>site)
+        # A site with `tls: {redirect: on}` answers on its plain listeners
+        # with a redirect to its TLS port, through a site of one route.
+        redirects = {}
+        cdef sws_redirect_t *rd
+        cdef sws_handler_t *rh
+        for idx, s in enumerate(config.sites):
+            if s.tls is None or not s.tls.redirect:
+                continue
+            tls_port = next((l.port for l in s.listen if l.tls), 443)
+            site = sws_router_site(self.router)
+            rd = <sws_redirect_t *>PyMem_Calloc(1, sizeof(sws_redirect_t))
+            rh = <sws_handler_t *>PyMem_Calloc(1, sizeof(sws_handler_t))
+            self._keep.append(_Block(<size_t>rd))
+            self._keep.append(_Block(<size_t>rh))
+            if site == NULL or rd == NULL or rh == NULL:
+                raise MemoryError()
+            rd.port = tls_port
+            first = next((n for n in s.server_names if not n.startswith("*")), "")
+            b = self._bytes(first)
+            rd.host = b
+            rd.host_len = len(b)
+            rh.kind = SWS_H_REDIRECT_HTTPS
+            rh.data = rd
+            if sws_site_add_route(site, SWS_MATCH_PREFIX, b"/", 1, rh) != 0:
+                raise MemoryError()
+            redirects[idx] = <size_t>site
         # One address table per listen key; the default site is the one marked
         # `default`, else the first site that lists the address.
         for idx, s in enumerate(config.sites):
             for listen in s.listen:
                 key = listen.key
+                target = sites[idx]
+                if not listen.tls and idx in redirects:
+                    target = redirects[idx]
                 if key not in self._vhosts:
                     vh = sws_router_vhosts(self.router)
                     if vh == NULL:
                         raise MemoryError()
                     self._vhosts[key] = len(self._vh)
                     self._vh.append(<size_t>vh)
-                    sws_vhosts_set_default(vh, <sws_site_t *><size_t>sites[idx])
+                    sws_vhosts_set_default(vh, <sws_site_t *><size_t>target)
                 vh = <sws_vhosts_t *><size_t>self._vh[self._vhosts[key]]
                 if listen.default:
-                    sws_vhosts_set_default(vh, <sws_site_t *><size_t>sites[idx])
+                    sws_vhosts_set_default(vh, <sws_site_t *><size_t>target)
                 for name in s.server_names:
                     b = name.lower().encode()
-                    if sws_vhosts_add_name(vh, b, len(b), <sws_site_t *><size_t>sites[idx]) != 0:
+                    if sws_vhosts_add_name(vh, b, len(b), <sws_site_t *><size_t>target) != 0:
                         raise MemoryError()
         sws_router_finish(self.router)
+
+    cdef _build_tls(self, config, shared):
+        """One server context per site with a TLS listener, and per TLS
+        address a table of them by server name (the default site of the
+        address answers clients without SNI)."""
+        cdef sws_tls_site_conf_t conf
+        cdef sws_tls_cert_conf_t *certs
+        cdef sws_tls_site_t *site
+        cdef sws_tls_listen_t *tl
+        cdef char err[512]
+        cdef bytes b
+        cdef unsigned char[::1] view
+        cdef size_t ocsp_base = 0
+        if shared is not None and shared.ocsp is not None:
+            view = shared.ocsp
+            self._keep.append(view)
+            ocsp_base = <size_t>&view[0]
+        if shared is not None and shared.tickets is not None:
+            view = shared.tickets
+            self._keep.append(view)
+            sws_engine_set_tickets(self.e, <const sws_ticket_shm_t *>&view[0])
+        by_site = {}
+        for idx, s in enumerate(config.sites):
+            if s.tls is None or not any(l.tls for l in s.listen):
+                continue
+            t = s.tls
+            certs = <sws_tls_cert_conf_t *>PyMem_Calloc(len(t.certificates), sizeof(sws_tls_cert_conf_t))
+            self._keep.append(_Block(<size_t>certs))
+            if certs == NULL:
+                raise MemoryError()
+            for i, c in enumerate(t.certificates):
+                b = self._bytes(os.fsencode(c.cert))
+                certs[i].cert = b
+                b = self._bytes(os.fsencode(c.key))
+                certs[i].key = b
+            conf.certs = certs
+            conf.n_certs = len(t.certificates)
+            versions = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
+            conf.min_version = min(versions[p] for p in t.protocols)
+            conf.max_version = max(versions[p] for p in t.protocols)
+            b = self._bytes(t.ciphers)
+            conf.ciphers = b
+            b = self._bytes(t.ciphersuites)
+            conf.ciphersuites = b
+            b = self._bytes(":".join(t.curves))
+            conf.groups = b
+            # Sessions resume only on the site that made them.
+            b = self._bytes(hashlib.sha256(f"{idx}:{','.join(s.server_names)}".encode()).digest())
+            conf.sid_ctx = <const unsigned char *><const char *>b
+            conf.sid_ctx_len = 32
+            conf.ocsp = NULL
+            if ocsp_base and t.ocsp_stapling and idx in shared.ocsp_first:
+                slot0 = shared.ocsp_first[idx]
+                conf.ocsp = <sws_ocsp_slot_t *>(ocsp_base + <size_t>slot0 * SWS_OCSP_SLOT)
+            conf.tickets = config.tickets.enabled
+            site = sws_tls_site_new(&conf, err, sizeof(err))
+            if site == NULL:
+                f, line, col = t.mark
+                raise ValueError(f"{f}:{line}:{col}: sites[{idx}].tls: {err.decode(errors='replace')}")
+            self._tls_sites.append(<size_t>site)
+            by_site[idx] = <size_t>site
+        for idx, s in enumerate(config.sites):
+            for listen in s.listen:
+                if not listen.tls or idx not in by_site:
+                    continue
+                key = listen.key
+                if key not in self._tls_listen:
+                    tl = sws_tls_listen_new(<sws_tls_site_t *><size_t>by_site[idx])
+                    if tl == NULL:
+                        raise MemoryError()
+                    self._tls_listen[key] = <size_t>tl
+                tl = <sws_tls_listen_t *><size_t>self._tls_listen[key]
+                if listen.default:
+                    sws_tls_listen_set_default(tl, <sws_tls_site_t *><size_t>by_site[idx])
+                for name in s.server_names:
+                    b = name.lower().encode()
+                    if sws_tls_listen_add_name(tl, b, len(b), <sws_tls_site_t *><size_t>by_site[idx]) != 0:
+                        raise MemoryError()
 
     cdef _fill_static(self, sws_static_t *st, cfg):
         """Compiles a config.model.Static; every byte it points at is kept in
@@ -405,6 +527,10 @@ cdef class Engine:
     def __dealloc__(self):
         if self.e != NULL:
             sws_engine_free(self.e)
+        for addr in self._tls_listen.values() if self._tls_listen else ():
+            sws_tls_listen_free(<sws_tls_listen_t *><size_t>addr)
+        for addr in self._tls_sites or ():
+            sws_tls_site_free(<sws_tls_site_t *><size_t>addr)
         if self.router != NULL:
             sws_router_free(self.router)
         PyMem_Free(self.responds)
@@ -418,7 +544,8 @@ cdef class Engine:
         """Serves the listening socket `fd` (the engine owns and closes it)
         with the sites that listen on `key` (config.model.Listen.key)."""
         cdef sws_vhosts_t *vh = <sws_vhosts_t *><size_t>self._vh[self._vhosts[key]]
-        rc = sws_engine_add_listener(self.e, fd, vh)
+        cdef size_t tl = self._tls_listen.get(key, 0)
+        rc = sws_engine_add_listener(self.e, fd, vh, <const sws_tls_listen_t *>tl)
         if rc < 0:
             raise OSError(-rc, "engine: cannot add listener")
 
@@ -512,3 +639,30 @@ cdef class _Block:
 
     def __dealloc__(self):
         PyMem_Free(<void *>self.ptr)
+
+
+# ---- the master's TLS keeper (scalws/control/tlskeeper.py) writes shared memory ----
+
+def ticket_publish(mm, bytes key, unsigned int lifetime, long long now):
+    """Publishes an 80-byte ticket key (name 16, AES 32, HMAC 32) as the
+    current one in the ticket memory `mm` (the previous stays accepted)."""
+    cdef unsigned char[::1] view = mm
+    if len(key) != sizeof(sws_ticket_key_t):
+        raise ValueError("a ticket key is 80 bytes")
+    sws_tls_ticket_publish(<sws_ticket_shm_t *>&view[0], <const sws_ticket_key_t *><const char *>key,
+                           lifetime, now)
+
+
+def ocsp_publish(mm, unsigned int slot, bytes der, long long expires):
+    """Publishes an OCSP response (b"": none) in slot `slot` of `mm`."""
+    cdef unsigned char[::1] view = mm
+    if (slot + 1) * SWS_OCSP_SLOT > len(mm):
+        raise IndexError("no such OCSP slot")
+    sws_tls_ocsp_publish(<sws_ocsp_slot_t *>(&view[0] + slot * SWS_OCSP_SLOT),
+                         <const unsigned char *><const char *>der, len(der), expires)
+
+
+def tls_layout():
+    """Sizes the Python side of the shared memory must agree with."""
+    return {"ticket_shm": sizeof(sws_ticket_shm_t), "ticket_key": sizeof(sws_ticket_key_t),
+            "ocsp_slot": SWS_OCSP_SLOT, "ticket_keys": SWS_TICKET_KEYS}

@@ -38,6 +38,7 @@
 #include "scalws/response.h"
 #include "scalws/router.h"
 #include "scalws/static.h"
+#include "scalws/tls.h"
 #include "scalws/upstream.h"
 
 typedef struct sws_engine sws_engine_t;
@@ -52,8 +53,15 @@ void sws_engine_free(sws_engine_t *e);
 int sws_engine_fd(const sws_engine_t *e);
 
 /* Adds a listening socket (non-blocking, already bound and listening) whose
- * requests are routed with `vhosts`. The engine closes it on shutdown. */
-int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts);
+ * requests are routed with `vhosts`; with `tls` (not NULL) its connections
+ * speak TLS first, with that table's certificates (it must outlive the
+ * engine). The engine closes the socket on shutdown. */
+int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
+                            const sws_tls_listen_t *tls);
+
+/* The session-ticket keys the master shares (shared memory that outlives
+ * the engine); NULL: no tickets are made or accepted. */
+void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys);
 
 /* Access log: fd (-1 = off; the engine does not own it), SWS_LOG_* format,
  * buffer size in bytes; flushed when full, at each tick after `flush_ms`,

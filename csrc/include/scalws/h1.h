@@ -26,6 +26,7 @@
 
 #define COPY_HEAD_MAX 8192    /* header blocks up to this are copied; longer ones referenced */
 #define RID_MAX 64            /* longest X-Request-Id taken from a trusted peer */
+#define SWS_TLS_FIELDS_MAX 256 /* a site's header lines over TLS (HSTS); the config keeps them shorter */
 
 enum { S_HEAD, S_BODY };
 
@@ -35,6 +36,7 @@ typedef struct {
     sws_conn_t c;              /* first: net's part */
     sws_resp_t resp;           /* the response interface, HTTP/1's implementation */
     const sws_vhosts_t *vh;
+    const sws_site_t *r_site;  /* the site of the response being written (TLS fields) */
     h1x_t *x;                  /* an exchange whose handler answers later */
     uint64_t req_start;        /* monotonic ms when the current head began */
     uint64_t body_left;        /* Content-Length bytes of an answered request still to skip */

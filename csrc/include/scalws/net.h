@@ -28,6 +28,7 @@
 
 #include "scalws/core.h"
 #include "scalws/filecache.h"
+#include "scalws/tls.h"
 
 #define OUT_BUF (64 * 1024)   /* per-engine output batch */
 #define OUT_IOV 64
@@ -62,6 +63,7 @@ typedef struct {
 } sws_transport_t;
 
 extern const sws_transport_t sws_plain_transport;
+extern const sws_transport_t sws_tls_transport;   /* net/tls.c */
 
 typedef struct {
     sws_evobj_t ev;           /* first: the epoll handler is do_accept */
@@ -69,6 +71,7 @@ typedef struct {
     int enabled;
     const sws_proto_t *proto;
     const void *conf;         /* the protocol's per-listener config (virtual hosts) */
+    const sws_tls_listen_t *tls; /* NULL: plain */
 } listener_t;
 
 /* Output the socket did not take: iov[idx..niov) still to write; iovecs
@@ -85,6 +88,7 @@ struct sws_conn {
     sws_tnode_t tn;            /* timeout-list entry */
     const sws_proto_t *proto;
     const sws_transport_t *tr;
+    void *tls;                 /* the SSL of a TLS connection, NULL when plain */
     char *stash;               /* unparsed input, malloc'd, exact size */
     pend_t *pend;
     sws_file_t *file;          /* referenced by pending output; file_left bytes still to sendfile */
@@ -99,7 +103,8 @@ struct sws_conn {
     unsigned char peer_family;
     unsigned char is_unix : 1,
         corked : 1,            /* TCP_CORK set for a file body */
-        lingering : 1;         /* our side is shut: reading until the peer's FIN */
+        lingering : 1,         /* our side is shut: reading until the peer's FIN */
+        tls_ready : 1;         /* OpenSSL holds input epoll cannot see (net/tls.c) */
     unsigned char peer[16];
 };
 
@@ -127,13 +132,20 @@ typedef struct {
     int niov;
     const sws_cidr_t *trusted;
     size_t n_trusted;
+    /* TLS (net/tls.c), set up with the first TLS listener */
+    sws_evobj_t tls_ev;       /* the eventfd that announces tls_ready */
+    int tls_evfd;
+    sws_conn_t **tls_ready;   /* connections with input inside OpenSSL */
+    size_t n_ready, cap_ready;
+    unsigned char *tls_buf;   /* records gathered or read from files (TLS_BUF) */
+    const sws_ticket_shm_t *tickets;
 } sws_net_t;
 
 /* net/listen.c */
 SWS_INTERNAL int sws_net_init(sws_engine_t *e);
 SWS_INTERNAL void sws_net_free(sws_engine_t *e);
 SWS_INTERNAL int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto,
-                                      const void *conf);
+                                      const void *conf, const sws_tls_listen_t *tls);
 SWS_INTERNAL void listeners_enable(sws_engine_t *e, int on);
 /* Stops accepting for good and closes this worker's copies of the listeners. */
 SWS_INTERNAL void sws_net_stop_listening(sws_engine_t *e);
@@ -176,6 +188,20 @@ SWS_INTERNAL void conn_close(sws_engine_t *e, sws_conn_t *c);
 SWS_INTERNAL void conn_linger(sws_engine_t *e, sws_conn_t *c);
 /* Counts bytes read while lingering; 1 when the connection was closed. */
 SWS_INTERNAL int conn_linger_input(sws_engine_t *e, sws_conn_t *c, size_t n);
+
+/* net/tls.c */
+SWS_INTERNAL int sws_net_tls_init(sws_engine_t *e);
+SWS_INTERNAL void sws_net_tls_free(sws_engine_t *e);
+/* A connection accepted on a TLS listener: its SSL, and the handshake
+ * handler until the handshake is done. -1 when out of memory. */
+SWS_INTERNAL int sws_tls_accept(sws_engine_t *e, sws_conn_t *c, const sws_tls_listen_t *l);
+/* c closes: close_notify when the session is sound, then the SSL goes. */
+SWS_INTERNAL void sws_tls_conn_free(sws_engine_t *e, sws_conn_t *c);
+/* c's epoll mask now has EPOLLIN: input waiting inside OpenSSL is announced. */
+SWS_INTERNAL void sws_tls_wants_input(sws_engine_t *e, sws_conn_t *c);
+/* The negotiated protocol ("TLSv1.3") and cipher, for the access log. */
+SWS_INTERNAL const char *sws_tls_protocol(const sws_conn_t *c);
+SWS_INTERNAL const char *sws_tls_cipher(const sws_conn_t *c);
 
 /* net/peer.c */
 /* The peer as text (IPv4, full IPv6, "unix:"); at most 40 bytes written. */

@@ -9,6 +9,7 @@
 #define SCALWS_RESPOND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "scalws/response.h"
 
@@ -35,8 +36,22 @@ enum {
 
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied beside the head */
 
+/* A plain listener's answer for a site that is served over TLS (`tls:
+ * {redirect: on}`): 301 (308 for methods other than GET and HEAD) to
+ * https://HOST[:port]/target. */
+typedef struct {
+    uint16_t port;             /* the site's TLS port; 443 is left out of Location */
+    const char *host;          /* for a request without Host: the site's first name */
+    size_t host_len;
+} sws_redirect_t;
+
+/* Bytes of the batch a redirect may take beyond its target and host. */
+#define REDIRECT_SIZE 512
+
 /* Describes resp through r; returns its status. */
 SWS_INTERNAL int sws_respond_answer(sws_engine_t *e, sws_resp_t *r, const sws_respond_t *resp);
+SWS_INTERNAL int sws_redirect_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
+                                     const sws_redirect_t *rd);
 /* SWS_ERR_* for a status (500 for one without a page). */
 SWS_INTERNAL int err_index(int status);
 

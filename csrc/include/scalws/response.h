@@ -133,7 +133,7 @@ struct sws_resp {
 
 /* What a route maps to: the handler kind and its config (owned by the
  * caller, scalws/server/engine.pyx, for the engine's life). */
-enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2, SWS_H_PROXY = 3 };
+enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2, SWS_H_PROXY = 3, SWS_H_REDIRECT_HTTPS = 4 };
 typedef struct {
     int kind; /* SWS_H_* */
     void *data;

@@ -42,6 +42,12 @@ sws_site_t *sws_router_site(sws_router_t *r);
  * not compile (the config loader validated it already, so this is a bug). */
 int sws_site_add_route(sws_site_t *s, int match, const char *pattern, size_t len, void *handler);
 
+/* Header lines ("Name: value\r\n"...) added to every answer of the site
+ * that goes over TLS (Strict-Transport-Security); the bytes are the
+ * caller's and must outlive the router. */
+void sws_site_set_tls_fields(sws_site_t *s, const char *lines, size_t len);
+const char *sws_site_tls_fields(const sws_site_t *s, size_t *len);
+
 /* A new address table (one per listening address) owned by r. */
 sws_vhosts_t *sws_router_vhosts(sws_router_t *r);
 

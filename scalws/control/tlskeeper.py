@@ -1,0 +1,187 @@
+"""The TLS keeper: a child of the master that keeps the workers' shared TLS
+memory fresh (scalws/control/tlsshared.py).
+
+- Session-ticket keys: every `tls_tickets.rotation` a new key becomes the
+  one that encrypts; the one before stays accepted for another rotation, so
+  a ticket lives at least one rotation. The schedule is kept in the shared
+  page itself (when the last key was published), so it survives a restart
+  of the keeper and a reload.
+- OCSP stapling: for every certificate of a site that staples, the response
+  the operator keeps in `ocsp_file`, or one fetched from the responder named
+  in the certificate, validated (scalws/control/ocsp.py) and published for
+  the workers; refreshed before it expires. A response that fails validation
+  is not published, and when the one published goes stale it is withdrawn:
+  no staple is better than a wrong one. Each problem is logged once per
+  change, not at every retry.
+
+One keeper runs per generation of workers (its OCSP slots belong to that
+generation); the master starts a new one on reload and stops the old one
+with TERM. Signals stay blocked (inherited from the master); the keeper
+sleeps in sigtimedwait, so a TERM never interrupts a write to shared memory.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import time
+import traceback
+
+from scalws.control.logs import NOTICE, log
+
+STOP = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
+RETRY_MIN = 10.0           # after a failed fetch, first retry; doubles up to RETRY_MAX
+RETRY_MAX = 300.0
+TICKET_KEY = 80
+
+
+class _Staple:
+    """One certificate's OCSP state."""
+
+    def __init__(self, slot, site_index, cert):
+        self.slot = slot
+        self.site_index = site_index
+        self.cert = cert                  # config.model.Certificate
+        self.x509 = None                  # leaf, issuer (cryptography), loaded lazily
+        self.issuer = None
+        self.due = 0.0                    # wall time of the next attempt
+        self.expires = 0.0                # next_update of what is published; 0: nothing
+        self.retry = RETRY_MIN
+        self.last_problem = None
+
+
+class Keeper:
+    def __init__(self, config, generation, publish_ticket, publish_ocsp):
+        self.config = config
+        self.gen = generation
+        self.publish_ticket = publish_ticket
+        self.publish_ocsp = publish_ocsp
+        self.staples = [_Staple(*item) for item in generation.ocsp_certs]
+
+    # ---- tickets -----------------------------------------------------------
+    def tickets_due(self, now) -> float:
+        t = self.config.tickets
+        if not t.enabled or self.gen.tickets is None:
+            return float("inf")
+        rotated = struct.unpack_from("<q", self.gen.tickets, 16)[0]  # sws_ticket_shm_t.rotated
+        due = rotated + t.rotation
+        if now >= due:
+            self.publish_ticket(self.gen.tickets, os.urandom(TICKET_KEY),
+                                int(t.rotation), int(now))
+            log.info("TLS session ticket key rotated (next in %gs)", t.rotation)
+            due = now + t.rotation
+        return due
+
+    # ---- OCSP --------------------------------------------------------------
+    def _load_certs(self, st):
+        if st.x509 is not None:
+            return True
+        from cryptography import x509
+        with open(st.cert.cert, "rb") as f:
+            chain = x509.load_pem_x509_certificates(f.read())
+        st.x509 = chain[0]
+        st.issuer = chain[1] if len(chain) > 1 else None
+        return True
+
+    def _problem(self, st, level, message):
+        if message != st.last_problem:
+            log.log(level, "OCSP for %s: %s", st.cert.cert, message)
+            st.last_problem = message
+
+    def refresh(self, st, now) -> None:
+        from scalws.control import ocsp
+        try:
+            self._load_certs(st)
+        except (OSError, ValueError) as exc:
+            self._problem(st, 40, f"cannot read the certificate: {exc}")
+            st.due = now + RETRY_MAX
+            return
+        if st.issuer is None:
+            self._problem(st, 30, "the certificate file has no issuer certificate after the "
+                          "leaf, which OCSP needs: not stapled")
+            st.due = float("inf")
+            return
+        try:
+            if st.cert.ocsp_file:
+                result = ocsp.load_file(st.cert.ocsp_file, st.x509, st.issuer, now=now)
+                source = st.cert.ocsp_file
+            else:
+                url = st.cert.ocsp_url or ocsp.responder_url(st.x509)
+                if not url:
+                    self._problem(st, NOTICE, "the certificate names no OCSP responder and no "
+                                  "ocsp_file is given: not stapled")
+                    st.due = float("inf")
+                    return
+                der = ocsp.fetch(url, ocsp.build_request(st.x509, st.issuer))
+                result = ocsp.validate(der, st.x509, st.issuer, now=now)
+                source = url
+        except ocsp.OcspError as exc:
+            self._problem(st, 40, f"{exc}; " + (
+                "the response published before stays until it expires"
+                if st.expires > now else "not stapled"))
+            st.due = now + st.retry
+            st.retry = min(st.retry * 2, RETRY_MAX)
+            return
+        expires = result.next_update or (now + 3600.0)
+        self.publish_ocsp(self.gen.ocsp, st.slot, result.der, int(expires))
+        st.expires = expires
+        st.retry = RETRY_MIN
+        if result.cert_status != "good":
+            self._problem(st, 40, f"the responder says the certificate is {result.cert_status}; "
+                          "stapled as it is")
+        elif st.last_problem is not None or st.due == 0.0:
+            log.log(NOTICE, "OCSP for %s: stapling a response from %s valid until %s",
+                    st.cert.cert, source, time.strftime("%Y-%m-%d %H:%M:%S",
+                                                        time.gmtime(expires)))
+            st.last_problem = None
+        st.due = ocsp.refresh_at(result, now)
+        if st.cert.ocsp_file:
+            # The operator replaces the file: look again at least every minute.
+            st.due = min(st.due, now + 60.0)
+
+    def expire(self, now) -> None:
+        for st in self.staples:
+            if st.expires and now >= st.expires:
+                self.publish_ocsp(self.gen.ocsp, st.slot, b"", 0)
+                st.expires = 0.0
+                self._problem(st, 40, "the stapled response expired and no fresh one could "
+                              "be had: not stapled")
+
+    # ---- the loop ----------------------------------------------------------
+    def round(self) -> float:
+        """Does what is due; returns the wall time of the next thing due."""
+        now = time.time()
+        due = self.tickets_due(now)
+        self.expire(now)
+        for st in self.staples:
+            if now >= st.due:
+                self.refresh(st, now)
+            due = min(due, st.due, st.expires or float("inf"))
+        return due
+
+    def run(self, ready_fd=None) -> None:
+        due = self.round()
+        if ready_fd is not None:
+            os.write(ready_fd, b"R")
+            os.close(ready_fd)
+        while True:
+            timeout = max(0.05, min(due - time.time(), 3600.0))
+            if signal.sigtimedwait(STOP, timeout) is not None:
+                return
+            due = self.round()
+
+
+def run(config, generation, errlog, ready_fd) -> "NoReturn":
+    """In the forked child: keep the memory until TERM; never returns."""
+    code = 0
+    try:
+        errlog.set_worker("tls")
+        from scalws.server.engine import ocsp_publish, ticket_publish
+        Keeper(config, generation, ticket_publish, ocsp_publish).run(ready_fd)
+    except BaseException:
+        try:
+            log.critical("the TLS keeper failed:\n%s", traceback.format_exc())
+        finally:
+            code = 1
+    finally:
+        os._exit(code)
