@@ -72,7 +72,7 @@ def ext(name, sources):
 
 # The engine's C, floor by floor (docs/architecture.md, ADR 0005).
 CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/core/filecache.c",
-          "csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c",
+          "csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c", "csrc/net/sni.c",
           "csrc/http/http1.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
           "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/accesslog.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",

@@ -20,6 +20,7 @@
 #include <openssl/x509.h>
 
 #include "context.h"
+#include "scalws/sni.h"
 
 #define TLS_REC 16384           /* the largest TLS record's payload */
 #define TLS_BUF (4 * TLS_REC)   /* file bytes read per pread, written as four records */
@@ -27,7 +28,9 @@
 
 struct sws_tls_site {
     SSL_CTX *ctx;
-    char *ciphers, *ciphersuites; /* set again on a connection that SNI moves here */
+    /* set again on a connection that SNI moves here */
+    char *ciphers, *ciphersuites, *groups;
+    int min_version, max_version;
     size_t n_certs;
     struct {
         X509 *leaf;
@@ -205,16 +208,10 @@ static int status_cb(SSL *s, void *arg)
 
 /* ---- SNI --------------------------------------------------------------------------------- */
 
-static sws_tls_site_t *listen_find(const sws_tls_listen_t *l, const char *name)
+/* The site for a server name (lowercase, no trailing dot): exact first,
+ * then the longest "*.suffix"; NULL: the listener's default. */
+static sws_tls_site_t *listen_find(const sws_tls_listen_t *l, const char *low, size_t len)
 {
-    size_t len = strlen(name);
-    char low[256];
-    if (len == 0 || len >= sizeof low)
-        return NULL;
-    for (size_t i = 0; i < len; i++)
-        low[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] + 32 : name[i]);
-    if (low[len - 1] == '.')
-        len--; /* a fully qualified name */
     sws_tls_site_t *best = NULL;
     size_t best_len = 0;
     for (size_t i = 0; i < l->n; i++) {
@@ -231,26 +228,42 @@ static sws_tls_site_t *listen_find(const sws_tls_listen_t *l, const char *name)
     return best;
 }
 
-static int servername_cb(SSL *s, int *alert, void *arg)
+/* The site is chosen from the raw ClientHello, before OpenSSL looks at
+ * anything else: its protocols, curves and ciphers then apply (not the
+ * default site's, as with a servername callback, which comes after version
+ * and key share), and a session resumes only on the site that made it (the
+ * session id context is the site's before the ticket is opened). */
+static int client_hello_cb(SSL *s, int *alert, void *arg)
 {
     const sws_tls_listen_t *l = SSL_get_ex_data(s, ex_listen);
-    const char *name = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);
-    if (!l || !name)
-        return SSL_TLSEXT_ERR_NOACK; /* the default certificate */
-    sws_tls_site_t *site = listen_find(l, name);
+    const unsigned char *p;
+    size_t len;
+    char name[SWS_SNI_MAX + 1];
+    if (!l || !SSL_client_hello_get0_ext(s, TLSEXT_TYPE_server_name, &p, &len))
+        return SSL_CLIENT_HELLO_SUCCESS; /* no SNI: the default site */
+    int n = sws_sni_name(p, len, name);
+    sws_tls_site_t *site = n > 0 ? listen_find(l, name, (size_t)n) : NULL;
     if (site && site->ctx != SSL_get_SSL_CTX(s)) {
-        /* The site's certificates, session id context, ciphers and
-         * stapling; the protocol versions and curves are those of the
-         * listener's default site, as with nginx: OpenSSL settles them
-         * before it hands us the name. */
-        SSL_set_SSL_CTX(s, site->ctx);
+        SSL_set_SSL_CTX(s, site->ctx); /* certificates, session id context, stapling */
         SSL_set_options(s, SSL_CTX_get_options(site->ctx));
-        if (site->ciphers)
-            SSL_set_cipher_list(s, site->ciphers);
-        if (site->ciphersuites)
-            SSL_set_ciphersuites(s, site->ciphersuites);
+        if (!SSL_set_min_proto_version(s, site->min_version) ||
+            !SSL_set_max_proto_version(s, site->max_version) ||
+            (site->ciphers && !SSL_set_cipher_list(s, site->ciphers)) ||
+            (site->ciphersuites && !SSL_set_ciphersuites(s, site->ciphersuites)) ||
+            (site->groups && !SSL_set1_groups_list(s, site->groups))) {
+            *alert = SSL_AD_INTERNAL_ERROR;
+            return SSL_CLIENT_HELLO_ERROR;
+        }
     }
-    return SSL_TLSEXT_ERR_OK;
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* Acknowledges the name (an empty server_name extension in the answer):
+ * the site was chosen already. */
+static int servername_cb(SSL *s, int *alert, void *arg)
+{
+    return SSL_get_servername(s, TLSEXT_NAMETYPE_host_name) ? SSL_TLSEXT_ERR_OK
+                                                            : SSL_TLSEXT_ERR_NOACK;
 }
 
 static int alpn_cb(SSL *s, const unsigned char **out, unsigned char *outlen,
@@ -284,8 +297,11 @@ sws_tls_site_t *sws_tls_site_new(const sws_tls_site_conf_t *conf, char *err, siz
         goto fail;
     }
     site->ctx = ctx;
+    site->min_version = conf->min_version;
+    site->max_version = conf->max_version;
     if ((conf->ciphers && !(site->ciphers = strdup(conf->ciphers))) ||
-        (conf->ciphersuites && !(site->ciphersuites = strdup(conf->ciphersuites)))) {
+        (conf->ciphersuites && !(site->ciphersuites = strdup(conf->ciphersuites))) ||
+        (conf->groups && !(site->groups = strdup(conf->groups)))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -298,6 +314,9 @@ sws_tls_site_t *sws_tls_site_new(const sws_tls_site_conf_t *conf, char *err, siz
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_ENABLE_PARTIAL_WRITE);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    /* One read takes what the socket holds, not a record header and then
+     * its body in two. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_max_early_data(ctx, 0);
     if (!conf->tickets)
         SSL_CTX_set_num_tickets(ctx, 0);
@@ -349,6 +368,7 @@ sws_tls_site_t *sws_tls_site_new(const sws_tls_site_conf_t *conf, char *err, siz
     }
     if (conf->tickets)
         SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_cb);
+    SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, NULL);
     SSL_CTX_set_tlsext_servername_callback(ctx, servername_cb);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
     if (conf->ocsp) {
@@ -374,6 +394,7 @@ void sws_tls_site_free(sws_tls_site_t *s)
     SSL_CTX_free(s->ctx);
     free(s->ciphers);
     free(s->ciphersuites);
+    free(s->groups);
     free(s);
 }
 
@@ -541,6 +562,8 @@ static ssize_t tls_recv(sws_conn_t *c, char *buf, size_t len)
         int r = SSL_read_ex(s, buf + total, len - total, &got);
         if (r) {
             total += got;
+            if (!SSL_has_pending(s))
+                break; /* the socket may hold more: epoll says so, no read to learn EAGAIN */
             continue;
         }
         if (SSL_get_error(s, r) == SSL_ERROR_ZERO_RETURN) {
