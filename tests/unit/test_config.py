@@ -508,13 +508,16 @@ def test_unavailable_top_level_keys(tmp_path, key):
         f"F:5:1: {key}: '{key}' is not available in this version of scalws"
 
 
-def test_unavailable_site_tls(tmp_path):
-    assert one_problem(tmp_path, """\
+def test_site_tls_without_a_tls_listener(tmp_path):
+    # (The tls block itself is tested in test_tls_config.py.)
+    out = problems(tmp_path, """\
         sites:
           - listen: 443
             tls: {cert: a.pem}
             routes: [{path: /, respond: 204}]
-    """) == "F:3:5: sites[0].tls: TLS is not available in this version of scalws (site key 'tls')"
+    """)
+    assert "F:3:5: sites[0].tls: the site has certificates but no listen address with the " \
+           "'tls' option (write e.g. \":443 tls\")" in out
 
 
 def test_duplicate_keys(tmp_path):
@@ -645,11 +648,11 @@ def test_all_problems_reported_together(tmp_path):
     (":65536", "port must be between 1 and 65535, got 65536"),
     (":http", "'http' is not a port number"),
     ("unix:", "expected a socket path after 'unix:'"),
-    (":443 tls", "TLS is not available in this version of scalws (listen option 'tls')"),
-    (":443 ssl", "TLS is not available in this version of scalws (listen option 'ssl')"),
+    (":443 tls", "listen option 'tls' needs the site's certificates: add tls: {cert: FILE, key: FILE} to the site"),
+    (":443 ssl", "the listen option is called 'tls' in scalws (nginx's 'ssl')"),
     (":443 http2", "HTTP/2 is not available in this version of scalws (listen option 'http2')"),
     (":80 default_server", "unknown listen option 'default_server'; did you mean 'default'?"),
-    (":80 reuseport", "unknown listen option 'reuseport' (options: default, backlog=N)"),
+    (":80 reuseport", "unknown listen option 'reuseport' (options: default, tls, backlog=N)"),
     (":80 backlog=0", "backlog must be an integer between 1 and 65535, got '0'"),
     (":80 backlog=many", "backlog must be an integer between 1 and 65535, got 'many'"),
     (":80 backlog", "listen option 'backlog' is malformed; write backlog=N"),
