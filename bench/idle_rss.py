@@ -2,18 +2,24 @@
 
 Opens N connections (default 10,000) to each server, sends one request on
 each and reads the answer so every connection is an idle keep-alive one,
-then reads the worker's VmRSS before and after. Usage:
-    .venv/bin/python bench/idle_rss.py [N]
+then reads the worker's VmRSS before and after. With --tls every
+connection first makes a TLS handshake (TLS 1.3, an ECDSA P-256
+certificate made for the run; both servers release idle buffers), so the
+figure is the cost of an idle TLS connection. Usage:
+    .venv/bin/python bench/idle_rss.py [N] [--tls]
 """
 import os
-import selectors
+import re
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+N = int(ARGS[0]) if ARGS else 10_000
+TLS = "--tls" in sys.argv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQ = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
 
@@ -26,11 +32,6 @@ def rss_kib(pid):
     raise RuntimeError("no VmRSS")
 
 
-def children(pid):
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        return [int(p) for p in f.read().split()]
-
-
 def wait_port(port):
     for _ in range(200):
         try:
@@ -41,12 +42,26 @@ def wait_port(port):
     raise RuntimeError(f"port {port} not ready")
 
 
+def listener_pid(port):
+    """The worker holding the listening socket (a TLS master also has its
+    TLS keeper as a child)."""
+    out = subprocess.run(["ss", "-tlnpH", f"sport = :{port}"], capture_output=True,
+                         text=True).stdout
+    return int(re.search(r"pid=(\d+)", out).group(1))
+
+
+CLIENT = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+CLIENT.check_hostname = False
+CLIENT.verify_mode = ssl.CERT_NONE
+
+
 def measure(port, worker_pid):
     before = rss_kib(worker_pid)
     socks = []
-    sel = selectors.DefaultSelector()
     for i in range(N):
         s = socket.create_connection(("127.0.0.1", port))
+        if TLS:
+            s = CLIENT.wrap_socket(s, server_hostname="localhost")
         s.sendall(REQ)
         socks.append(s)
         if len(socks) % 500 == 0:
@@ -65,17 +80,26 @@ def main():
     import resource
     resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
     tmp = tempfile.mkdtemp()
+    cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "c.key")
+    if TLS:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost", "-days", "2",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
     cfg = os.path.join(tmp, "s.yaml")
     with open(cfg, "w") as f:
         f.write("workers: 1\nlimits: {max_connections: 15000, keepalive_timeout: 300s}\n"
-                "sites:\n  - listen: 127.0.0.1:18471\n"
-                "    routes: [{path: /, respond: {status: 200, body: hello world}}]\n")
+                f"sites:\n  - listen: \"127.0.0.1:18471{' tls' if TLS else ''}\"\n"
+                + (f"    tls: {{cert: {cert}, key: {key}, ocsp_stapling: off}}\n" if TLS else "")
+                + "    routes: [{path: /, respond: {status: 200, body: hello world}}]\n")
     ngx = os.path.join(tmp, "n.conf")
+    ssl_conf = (f" ssl; ssl_certificate {cert}; ssl_certificate_key {key};"
+                " ssl_protocols TLSv1.2 TLSv1.3;" if TLS else ";")
     with open(ngx, "w") as f:
         f.write(f"worker_processes 1; daemon off; error_log {tmp}/e.log; pid {tmp}/n.pid;\n"
-                "worker_rlimit_nofile 20000; events {{ worker_connections 15000; }}\n"
-                "http {{ access_log off; keepalive_timeout 300s; server {{ listen 127.0.0.1:18472;"
-                " location / {{ return 200 'hello world'; }} }} }}\n".replace("{{", "{").replace("}}", "}"))
+                "worker_rlimit_nofile 20000; events { worker_connections 15000; }\n"
+                "http { access_log off; keepalive_timeout 300s; server { listen 127.0.0.1:18472"
+                + ssl_conf + " location / { return 200 'hello world'; } } }\n")
     procs = [subprocess.Popen([sys.executable, "-m", "scalws", "--config", cfg], cwd=ROOT,
                               stderr=subprocess.DEVNULL),
              subprocess.Popen(["nginx", "-c", ngx], stderr=subprocess.DEVNULL)]
@@ -83,10 +107,10 @@ def main():
         wait_port(18471)
         wait_port(18472)
         for name, port, proc in (("scalws", 18471, procs[0]), ("nginx", 18472, procs[1])):
-            worker = children(proc.pid)[0]
+            worker = listener_pid(port)
             before, after = measure(port, worker)
             print(f"{name:7s} worker RSS {before} KiB -> {after} KiB with {N} idle keep-alive "
-                  f"connections: {(after - before) * 1024 / N:.0f} bytes each")
+                  f"{'TLS ' if TLS else ''}connections: {(after - before) * 1024 / N:.0f} bytes each")
     finally:
         for p in procs:
             p.terminate()

@@ -100,6 +100,8 @@ static const char *fail_text(int kind)
     case F_RESET: return "upstream closed or reset the connection";
     case F_READ_TIMEOUT: return "upstream timed out while reading the response";
     case F_SEND_TIMEOUT: return "upstream timed out while sending the request";
+    case F_TLS: return "SSL handshake with the upstream failed";
+    case F_TLS_TIMEOUT: return "upstream timed out while SSL handshaking";
     default: return "upstream sent an invalid response";
     }
 }
@@ -231,7 +233,7 @@ static int px_body(sws_engine_t *e, void *ctx, char *p, size_t n, int done)
         }
         x->can_retry = 0; /* the body is no longer all in head[] */
     }
-    if (x->uc && x->uc->state != UC_CONNECTING && up_write(e, x))
+    if (x->uc && x->uc->state == UC_ACTIVE && up_write(e, x))
         return 1;
     px_sync(e, x);
     return 0;
@@ -292,9 +294,10 @@ static int px_retry_ok(const sws_engine_t *e, const px_t *x, int kind, int reuse
     return x->attempts <= x->p->retries;
 }
 
-/* The upstream side failed: log it with the address, count it for passive
- * health, then retry, answer 502/504, or cut the client connection short. */
-static int px_fail(sws_engine_t *e, px_t *x, int kind, int err)
+/* The upstream side failed: log it with the address (and `why`, when
+ * given, in place of the kind's text), count it for passive health, then
+ * retry, answer 502/504, or cut the client connection short. */
+static int px_fail_why(sws_engine_t *e, px_t *x, int kind, int err, const char *why)
 {
     upconn_t *uc = x->uc;
     const sws_conn_t *c = x->conn;
@@ -304,7 +307,7 @@ static int px_fail(sws_engine_t *e, px_t *x, int kind, int err)
         char peer[64];
         *put_peer(peer, c) = '\0';
         elog(e, SWS_L_ERROR, "%s%s%s, upstream: %s, request: \"%.*s %.*s\", client: %s",
-             fail_text(kind), err ? ": " : "", err ? strerror(err) : "", uc->srv->name,
+             why ? why : fail_text(kind), err ? ": " : "", err ? strerror(err) : "", uc->srv->name,
              x->method_len, x->what, x->target_len, x->what + x->method_len, peer);
         if (kind == F_RESET && reused) {
             /* The pool handed us a connection the server had closed: that
@@ -326,13 +329,20 @@ static int px_fail(sws_engine_t *e, px_t *x, int kind, int err)
     }
     if (!x->started)
         return px_answer_error(e, x, kind == F_READ_TIMEOUT || kind == F_CONNECT_TIMEOUT ||
-                                             kind == F_SEND_TIMEOUT ? 504 : 502);
+                                             kind == F_SEND_TIMEOUT || kind == F_TLS_TIMEOUT
+                                         ? 504
+                                         : 502);
     /* Mid-body: the client must see the truncation, never a complete-looking
      * response: what is pending goes out, then the connection ends. */
     x->status = x->status ? x->status : 502;
     x->junk = 1;
     px_finish(e, x, SWS_FIN_ABORT);
     return 1;
+}
+
+static int px_fail(sws_engine_t *e, px_t *x, int kind, int err)
+{
+    return px_fail_why(e, x, kind, err, NULL);
 }
 
 static int px_attempt(sws_engine_t *e, px_t *x)
@@ -389,10 +399,8 @@ static int up_write(sws_engine_t *e, px_t *x)
 {
     upconn_t *uc = x->uc;
     while (x->woff < x->wlen) {
-        ssize_t n = send(uc->fd, x->w + x->woff, x->wlen - x->woff, MSG_NOSIGNAL);
+        ssize_t n = uc_send(e, uc, x->w + x->woff, x->wlen - x->woff);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
             if (errno == EAGAIN)
                 break;
             return px_fail(e, x, F_RESET, errno);
@@ -411,11 +419,12 @@ static void px_sync(sws_engine_t *e, px_t *x)
 {
     upconn_t *uc = x->uc;
     int wpending = x->woff < x->wlen;
-    int connecting = uc && uc->state == UC_CONNECTING;
+    int connecting = uc && (uc->state == UC_CONNECTING || uc->state == UC_HANDSHAKE);
     if (uc) {
         uint32_t m;
         if (connecting) {
-            m = EPOLLOUT;
+            /* the handshake set what it waits for */
+            m = uc->state == UC_CONNECTING ? EPOLLOUT : uc->evmask;
         } else {
             int read_ok = x->rs != RS_DONE && !x->r->ops->backed_up(x->r) && !x->up_eof;
             m = (wpending ? EPOLLOUT : 0) | (read_ok ? EPOLLIN | EPOLLRDHUP : 0);
@@ -577,12 +586,14 @@ static void up_read(sws_engine_t *e, px_t *x)
         px_fail(e, x, F_BAD_RESPONSE, 0); /* a head bigger than buffer_size */
         return;
     }
-    ssize_t got;
-    do
-        got = recv(uc->fd, x->rbuf + x->rlen, x->rcap - x->rlen, 0);
-    while (got < 0 && errno == EINTR);
-    if (got < 0 && errno == EAGAIN)
+    /* With TLS, what is left decrypted inside OpenSSL when rbuf is full
+     * comes back as an EPOLLIN (the upstream floor's ready list) once the
+     * px wants input again: px_sync() below, or after the client drained. */
+    ssize_t got = uc_recv(e, uc, x->rbuf + x->rlen, x->rcap - x->rlen);
+    if (got < 0 && errno == EAGAIN) {
+        px_sync(e, x); /* a TLS read may wait for EPOLLOUT */
         return;
+    }
     if (got <= 0) {
         up_eof(e, x, got < 0 ? errno : 0);
         return;
@@ -744,13 +755,27 @@ static const sws_resp_hooks_t px_hooks = {px_body, px_drained, px_gone};
 static void px_up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
 {
     px_t *x = uc->owner;
-    if (uc->state == UC_CONNECTING) {
-        int err = 0;
-        socklen_t sl = sizeof err;
-        getsockopt(uc->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
-        if (err) {
-            px_fail(e, x, F_CONNECT, err);
-            return;
+    if (uc->state == UC_CONNECTING || uc->state == UC_HANDSHAKE) {
+        if (uc->state == UC_CONNECTING) {
+            int err = 0;
+            socklen_t sl = sizeof err;
+            getsockopt(uc->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
+            if (err) {
+                px_fail(e, x, F_CONNECT, err);
+                return;
+            }
+            if (uc->ssl)
+                uc->state = UC_HANDSHAKE; /* still under the connect timeout */
+        }
+        if (uc->state == UC_HANDSHAKE) {
+            char why[320];
+            int r = uc_handshake(e, uc, why, sizeof why);
+            if (r == 0)
+                return; /* it set the mask for what it waits for */
+            if (r < 0) {
+                px_fail_why(e, x, F_TLS, 0, why);
+                return;
+            }
         }
         uc->state = UC_ACTIVE;
         uc->deadline = 0;
@@ -779,7 +804,7 @@ static void px_up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
 static void px_up_expire(sws_engine_t *e, upconn_t *uc, int dkind)
 {
     px_t *x = uc->owner;
-    int kind = dkind == D_CONNECT ? F_CONNECT_TIMEOUT
+    int kind = dkind == D_CONNECT ? (uc->state == UC_HANDSHAKE ? F_TLS_TIMEOUT : F_CONNECT_TIMEOUT)
                : dkind == D_SEND  ? F_SEND_TIMEOUT
                                   : F_READ_TIMEOUT;
     if (x->rs == RS_TUNNEL)

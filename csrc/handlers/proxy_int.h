@@ -13,7 +13,8 @@
 enum { RS_HEAD, RS_BODY, RS_DONE, RS_TUNNEL };
 enum { D_NONE, D_CONNECT, D_SEND, D_READ };
 /* What went wrong, for retries, passive health and the log. */
-enum { F_CONNECT, F_CONNECT_TIMEOUT, F_RESET, F_READ_TIMEOUT, F_SEND_TIMEOUT, F_BAD_RESPONSE };
+enum { F_CONNECT, F_CONNECT_TIMEOUT, F_RESET, F_READ_TIMEOUT, F_SEND_TIMEOUT, F_BAD_RESPONSE,
+       F_TLS, F_TLS_TIMEOUT };
 
 typedef struct px {
     sws_resp_t *r;                /* the client's side */

@@ -204,6 +204,11 @@ int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
     }
     for (size_t i = 0; i < u->n_servers; i++)
         u->servers[i].hc_next = e->core.now; /* first check at the first tick */
+    if (u->tls) {
+        int rc = uptls_engine_init(e);
+        if (rc < 0)
+            return rc;
+    }
     e->up.upstreams[e->up.n_upstreams++] = u;
     return 0;
 }

@@ -2,6 +2,7 @@
  * contract in scalws/upstream.h. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -66,13 +67,23 @@ void hc_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
             hc_done(e, uc, 0, "connect() failed");
             return;
         }
+        uc->state = uc->ssl ? UC_HANDSHAKE : UC_HEALTH;
+    }
+    if (uc->state == UC_HANDSHAKE) { /* a TLS group is checked over TLS */
+        char why[320], what[360];
+        int r = uc_handshake(e, uc, why, sizeof why);
+        if (r == 0)
+            return;
+        if (r < 0) {
+            snprintf(what, sizeof what, "failed: %s", why);
+            hc_done(e, uc, 0, what);
+            return;
+        }
         uc->state = UC_HEALTH;
+        events = EPOLLOUT;
     }
     while (uc->hc_sent < up->hc_request_len) {
-        ssize_t n = send(uc->fd, up->hc_request + uc->hc_sent, up->hc_request_len - uc->hc_sent,
-                         MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = uc_send(e, uc, up->hc_request + uc->hc_sent, up->hc_request_len - uc->hc_sent);
         if (n < 0 && errno == EAGAIN) {
             uc_set_mask(e, uc, EPOLLOUT);
             return;
@@ -86,8 +97,8 @@ void hc_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
     uc_set_mask(e, uc, EPOLLIN | EPOLLRDHUP);
     if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
         return;
-    ssize_t n = recv(uc->fd, uc->hc_buf + uc->hc_len, sizeof uc->hc_buf - uc->hc_len, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    ssize_t n = uc_recv(e, uc, uc->hc_buf + uc->hc_len, sizeof uc->hc_buf - uc->hc_len);
+    if (n < 0 && errno == EAGAIN)
         return;
     if (n <= 0) {
         hc_done(e, uc, 0, "got no answer");

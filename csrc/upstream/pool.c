@@ -15,6 +15,14 @@
 static void uc_event(sws_engine_t *e, void *obj, uint32_t events)
 {
     upconn_t *uc = obj;
+    if (uc->ssl) {
+        /* a TLS read that waits for the socket to take bytes, or a write
+         * that waits for input: the event they wait for is theirs */
+        if ((events & EPOLLOUT) && uc->rd_want)
+            events |= EPOLLIN;
+        if ((events & EPOLLIN) && uc->wr_want)
+            events |= EPOLLOUT;
+    }
     if (uc->hc) {
         hc_event(e, uc, events);
         return;
@@ -29,10 +37,15 @@ static void uc_event(sws_engine_t *e, void *obj, uint32_t events)
 
 int uc_set_mask(sws_engine_t *e, upconn_t *uc, uint32_t events)
 {
+    if (uc->ssl)
+        events = uptls_mask(uc, events);
     if (uc->evmask == events)
         return 0;
     struct epoll_event ev = {.events = events, .data.ptr = uc};
+    uint32_t was = uc->evmask;
     uc->evmask = events;
+    if (uc->tls_ready && (events & EPOLLIN) && !(was & EPOLLIN))
+        uptls_wants_input(e, uc); /* input OpenSSL holds: epoll will not say */
     return epoll_ctl(e->core.epfd, EPOLL_CTL_MOD, uc->fd, &ev);
 }
 
@@ -60,6 +73,8 @@ void uc_close(sws_engine_t *e, upconn_t *uc)
         e->up.upconns = uc->next;
     if (uc->next)
         uc->next->prev = uc->prev;
+    if (uc->ssl)
+        uptls_close(e, uc); /* close_notify when clean */
     close(uc->fd); /* also leaves the epoll set (no fork shares it) */
     uc->fd = -1;
     sws_core_defer_free(e, &uc->ev); /* an event of this batch may still name it */
@@ -97,16 +112,27 @@ upconn_t *uc_connect(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t 
     uc->fd = fd;
     uc->up = up;
     uc->srv = srv;
-    uc->state = rc < 0 ? UC_CONNECTING : UC_ACTIVE;
+    if (up->tls && uptls_attach(e, uc) < 0) {
+        close(fd);
+        free(uc);
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* A TLS connection connected at once still waits for EPOLLOUT, which
+     * comes at once: its owner starts the handshake there. */
+    int connected = rc == 0 && !uc->ssl;
+    uc->state = connected ? UC_ACTIVE : UC_CONNECTING;
     if (state == UC_HEALTH) {
         uc->hc = 1;
-        uc->state = rc < 0 ? UC_CONNECTING : UC_HEALTH;
+        uc->state = connected ? UC_HEALTH : UC_CONNECTING;
     }
     uc->created = e->core.now;
     uc->evmask = EPOLLOUT;
     struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = uc};
     if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         int err = errno;
+        if (uc->ssl)
+            uptls_close(e, uc);
         close(fd);
         free(uc);
         errno = err;
@@ -130,6 +156,8 @@ const char *pool_refusal(const sws_engine_t *e, const upconn_t *uc)
         return "shutting down";
     if (uc->up->keepalive == 0)
         return "keepalive is 0";
+    if (uc_tls_pending(uc))
+        return "TLS input after the response";
     return NULL;
 }
 
@@ -143,6 +171,7 @@ void pool_put(sws_engine_t *e, upconn_t *uc)
     uc->owner = NULL;
     uc->ops = NULL;
     uc->state = UC_IDLE;
+    uc->rd_want = uc->wr_want = 0;
     uc->deadline = e->core.now + up->keepalive_timeout_ms;
     uc->inext = up->idle;
     uc->iprev = NULL;
@@ -231,6 +260,7 @@ void sws_up_close_all(sws_engine_t *e)
 void sws_up_free(sws_engine_t *e)
 {
     sws_up_close_all(e);
+    uptls_engine_free(e);
     for (size_t i = 0; i < e->up.n_upstreams; i++) {
         free(e->up.upstreams[i]->ring);
         e->up.upstreams[i]->ring = NULL;

@@ -7,9 +7,14 @@
  * consistent hashing), passive health (max_fails within fail_timeout) and
  * active health checks, non-blocking connect, the keep-alive pool (per
  * group and worker, most recent first, bounded by `keepalive`), and the
- * deadlines of upstream connections, which the tick scans: they are few.
+ * deadlines of upstream connections, which the tick scans: they are few;
+ * TLS to upstreams (upstream/uptls.c): a client context per group, the
+ * non-blocking handshake after connect (SNI, peer verification against the
+ * expected name), records in and out (uc_recv/uc_send, plain when the
+ * connection has no TLS), the last session of each server resumed by its
+ * next connection, close_notify on a clean close.
  *
- * May call: the core. A connection busy with a request belongs to its
+ * May call: the core, and libssl. A connection busy with a request belongs to its
  * owner (the proxy), which gets its events and expired deadlines through
  * the sws_upconn_ops_t it set; idle and health-check connections are
  * handled here. Each worker is its own process, so all of it is per worker.
@@ -20,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "scalws/core.h"
 
@@ -45,9 +51,29 @@ typedef struct {
     uint64_t hc_next;
     int hc_busy;
     int64_t cw;                /* smooth weighted round robin */
+    /* TLS (the group has tls): the name verified in the certificate, and
+     * sent as SNI unless it is an IP literal or the group says not to */
+    const char *tls_name;
+    /* runtime */
+    struct ssl_session_st *tls_session; /* the last one the server gave (this worker) */
 } sws_upstream_server_t;
 
 typedef struct upconn upconn_t;
+
+/* A group's client TLS context (upstream/uptls.c), made from: */
+typedef struct {
+    int verify;                /* verify the server's certificate and name */
+    const char *ca;            /* PEM file of trusted CAs; NULL: the system's store */
+    const char *cert, *key;    /* client certificate (chain) and key; NULL: none */
+    int min_version, max_version; /* TLS1_2_VERSION... (0x0303, 0x0304) */
+    int sni;                   /* send the server's tls_name (never an IP literal) */
+} sws_uptls_conf_t;
+
+typedef struct sws_uptls sws_uptls_t;
+
+/* A client context, or NULL with err set (OpenSSL's reason). */
+sws_uptls_t *sws_uptls_new(const sws_uptls_conf_t *conf, char *err, size_t errlen);
+void sws_uptls_free(sws_uptls_t *t);
 
 typedef struct {
     const char *name;
@@ -67,14 +93,20 @@ typedef struct {
     uint32_t hc_interval_ms, hc_timeout_ms, hc_rise, hc_fall;
     const uint16_t *hc_expect; /* [lo, hi] pairs */
     size_t hc_n_expect;
+    sws_uptls_t *tls;          /* NULL: plain TCP (or unix) */
     /* runtime */
+    uint64_t tls_handshakes;   /* completed, this worker */
+    uint64_t tls_resumed;      /* of which resumed a session */
     upconn_t *idle;            /* pooled connections, most recent first */
     uint32_t n_idle;
     uint64_t *ring;            /* consistent-hash points: hash << 16 | server index */
     size_t ring_len;
 } sws_upstream_t;
 
-enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_HEALTH };
+/* UC_CONNECTING: TCP connect under way; UC_HANDSHAKE: then the TLS
+ * handshake (a TLS group), both under the connect timeout; UC_ACTIVE: busy
+ * with a request; UC_IDLE: pooled; UC_HEALTH: a health check's exchange. */
+enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_HEALTH, UC_HANDSHAKE };
 
 /* What the owner of a busy connection is told. */
 typedef struct {
@@ -104,6 +136,12 @@ struct upconn {
     size_t hc_sent;               /* health check: request bytes sent, */
     size_t hc_len;                /* response bytes read into hc_buf */
     char hc_buf[16];
+    /* TLS: NULL for a plain connection */
+    struct ssl_st *ssl;
+    uint32_t rd_want;             /* a TLS read waits for: EPOLLIN, or EPOLLOUT */
+    uint32_t wr_want;             /* a TLS write waits for: EPOLLOUT, or EPOLLIN */
+    unsigned tls_ready : 1,       /* on e->up.tls_ready: OpenSSL holds input */
+        tls_eof : 1;              /* the end of the stream was read (close_notify or FIN) */
 };
 
 /* The upstream floor's part of the engine (e->up). */
@@ -111,6 +149,12 @@ typedef struct {
     upconn_t *upconns;            /* every upstream connection: the tick scans deadlines */
     sws_upstream_t **upstreams;
     size_t n_upstreams;
+    /* Connections whose input OpenSSL holds (epoll cannot see it), and the
+     * eventfd that tells the loop so; made with the first TLS group. */
+    upconn_t **tls_ready;
+    size_t n_ready, cap_ready;
+    int tls_evfd;
+    sws_evobj_t tls_ev;           /* handler set: tls_evfd is open */
 } sws_upstreams_t;
 
 /* upstream/pool.c */
@@ -134,6 +178,32 @@ SWS_INTERNAL void sws_up_shutdown(sws_engine_t *e);
 /* Fast stop: every upstream connection and its request end now. */
 SWS_INTERNAL void sws_up_close_all(sws_engine_t *e);
 SWS_INTERNAL void sws_up_free(sws_engine_t *e);
+
+/* upstream/uptls.c */
+/* Makes the ready list's eventfd (once); 0 or -errno. */
+SWS_INTERNAL int uptls_engine_init(sws_engine_t *e);
+/* Closes it; frees the servers' sessions. */
+SWS_INTERNAL void uptls_engine_free(sws_engine_t *e);
+/* A new connection of a TLS group gets its SSL (client state, the server's
+ * session, SNI, the expected name); -1 when out of memory. */
+SWS_INTERNAL int uptls_attach(sws_engine_t *e, upconn_t *uc);
+/* Steps the handshake: 1 done, 0 waiting (the mask is set for what it
+ * waits for), -1 failed with why[] saying so (for the error log: the
+ * verification error and the expected name when that was it). */
+SWS_INTERNAL int uc_handshake(sws_engine_t *e, upconn_t *uc, char *why, size_t len);
+/* recv/send through TLS when the connection has it: > 0 bytes, 0 the end
+ * of the stream (recv), -1 with errno (EAGAIN: wait for the event uc_set_mask
+ * adds for it). Input left inside OpenSSL puts uc on the ready list. */
+SWS_INTERNAL ssize_t uc_recv(sws_engine_t *e, upconn_t *uc, char *buf, size_t len);
+SWS_INTERNAL ssize_t uc_send(sws_engine_t *e, upconn_t *uc, const char *buf, size_t len);
+/* Whether OpenSSL holds bytes of uc not read yet (not poolable). */
+SWS_INTERNAL int uc_tls_pending(const upconn_t *uc);
+/* Before close: close_notify when clean, SSL_free, off the ready list. */
+SWS_INTERNAL void uptls_close(sws_engine_t *e, upconn_t *uc);
+/* uc_set_mask's part: what the TLS read or write waits for is added. */
+SWS_INTERNAL uint32_t uptls_mask(const upconn_t *uc, uint32_t events);
+/* uc_set_mask gave uc EPOLLIN again: input OpenSSL holds is announced. */
+SWS_INTERNAL void uptls_wants_input(sws_engine_t *e, upconn_t *uc);
 
 /* upstream/balance.c */
 /* The server for a request that already tried the servers in the `tried`

@@ -1,0 +1,463 @@
+/* TLS to upstreams: a group's client context, the handshake after connect,
+ * records in and out, session reuse, the input OpenSSL holds; contract in
+ * scalws/upstream.h.
+ *
+ * A connection of a TLS group gets its SSL when it is made (uc_connect):
+ * the expected name (SSL_set1_host, or the IP address when the name is
+ * one), SNI (never an IP literal), and the last session its server gave
+ * this worker. Once TCP is connected its owner steps the handshake
+ * (uc_handshake) until it is done, under the connect timeout; then the
+ * owner's reads and writes go through uc_recv/uc_send, which keep the
+ * contract of recv/send (EAGAIN included) and remember when a read waits
+ * for the socket to take bytes or a write waits for input: uc_set_mask adds
+ * that event to whatever the owner asked for (uptls_mask), and uc_event
+ * hands it to the owner as the event it waits for.
+ *
+ * Input epoll cannot see: a read that fills the caller's buffer may leave
+ * decrypted bytes (or whole records, read ahead) inside OpenSSL. Such a
+ * connection goes on e->up.tls_ready and an eventfd becomes readable; its
+ * handler gives each listed connection that wants input an EPOLLIN event.
+ * A connection that still wants nothing (its client is slow) stays listed
+ * until uc_set_mask gives it EPOLLIN again (uptls_wants_input).
+ *
+ * Sessions: the client cache is ours alone (SSL_SESS_CACHE_NO_INTERNAL_STORE):
+ * each server keeps the last session it gave (the new-session callback
+ * fires at the end of a TLS 1.2 handshake and when a TLS 1.3 ticket
+ * arrives), and its next connection offers it.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "context.h"
+
+struct sws_uptls {
+    SSL_CTX *ctx;
+    int verify;
+    int sni;
+};
+
+/* Our data on each SSL: its upstream connection (for the session callback). */
+static int ex_uc = -1;
+
+/* The reason of OpenSSL's most recent error, its queue emptied. */
+static const char *ssl_reason(char *buf, size_t len)
+{
+    unsigned long err = ERR_get_error(), next;
+    if (!err) {
+        snprintf(buf, len, "unknown error");
+        return buf;
+    }
+    while ((next = ERR_get_error()) != 0)
+        err = next; /* the last is the most specific */
+    ERR_error_string_n(err, buf, len);
+    return buf;
+}
+
+/* ---- the group's context ------------------------------------------------------------------ */
+
+/* A session the server gave: it replaces the one its server kept. */
+static int new_session_cb(SSL *s, SSL_SESSION *sess)
+{
+    upconn_t *uc = SSL_get_ex_data(s, ex_uc);
+    if (!uc || !SSL_SESSION_is_resumable(sess))
+        return 0;
+    sws_upstream_server_t *srv = uc->srv;
+    if (srv->tls_session)
+        SSL_SESSION_free(srv->tls_session);
+    srv->tls_session = sess; /* the callback's reference is ours */
+    return 1;
+}
+
+sws_uptls_t *sws_uptls_new(const sws_uptls_conf_t *conf, char *err, size_t errlen)
+{
+    char why[256];
+    if (ex_uc < 0)
+        ex_uc = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    sws_uptls_t *t = calloc(1, sizeof *t);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!t || !ctx || ex_uc < 0) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    ERR_clear_error();
+    /* A TCP end without close_notify reads as the end of the stream, as
+     * on a plain connection: the response's framing tells a cut body. */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                                 SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    if (!SSL_CTX_set_min_proto_version(ctx, conf->min_version) ||
+        !SSL_CTX_set_max_proto_version(ctx, conf->max_version)) {
+        snprintf(err, errlen, "protocols: %s", ssl_reason(why, sizeof why));
+        goto fail;
+    }
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+    if (conf->verify) {
+        if (conf->ca) {
+            if (SSL_CTX_load_verify_locations(ctx, conf->ca, NULL) != 1) {
+                snprintf(err, errlen, "ca %s: %s", conf->ca, ssl_reason(why, sizeof why));
+                goto fail;
+            }
+        } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+            snprintf(err, errlen, "the system's CA store: %s", ssl_reason(why, sizeof why));
+            goto fail;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    if (conf->cert) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, conf->cert) != 1) {
+            snprintf(err, errlen, "cert %s: %s", conf->cert, ssl_reason(why, sizeof why));
+            goto fail;
+        }
+        if (SSL_CTX_use_PrivateKey_file(ctx, conf->key, SSL_FILETYPE_PEM) != 1) {
+            snprintf(err, errlen, "key %s: %s", conf->key, ssl_reason(why, sizeof why));
+            goto fail;
+        }
+        if (SSL_CTX_check_private_key(ctx) != 1) {
+            snprintf(err, errlen, "key %s does not match %s: %s", conf->key, conf->cert,
+                     ssl_reason(why, sizeof why));
+            goto fail;
+        }
+    }
+    t->ctx = ctx;
+    t->verify = conf->verify;
+    t->sni = conf->sni;
+    return t;
+fail:
+    ERR_clear_error();
+    SSL_CTX_free(ctx);
+    free(t);
+    return NULL;
+}
+
+void sws_uptls_free(sws_uptls_t *t)
+{
+    if (!t)
+        return;
+    SSL_CTX_free(t->ctx);
+    free(t);
+}
+
+/* ---- input OpenSSL holds: the ready list ---------------------------------------------------- */
+
+static void ready_signal(sws_engine_t *e)
+{
+    uint64_t one = 1;
+    if (write(e->up.tls_evfd, &one, sizeof one) < 0 && errno != EAGAIN)
+        elog(e, SWS_L_ALERT, "eventfd write failed (%s)", strerror(errno));
+}
+
+static void ready_add(sws_engine_t *e, upconn_t *uc)
+{
+    if (uc->tls_ready)
+        return;
+    if (e->up.n_ready == e->up.cap_ready) {
+        size_t cap = e->up.cap_ready ? e->up.cap_ready * 2 : 8;
+        upconn_t **n = realloc(e->up.tls_ready, cap * sizeof *n);
+        if (!n)
+            return; /* the upstream's next bytes bring us back */
+        e->up.tls_ready = n;
+        e->up.cap_ready = cap;
+    }
+    e->up.tls_ready[e->up.n_ready++] = uc;
+    uc->tls_ready = 1;
+    if (uc->evmask & EPOLLIN)
+        ready_signal(e);
+}
+
+static void ready_remove(sws_engine_t *e, upconn_t *uc)
+{
+    for (size_t i = 0; i < e->up.n_ready; i++) {
+        if (e->up.tls_ready[i] == uc) {
+            e->up.tls_ready[i] = e->up.tls_ready[--e->up.n_ready];
+            break;
+        }
+    }
+    uc->tls_ready = 0;
+}
+
+/* Each listed connection that wants input gets EPOLLIN, once per wake-up
+ * (one that is still full of input lists itself again, for the next). A
+ * handler may close connections or list others: the list is searched
+ * again after each. */
+static void ready_event(sws_engine_t *e, void *obj, uint32_t events)
+{
+    uint64_t n;
+    if (read(e->up.tls_evfd, &n, sizeof n) < 0 && errno != EAGAIN)
+        return;
+    size_t budget = e->up.n_ready;
+    while (budget--) {
+        upconn_t *uc = NULL;
+        for (size_t i = 0; i < e->up.n_ready; i++) {
+            if (e->up.tls_ready[i]->evmask & EPOLLIN) {
+                uc = e->up.tls_ready[i];
+                break;
+            }
+        }
+        if (!uc)
+            return;
+        ready_remove(e, uc);
+        uc->ev.handler(e, uc, EPOLLIN);
+    }
+    for (size_t i = 0; i < e->up.n_ready; i++) {
+        if (e->up.tls_ready[i]->evmask & EPOLLIN) {
+            ready_signal(e); /* the rest next pass */
+            return;
+        }
+    }
+}
+
+void uptls_wants_input(sws_engine_t *e, upconn_t *uc)
+{
+    if (uc->tls_ready)
+        ready_signal(e);
+}
+
+int uptls_engine_init(sws_engine_t *e)
+{
+    if (e->up.tls_ev.handler)
+        return 0;
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &e->up.tls_ev};
+    if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    e->up.tls_evfd = fd;
+    e->up.tls_ev.handler = ready_event;
+    return 0;
+}
+
+void uptls_engine_free(sws_engine_t *e)
+{
+    if (e->up.tls_ev.handler) {
+        close(e->up.tls_evfd);
+        e->up.tls_ev.handler = NULL;
+    }
+    free(e->up.tls_ready);
+    e->up.tls_ready = NULL;
+    e->up.n_ready = e->up.cap_ready = 0;
+    for (size_t i = 0; i < e->up.n_upstreams; i++) {
+        sws_upstream_t *up = e->up.upstreams[i];
+        for (size_t k = 0; k < up->n_servers; k++) {
+            if (up->servers[k].tls_session) {
+                SSL_SESSION_free(up->servers[k].tls_session);
+                up->servers[k].tls_session = NULL;
+            }
+        }
+    }
+}
+
+/* ---- a connection ---------------------------------------------------------------------------- */
+
+static int is_ip_literal(const char *name)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, name, buf) == 1 || inet_pton(AF_INET6, name, buf) == 1;
+}
+
+int uptls_attach(sws_engine_t *e, upconn_t *uc)
+{
+    const sws_uptls_t *t = uc->up->tls;
+    sws_upstream_server_t *srv = uc->srv;
+    SSL *s = SSL_new(t->ctx);
+    if (!s || !SSL_set_fd(s, uc->fd) || !SSL_set_ex_data(s, ex_uc, uc))
+        goto fail;
+    SSL_set_connect_state(s);
+    const char *name = srv->tls_name;
+    if (name && *name) {
+        int ip = is_ip_literal(name);
+        if (t->sni && !ip && !SSL_set_tlsext_host_name(s, name))
+            goto fail;
+        if (t->verify) {
+            if (ip ? !X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), name)
+                   : !SSL_set1_host(s, name))
+                goto fail;
+            SSL_set_hostflags(s, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+        }
+    }
+    if (srv->tls_session && !SSL_set_session(s, srv->tls_session))
+        ERR_clear_error(); /* a full handshake then */
+    uc->ssl = s;
+    return 0;
+fail:
+    ERR_clear_error();
+    SSL_free(s);
+    return -1;
+}
+
+int uc_handshake(sws_engine_t *e, upconn_t *uc, char *why, size_t len)
+{
+    SSL *s = uc->ssl;
+    sws_upstream_server_t *srv = uc->srv;
+    ERR_clear_error();
+    int r = SSL_do_handshake(s);
+    if (r == 1) {
+        uc->up->tls_handshakes++;
+        if (SSL_session_reused(s))
+            uc->up->tls_resumed++;
+        return 1;
+    }
+    int saved = errno;
+    int err = SSL_get_error(s, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        uc_set_mask(e, uc, err == SSL_ERROR_WANT_READ ? EPOLLIN | EPOLLRDHUP : EPOLLOUT);
+        return 0;
+    }
+    long vr = uc->up->tls->verify ? SSL_get_verify_result(s) : X509_V_OK;
+    const char *name = srv->tls_name ? srv->tls_name : "";
+    char reason[256];
+    if (vr != X509_V_OK) {
+        ERR_clear_error();
+        snprintf(why, len, "upstream SSL certificate verify error: (%ld:%s) while SSL handshaking "
+                 "to upstream, name: \"%s\"", vr, X509_verify_cert_error_string(vr), name);
+    } else if (err == SSL_ERROR_SYSCALL && !ERR_peek_error()) {
+        snprintf(why, len, "SSL handshake with the upstream failed (%s), name: \"%s\"",
+                 saved ? strerror(saved) : "the upstream closed the connection", name);
+    } else {
+        snprintf(why, len, "SSL handshake with the upstream failed (%s), name: \"%s\"",
+                 ssl_reason(reason, sizeof reason), name);
+    }
+    ERR_clear_error();
+    SSL_set_quiet_shutdown(s, 1);
+    if (srv->tls_session) { /* it led nowhere: the next connection starts afresh */
+        SSL_SESSION_free(srv->tls_session);
+        srv->tls_session = NULL;
+    }
+    return -1;
+}
+
+/* An SSL call failed for good: errno says how, no close_notify follows. */
+static ssize_t tls_dead(SSL *s, int err, int saved)
+{
+    SSL_set_quiet_shutdown(s, 1);
+    ERR_clear_error();
+    errno = err == SSL_ERROR_SYSCALL ? (saved ? saved : ECONNRESET) : EPROTO;
+    return -1;
+}
+
+ssize_t uc_recv(sws_engine_t *e, upconn_t *uc, char *buf, size_t len)
+{
+    SSL *s = uc->ssl;
+    if (!s) {
+        ssize_t n;
+        do
+            n = recv(uc->fd, buf, len, 0);
+        while (n < 0 && errno == EINTR);
+        return n;
+    }
+    if (uc->tls_eof)
+        return 0;
+    size_t total = 0;
+    ERR_clear_error();
+    while (total < len) {
+        size_t got;
+        int r = SSL_read_ex(s, buf + total, len - total, &got);
+        if (r) {
+            total += got;
+            uc->rd_want = 0;
+            if (!SSL_has_pending(s))
+                break; /* the socket may hold more: epoll says so */
+            continue;
+        }
+        int saved = errno;
+        int err = SSL_get_error(s, r);
+        if (err == SSL_ERROR_ZERO_RETURN) { /* close_notify, or a TCP end */
+            uc->tls_eof = 1;
+            break;
+        }
+        if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+            uc->rd_want = err == SSL_ERROR_WANT_WRITE ? EPOLLOUT : 0;
+            if (total)
+                break;
+            errno = EAGAIN;
+            return -1;
+        }
+        if (total) {
+            ERR_clear_error();
+            break; /* the error shows again on the next read */
+        }
+        return tls_dead(s, err, saved);
+    }
+    if (!total)
+        return 0; /* uc->tls_eof */
+    if (SSL_has_pending(s) || uc->tls_eof)
+        ready_add(e, uc); /* more (or the end) waits where epoll cannot see it */
+    else if (uc->tls_ready)
+        ready_remove(e, uc); /* read since: nothing is held */
+    return (ssize_t)total;
+}
+
+ssize_t uc_send(sws_engine_t *e, upconn_t *uc, const char *buf, size_t len)
+{
+    SSL *s = uc->ssl;
+    if (!s) {
+        ssize_t n;
+        do
+            n = send(uc->fd, buf, len, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        return n;
+    }
+    size_t w;
+    ERR_clear_error();
+    int r = SSL_write_ex(s, buf, len, &w);
+    if (r) {
+        uc->wr_want = 0;
+        return (ssize_t)w;
+    }
+    int saved = errno;
+    int err = SSL_get_error(s, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        uc->wr_want = err == SSL_ERROR_WANT_READ ? EPOLLIN : 0;
+        errno = EAGAIN;
+        return -1;
+    }
+    return tls_dead(s, err, saved);
+}
+
+int uc_tls_pending(const upconn_t *uc)
+{
+    return uc->ssl && (uc->tls_eof || SSL_has_pending(uc->ssl));
+}
+
+uint32_t uptls_mask(const upconn_t *uc, uint32_t events)
+{
+    if ((events & EPOLLIN) && uc->rd_want)
+        events |= EPOLLOUT;
+    if ((events & EPOLLOUT) && uc->wr_want)
+        events |= EPOLLIN;
+    return events;
+}
+
+void uptls_close(sws_engine_t *e, upconn_t *uc)
+{
+    SSL *s = uc->ssl;
+    if (uc->tls_ready)
+        ready_remove(e, uc);
+    if (SSL_is_init_finished(s) && !SSL_get_quiet_shutdown(s) &&
+        !(SSL_get_shutdown(s) & SSL_SENT_SHUTDOWN))
+        SSL_shutdown(s); /* close_notify; a full socket loses it, as a reset would */
+    ERR_clear_error();
+    SSL_free(s);
+    uc->ssl = NULL;
+}
