@@ -27,7 +27,8 @@ FLOORS = [
     ("handlers", ["csrc/handlers/respond.c", "csrc/handlers/static.c",
                   "csrc/handlers/autoindex.c", "csrc/handlers/proxy.c",
                   "csrc/handlers/proxy_head.c"]),
-    ("upstream", ["csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c"]),
+    ("upstream", ["csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
+                  "csrc/upstream/uptls.c"]),
     ("net", ["csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c"]),
     ("core", ["csrc/core/core.c", "csrc/core/loop.c"]),
     # Leaves: pure functions over caller-owned memory; they call nothing of ours.

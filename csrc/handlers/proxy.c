@@ -591,7 +591,8 @@ static void up_read(sws_engine_t *e, px_t *x)
      * px wants input again: px_sync() below, or after the client drained. */
     ssize_t got = uc_recv(e, uc, x->rbuf + x->rlen, x->rcap - x->rlen);
     if (got < 0 && errno == EAGAIN) {
-        px_sync(e, x); /* a TLS read may wait for EPOLLOUT */
+        if (uc->ssl)
+            px_sync(e, x); /* a TLS read may wait for EPOLLOUT */
         return;
     }
     if (got <= 0) {

@@ -309,7 +309,11 @@ sws_tls_site_t *sws_tls_site_new(const sws_tls_site_conf_t *conf, char *err, siz
     /* No renegotiation, no compression, no 0-RTT; our own ticket keys
      * (or none); no server-side session cache: tickets resume, on any
      * worker. */
+    /* Our cipher order (strongest first, all AEAD) rather than the
+     * client's, except that a client that puts ChaCha20 first (no AES in
+     * hardware) gets it. */
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                                 SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA |
                                  (conf->tickets ? 0 : SSL_OP_NO_TICKET));
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_ENABLE_PARTIAL_WRITE);
@@ -320,6 +324,8 @@ sws_tls_site_t *sws_tls_site_new(const sws_tls_site_conf_t *conf, char *err, siz
     SSL_CTX_set_max_early_data(ctx, 0);
     if (!conf->tickets)
         SSL_CTX_set_num_tickets(ctx, 0);
+    else if (conf->ticket_lifetime)
+        SSL_CTX_set_timeout(ctx, conf->ticket_lifetime); /* the hint, and the limit on resuming */
     if (!SSL_CTX_set_min_proto_version(ctx, conf->min_version) ||
         !SSL_CTX_set_max_proto_version(ctx, conf->max_version)) {
         snprintf(err, errlen, "protocols: %s", tls_reason(why, sizeof why));

@@ -369,6 +369,7 @@ ssize_t uc_recv(sws_engine_t *e, upconn_t *uc, char *buf, size_t len)
     if (uc->tls_eof)
         return 0;
     size_t total = 0;
+    int again = 0; /* something waits inside OpenSSL: come back without epoll */
     ERR_clear_error();
     while (total < len) {
         size_t got;
@@ -378,15 +379,19 @@ ssize_t uc_recv(sws_engine_t *e, upconn_t *uc, char *buf, size_t len)
             uc->rd_want = 0;
             if (!SSL_has_pending(s))
                 break; /* the socket may hold more: epoll says so */
+            again = total == len; /* the buffer is full, OpenSSL is not empty */
             continue;
         }
         int saved = errno;
         int err = SSL_get_error(s, r);
+        again = 0;
         if (err == SSL_ERROR_ZERO_RETURN) { /* close_notify, or a TCP end */
             uc->tls_eof = 1;
+            again = total > 0; /* the end, read next time */
             break;
         }
         if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+            /* a part of a record at most: the rest comes through the socket */
             uc->rd_want = err == SSL_ERROR_WANT_WRITE ? EPOLLOUT : 0;
             if (total)
                 break;
@@ -395,14 +400,15 @@ ssize_t uc_recv(sws_engine_t *e, upconn_t *uc, char *buf, size_t len)
         }
         if (total) {
             ERR_clear_error();
-            break; /* the error shows again on the next read */
+            again = 1; /* the error shows again on the next read */
+            break;
         }
         return tls_dead(s, err, saved);
     }
     if (!total)
         return 0; /* uc->tls_eof */
-    if (SSL_has_pending(s) || uc->tls_eof)
-        ready_add(e, uc); /* more (or the end) waits where epoll cannot see it */
+    if (again)
+        ready_add(e, uc);
     else if (uc->tls_ready)
         ready_remove(e, uc); /* read since: nothing is held */
     return (ssize_t)total;

@@ -206,6 +206,23 @@ class UpstreamServer:
     fail_timeout: float = 10.0             # seconds: the failure window and how long it stays down
     backup: bool = False                   # used only when every primary is down
     max_connections: int = 0               # per worker; 0 = unlimited
+    # TLS groups: the name expected in the server's certificate and sent as
+    # SNI (unless an IP address): UpstreamTLS.name, else the route's `host:`
+    # (url: routes), else the host as written in `address`.
+    tls_name: str = ""
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class UpstreamTLS:
+    """TLS to the servers of a group (`https://` servers or url, or `tls:`)."""
+    verify: bool = True                    # the certificate chain and the expected name
+    ca: Optional[str] = None               # PEM file of trusted CAs; None = the system's store
+    name: Optional[str] = None             # expected name; None: see UpstreamServer.tls_name
+    sni: bool = True                       # send the name as SNI (never an IP address)
+    cert: Optional[str] = None             # client certificate (PEM, then its chain)
+    key: Optional[str] = None              # its private key
+    protocols: list = field(default_factory=lambda: list(TLS_PROTOCOLS))
     mark: Mark = ("<default>", 0, 0)
 
 
@@ -232,6 +249,7 @@ class Upstream:
     keepalive_requests: int = 1000         # requests per upstream connection, then close
     keepalive_time: float = 3600.0         # a connection older than this is not pooled again
     health: Optional[Health] = None
+    tls: Optional[UpstreamTLS] = None      # None: plain TCP (or unix)
     mark: Mark = ("<default>", 0, 0)
 
 

@@ -49,6 +49,7 @@ cdef extern from "scalws/tls.h" nogil:
         size_t sid_ctx_len
         sws_ocsp_slot_t *ocsp
         int tickets
+        uint32_t ticket_lifetime
 
     sws_tls_site_t *sws_tls_site_new(const sws_tls_site_conf_t *conf, char *err, size_t errlen)
     void sws_tls_site_free(sws_tls_site_t *s)
@@ -61,6 +62,22 @@ cdef extern from "scalws/tls.h" nogil:
                                 int64_t now)
     void sws_tls_ocsp_publish(sws_ocsp_slot_t *slot, const unsigned char *der, size_t len,
                               int64_t expires)
+
+
+cdef extern from "scalws/upstream.h" nogil:
+    ctypedef struct sws_uptls_t:
+        pass
+
+    ctypedef struct sws_uptls_conf_t:
+        int verify
+        const char *ca
+        const char *cert
+        const char *key
+        int min_version, max_version
+        int sni
+
+    sws_uptls_t *sws_uptls_new(const sws_uptls_conf_t *conf, char *err, size_t errlen)
+    void sws_uptls_free(sws_uptls_t *t)
 
 
 cdef extern from "scalws/engine.h" nogil:
@@ -87,6 +104,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t fail_timeout_ms
         uint32_t max_conns
         int backup
+        const char *tls_name
 
     ctypedef struct sws_upstream_t:
         const char *name
@@ -105,6 +123,9 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t hc_interval_ms, hc_timeout_ms, hc_rise, hc_fall
         const uint16_t *hc_expect
         size_t hc_n_expect
+        sws_uptls_t *tls
+        uint64_t tls_handshakes
+        uint64_t tls_resumed
 
     ctypedef struct sws_hname_t:
         const char *name

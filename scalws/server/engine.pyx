@@ -286,6 +286,7 @@ cdef class Engine:
                 slot0 = shared.ocsp_first[idx]
                 conf.ocsp = <sws_ocsp_slot_t *>(ocsp_base + <size_t>slot0 * SWS_OCSP_SLOT)
             conf.tickets = config.tickets.enabled
+            conf.ticket_lifetime = <uint32_t>config.tickets.rotation
             site = sws_tls_site_new(&conf, err, sizeof(err))
             if site == NULL:
                 f, line, col = t.mark
@@ -423,6 +424,9 @@ cdef class Engine:
                     raise ValueError(f"upstream {name!r}: bad address {s.address!r}")
                 b = self._bytes(label)
                 srv[i].name = b
+                if cfg.tls is not None:
+                    b = self._bytes(s.tls_name.encode())
+                    srv[i].tls_name = b
                 srv[i].weight = s.weight
                 srv[i].max_fails = s.max_fails
                 srv[i].fail_timeout_ms = _ms(s.fail_timeout)
@@ -464,6 +468,8 @@ cdef class Engine:
                     expect[2 * i + 1] = hi
                 u.hc_expect = expect
                 u.hc_n_expect = len(h.expect_status)
+            if cfg.tls is not None:
+                u.tls = self._uptls(name, cfg.tls)
             if sws_engine_add_upstream(self.e, u) != 0:
                 raise MemoryError()
             self._upstreams[name] = <size_t>u
@@ -479,6 +485,37 @@ cdef class Engine:
                 cidrs[i].addr[k] = packed[k]
             cidrs[i].bits = net.prefixlen
         sws_engine_set_trusted(self.e, cidrs, len(trusted))
+
+    cdef sws_uptls_t *_uptls(self, name, t) except NULL:
+        """The client TLS context of a group (model.UpstreamTLS), freed
+        after the engine (self._keep)."""
+        cdef sws_uptls_conf_t conf
+        cdef sws_uptls_t *ctx
+        cdef char err[512]
+        cdef bytes b
+        versions = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
+        conf.verify = t.verify
+        conf.ca = NULL
+        conf.cert = NULL
+        conf.key = NULL
+        if t.ca:
+            b = self._bytes(os.fsencode(t.ca))
+            conf.ca = b
+        if t.cert:
+            b = self._bytes(os.fsencode(t.cert))
+            conf.cert = b
+            b = self._bytes(os.fsencode(t.key))
+            conf.key = b
+        conf.min_version = min(versions[p] for p in t.protocols)
+        conf.max_version = max(versions[p] for p in t.protocols)
+        conf.sni = t.sni
+        ctx = sws_uptls_new(&conf, err, sizeof(err))
+        if ctx == NULL:
+            f, line, col = t.mark
+            raise ValueError(f"{f}:{line}:{col}: upstreams.{name}.tls: "
+                             f"{err.decode(errors='replace')}")
+        self._keep.append(_UpTLS(<size_t>ctx))
+        return ctx
 
     cdef _hnames(self, names, size_t *count):
         cdef sws_hname_t *arr = <sws_hname_t *>PyMem_Calloc(len(names) + 1, sizeof(sws_hname_t))
@@ -627,7 +664,11 @@ cdef class Engine:
                 "active": c.active, "timeouts": c.timeouts,
                 "refused": c.errors_4xx_close, "upstream_conns": c.upstream_conns,
                 "upstream_reused": c.upstream_reused, "upstream_errors": c.upstream_errors,
-                "polls_caught": c.polls_caught, "polls_missed": c.polls_missed}
+                "polls_caught": c.polls_caught, "polls_missed": c.polls_missed,
+                "upstream_tls_handshakes": sum((<sws_upstream_t *><size_t>u).tls_handshakes
+                                               for u in self._upstreams.values()),
+                "upstream_tls_resumed": sum((<sws_upstream_t *><size_t>u).tls_resumed
+                                            for u in self._upstreams.values())}
 
 
 cdef class _Block:
@@ -639,6 +680,18 @@ cdef class _Block:
 
     def __dealloc__(self):
         PyMem_Free(<void *>self.ptr)
+
+
+cdef class _UpTLS:
+    """Owns a group's client TLS context (sws_uptls_t); the Engine keeps it
+    in _keep, released after the engine and its connections are freed."""
+    cdef size_t ptr
+
+    def __cinit__(self, size_t ptr):
+        self.ptr = ptr
+
+    def __dealloc__(self):
+        sws_uptls_free(<sws_uptls_t *>self.ptr)
 
 
 # ---- the master's TLS keeper (scalws/control/tlskeeper.py) writes shared memory ----

@@ -344,9 +344,9 @@ def test_upstream_wrong_type(tmp_path):
 
 
 @pytest.mark.parametrize("url, message", [
-    ("https://127.0.0.1:3000", "TLS to upstreams is not available in this version of "
-     "scalws (use http://)"),
-    ("ftp://127.0.0.1:21", "the scheme 'ftp' is not supported: expected http:// or unix:"),
+    ("https://127.0.0.1:3000/?x", "a proxy url has no query string or fragment"),
+    ("ftp://127.0.0.1:21", "the scheme 'ftp' is not supported: expected http://, "
+     "https:// or unix:"),
     ("api", "expected a URL such as http://127.0.0.1:3000 or unix:/run/app.sock, got "
      "'api'; for an upstream group write upstream: api"),
     ("/srv/app", "expected a URL such as http://127.0.0.1:3000 or unix:/run/app.sock, "
@@ -652,8 +652,10 @@ def test_group_requires_servers(tmp_path):
     ('servers: [""]', "7:15", "servers[0]: must not be empty"),
     ('servers: ["http://127.0.0.1:3000/"]', "7:15",
      "servers[0]: a server is an address, not a URL: write '127.0.0.1:3000'"),
-    ('servers: ["https://127.0.0.1:3000"]', "7:15", "servers[0]: a server is an address "
-     "such as 127.0.0.1:3000, not a URL ('https://127.0.0.1:3000')"),
+    ('servers: ["https://127.0.0.1:3000/api"]', "7:15", "servers[0]: a server is "
+     "https://HOST:PORT, without a path: write 'https://127.0.0.1:3000'"),
+    ('servers: ["ftp://127.0.0.1:3000"]', "7:15", "servers[0]: a server is an address "
+     "such as 127.0.0.1:3000, not a URL ('ftp://127.0.0.1:3000')"),
     ("servers: [{weight: 2}]", "7:15", "servers[0].address: required key is missing"),
     ("servers: [{address: 5}]", "7:25",
      "servers[0].address: expected a string, got an integer 5"),

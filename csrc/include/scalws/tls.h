@@ -44,7 +44,8 @@ typedef struct {
     uint32_t seq;                  /* odd while the keeper writes */
     uint32_t current;              /* slot that encrypts new tickets */
     uint32_t count;                /* keys published so far (0: tickets off) */
-    uint32_t lifetime;             /* seconds, the ticket lifetime hint */
+    uint32_t lifetime;             /* seconds between rotations (each site's context has it
+                                      as its session timeout, from the configuration) */
     int64_t rotated;               /* wall seconds of the last publish (the keeper's schedule) */
     sws_ticket_key_t key[SWS_TICKET_KEYS];
 } sws_ticket_shm_t;
@@ -75,6 +76,7 @@ typedef struct {
     size_t sid_ctx_len;
     sws_ocsp_slot_t *ocsp;         /* n_certs slots, or NULL: no stapling */
     int tickets;                   /* session tickets on */
+    uint32_t ticket_lifetime;      /* seconds a session may be resumed (the key rotation) */
 } sws_tls_site_conf_t;
 
 /* A site's server context; NULL with a message in err (OpenSSL's reason,

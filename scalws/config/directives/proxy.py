@@ -11,6 +11,15 @@ top-level `upstreams` groups and `trusted_proxies`.
           - {path: /api/, proxy: {upstream: api, strip_prefix: /api}}
           - {path: /b/, proxy: api}                        # an upstream name
           - {path: /c/, proxy: "http://127.0.0.1:3000/v1/"}  # a URL
+          - {path: /d/, proxy: {url: "https://api.example.com/", tls: {ca: ca.pem}}}
+
+TLS to upstreams: `https://` in a url: or in a group's servers (all of
+them or none), or a group's `tls:` (on, or a mapping of the options; a url:
+route takes the same mapping beside url). Options (UpstreamTLS): verify (on
+by default), ca (a PEM file; default: the system's store), name (the name
+the certificate must carry and SNI sends; default: the route's `host:` on a
+url: route, else each server's host as written), sni (on; an IP address is
+never sent), cert and key (a client certificate), protocols.
 
 compile() validates a route's `proxy:` value and returns a model.Proxy, or
 None after reporting every problem through the loader's context (`ctx`, see
@@ -38,28 +47,31 @@ import os
 import re
 import socket
 
-from ..model import Health, Proxy, Upstream, UpstreamServer
+from ..model import Health, Proxy, Upstream, UpstreamServer, UpstreamTLS
 from .fields import Fields
 from .respond import header_value_problem, is_token
 
 KEYS = ("upstream", "url", "strip_prefix", "host", "connect_timeout",
-        "read_timeout", "send_timeout", "retries", "headers", "buffer_size")
+        "read_timeout", "send_timeout", "retries", "headers", "buffer_size", "tls")
 UNAVAILABLE = {"cache": "'cache' is not available in this version of scalws"}
 HEADERS_KEYS = ("request", "response")
 HEADER_ACTIONS = ("set", "remove")
 
 UPSTREAM_KEYS = ("servers", "balance", "hash_key", "keepalive",
                  "keepalive_timeout", "keepalive_requests", "keepalive_time",
-                 "health")
+                 "health", "tls")
 SERVER_KEYS = ("address", "weight", "max_fails", "fail_timeout", "backup",
                "max_connections")
 HEALTH_KEYS = ("path", "interval", "timeout", "expect_status", "rise", "fall",
                "host")
+TLS_KEYS = ("verify", "ca", "name", "sni", "cert", "key", "protocols")
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 BALANCE = ("round_robin", "least_conn", "hash")
 HASH_KEYS = ("client_addr", "uri", "header:NAME")
 
 UNIX_PATH_MAX = 107            # sizeof(sun_path) - 1 on Linux
 DEFAULT_HTTP_PORT = 80
+DEFAULT_HTTPS_PORT = 443
 IMPLICIT_PREFIX = "url:"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
@@ -110,6 +122,10 @@ def compile(ctx, node, path):
         return None
     fields = Fields()
     put, values = fields.put, fields.values
+    host = None
+    if "host" in keys:
+        host = _host_header(ctx, keys["host"][1], _sub(path, "host"))
+        put("host", host)
 
     # Exactly one of upstream and url.
     if "upstream" in keys and "url" in keys:
@@ -120,8 +136,15 @@ def compile(ctx, node, path):
         fields.ok = False
     elif "upstream" in keys:
         put("upstream", _upstream_ref(ctx, keys["upstream"][1], _sub(path, "upstream")))
+        if "tls" in keys:
+            unode = keys["upstream"][1]
+            group = unode.value if ctx.kind(unode) == "str" else "NAME"
+            ctx.error(keys["tls"][0], _sub(path, "tls"), "tls goes with an https:// url; "
+                      f"for a group, give tls under upstreams.{group}")
+            fields.ok = False
     elif "url" in keys:
-        target = _url(ctx, keys["url"][1], _sub(path, "url"))
+        tls = (keys["tls"][0], keys["tls"][1], _sub(path, "tls")) if "tls" in keys else None
+        target = _url(ctx, keys["url"][1], _sub(path, "url"), tls, host)
         if target is None:
             fields.ok = False
         else:
@@ -137,8 +160,6 @@ def compile(ctx, node, path):
     if "strip_prefix" in keys:
         put("strip_prefix", _path_text(ctx, keys["strip_prefix"][1],
                                        _sub(path, "strip_prefix")))
-    if "host" in keys:
-        put("host", _host_header(ctx, keys["host"][1], _sub(path, "host")))
     for name in ("connect_timeout", "read_timeout", "send_timeout"):
         if name in keys:
             put(name, ctx.duration(keys[name][1], _sub(path, name), positive=True))
@@ -195,12 +216,18 @@ def _upstream_ref(ctx, node, path):
     return name
 
 
-def _url(ctx, node, path):
-    """url: http://HOST[:PORT][/PATH] or unix:/PATH -> (implicit group, prefix)."""
+def _url(ctx, node, path, tls=None, host=None):
+    """url: http(s)://HOST[:PORT][/PATH] or unix:/PATH -> (implicit group,
+    prefix). `tls`: the route's (key node, value node, path) of `tls:`;
+    `host`: its `host:` (the default expected name of an https server)."""
     text = ctx.string(node, path)
     if text is None:
         return None
     scheme, sep, rest = text.partition("://")
+    secure = scheme.lower() == "https"
+    if tls is not None and not secure:
+        ctx.error(tls[0], tls[2], "tls applies only to an https:// url")
+        return None
     if text.startswith("unix:") and not sep:
         servers = _unix_server(ctx, node, path, text)
         if servers is None:
@@ -213,13 +240,9 @@ def _url(ctx, node, path):
         ctx.error(node, path, "expected a URL such as http://127.0.0.1:3000 or "
                   f"unix:/run/app.sock, got '{text}'{hint}")
         return None
-    elif scheme.lower() == "https":
-        ctx.error(node, path, "TLS to upstreams is not available in this version "
-                  "of scalws (use http://)")
-        return None
-    elif scheme.lower() != "http":
+    elif scheme.lower() not in ("http", "https"):
         ctx.error(node, path, f"the scheme '{scheme}' is not supported: expected "
-                  "http:// or unix:")
+                  "http://, https:// or unix:")
         return None
     else:
         authority, slash, tail = rest.partition("/")
@@ -241,15 +264,54 @@ def _url(ctx, node, path):
             return None
         address = authority
         if not _has_port(authority):
-            address = f"{authority}:{DEFAULT_HTTP_PORT}"
+            address = f"{authority}:{DEFAULT_HTTPS_PORT if secure else DEFAULT_HTTP_PORT}"
         servers = _tcp_servers(ctx, node, path, address)
         if servers is None:
             return None
-    name = IMPLICIT_PREFIX + address
-    if name not in ctx.implicit_upstreams:
-        ctx.implicit_upstreams[name] = Upstream(name=name, servers=servers,
-                                                mark=ctx.mark(node))
+    if not secure:
+        name = IMPLICIT_PREFIX + address
+        if name not in ctx.implicit_upstreams:
+            ctx.implicit_upstreams[name] = Upstream(name=name, servers=servers,
+                                                    mark=ctx.mark(node))
+        return name, prefix
+    options = UpstreamTLS(mark=ctx.mark(node))
+    if tls is not None:
+        options = _tls(ctx, tls[1], tls[2], allow_off=False)
+        if options is None:
+            return None
+    default_name = _host_only(host) if host else None
+    for server in servers:
+        server.tls_name = options.name or default_name or _host_only(server.address)
+    # Routes with the same https url share a group (and its pool and
+    # sessions) when they verify alike; else each set of options has its own.
+    key = (_tls_key(options), tuple(s.tls_name for s in servers))
+    base = f"{IMPLICIT_PREFIX}https://{address}"
+    name, n = base, 1
+    while name in ctx.implicit_upstreams:
+        group = ctx.implicit_upstreams[name]
+        if (_tls_key(group.tls), tuple(s.tls_name for s in group.servers)) == key:
+            return name, prefix
+        n += 1
+        name = f"{base}#{n}"
+    ctx.implicit_upstreams[name] = Upstream(name=name, servers=servers, tls=options,
+                                            mark=ctx.mark(node))
     return name, prefix
+
+
+def _tls_key(t):
+    return (t.verify, t.ca, t.name, t.sni, t.cert, t.key, tuple(t.protocols))
+
+
+def _host_only(text):
+    """The host of HOST[:PORT] or [V6][:PORT] (a Host header or an address
+    as written), lowercase, without a trailing dot."""
+    if text.startswith("["):
+        host = text[1:].partition("]")[0]
+    elif text.count(":") == 1:
+        host = text.partition(":")[0]
+    else:
+        host = text
+    return host.rstrip(".").lower()
 
 
 def _has_port(authority):
@@ -410,8 +472,9 @@ def _upstream(ctx, knode, node, path, name):
     put, values = fields.put, fields.values
 
     servers = None
+    secure = []                # [(item node, item path, https://?)] per servers item
     if ctx.require(keys, node, path, "servers"):
-        servers = _servers(ctx, keys["servers"][1], _sub(path, "servers"))
+        servers = _servers(ctx, keys["servers"][1], _sub(path, "servers"), secure)
     fields.ok &= servers is not None
 
     if "balance" in keys:
@@ -450,9 +513,199 @@ def _upstream(ctx, knode, node, path, name):
         else:
             values["health"] = health
 
+    tls = _group_tls(ctx, keys, path, servers, secure)
+    if tls is False:
+        fields.ok = False
+    elif tls is not None:
+        values["tls"] = tls
+
     if not fields.ok:
         return None
     return Upstream(name=name, servers=servers, mark=ctx.mark(knode), **values)
+
+
+def _group_tls(ctx, keys, path, servers, secure):
+    """A group's TLS: its `tls:`, or https:// servers (all or none) ->
+    UpstreamTLS, None (plain), or False (reported)."""
+    https = [item for item in secure if item[2]]
+    if https and len(https) != len(secure):
+        plain = next(item for item in secure if not item[2])
+        ctx.error(plain[0], plain[1], "a group's servers are all https:// or none "
+                  f"({https[0][1]} is https://): give every server https://, or "
+                  "tls: on to the group")
+        return False
+    tls = None
+    if "tls" in keys:
+        tls = _tls(ctx, keys["tls"][1], _sub(path, "tls"), allow_off=True)
+        if tls is False:
+            return False
+        if tls is None and https:
+            ctx.error(keys["tls"][0], _sub(path, "tls"), "tls: off contradicts the "
+                      "https:// servers")
+            return False
+    elif https:
+        tls = UpstreamTLS(mark=ctx.mark(https[0][0]))
+    if tls is None or servers is None:
+        return tls
+    ok = True
+    for server in servers:
+        if server.kind == "unix":
+            if tls.name is None and tls.verify:
+                ctx.error(keys["tls"][0] if "tls" in keys else https[0][0],
+                          _sub(path, "tls"), f"the server {server.address} is a unix socket: "
+                          "it has no host name to verify; give tls.name (or verify: off)")
+                ok = False
+                break
+            server.tls_name = tls.name or ""
+        else:
+            server.tls_name = tls.name or _host_only(server.address)
+    return tls if ok else False
+
+
+def _tls(ctx, node, path, allow_off):
+    """tls: on | off | {verify, ca, name, sni, cert, key, protocols} ->
+    UpstreamTLS, None (off), or False (reported)."""
+    kind = ctx.kind(node)
+    if kind == "bool" or (kind == "str" and node.value in ("on", "off")):
+        on = ctx.boolean(node, path) if kind == "bool" else node.value == "on"
+        if on:
+            return UpstreamTLS(mark=ctx.mark(node))
+        if not allow_off:
+            ctx.error(node, path, "an https:// url always uses TLS: give a mapping of "
+                      "options (such as {ca: ca.pem}) or leave tls out")
+            return False
+        return None
+    if kind != "map":
+        ctx.error(node, path, "expected on, off or a mapping such as {ca: ca.pem, "
+                  f"name: api.example.com}}; got {ctx.describe(node)}")
+        return False
+    keys = ctx.mapping(node, path, TLS_KEYS)
+    if keys is None:
+        return False
+    fields = Fields()
+    put, values = fields.put, fields.values
+    for name in ("verify", "sni"):
+        if name in keys:
+            put(name, ctx.boolean(keys[name][1], _sub(path, name)))
+    if "name" in keys:
+        put("name", _tls_name(ctx, keys["name"][1], _sub(path, "name")))
+    if "protocols" in keys:
+        put("protocols", _tls_protocols(ctx, keys["protocols"][1], _sub(path, "protocols")))
+    ca = None
+    if "ca" in keys:
+        ca = _pem_file(ctx, keys["ca"][1], _sub(path, "ca"), "certificate")
+        put("ca", ca)
+    if ("cert" in keys) != ("key" in keys):
+        given, missing = ("cert", "key") if "cert" in keys else ("key", "cert")
+        ctx.error(keys[given][0], _sub(path, given), f"a client certificate needs both "
+                  f"cert and key: {missing} is missing")
+        fields.ok = False
+    elif "cert" in keys:
+        cert = _pem_file(ctx, keys["cert"][1], _sub(path, "cert"), "certificate")
+        key = _pem_file(ctx, keys["key"][1], _sub(path, "key"), "private key")
+        put("cert", cert)
+        put("key", key)
+        if cert is not None and key is not None:
+            why = _key_mismatch(cert, key)
+            if why is not None:
+                ctx.error(keys["key"][1], _sub(path, "key"), why)
+                fields.ok = False
+    if "ca" in keys and values.get("verify") is False and ca is not None:
+        ctx.warning(keys["ca"][0], _sub(path, "ca"), "ca has no effect with verify: off")
+    if not fields.ok:
+        return False
+    return UpstreamTLS(mark=ctx.mark(node), **values)
+
+
+def _tls_name(ctx, node, path):
+    text = ctx.string(node, path)
+    if text is None:
+        return None
+    try:
+        return ipaddress.ip_address(text.strip("[]")).compressed
+    except ValueError:
+        pass
+    name = text[:-1] if text.endswith(".") else text
+    if (not name.isascii() or len(name) > 253
+            or not all(_LABEL_RE.fullmatch(label) for label in name.split("."))):
+        ctx.error(node, path, f"'{text}' is not a host name or an IP address")
+        return None
+    return name.lower()
+
+
+def _tls_protocols(ctx, node, path):
+    if ctx.kind(node) == "seq":
+        items = [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+        if not items:
+            ctx.error(node, path, "expected at least one protocol")
+            return None
+    else:
+        items = [(node, path)]
+    chosen = []
+    ok = True
+    for item, ipath in items:
+        text = ctx.string(item, ipath)
+        if text is None:
+            ok = False
+        elif text not in TLS_PROTOCOLS:
+            hint = difflib.get_close_matches(text, TLS_PROTOCOLS, n=1)
+            ctx.error(item, ipath, f"unknown protocol '{text}'" +
+                      (f"; did you mean '{hint[0]}'?" if hint else
+                       f" (known: {', '.join(TLS_PROTOCOLS)}; older ones are refused)"))
+            ok = False
+        elif text in chosen:
+            ctx.error(item, ipath, f"{text} is already listed")
+            ok = False
+        else:
+            chosen.append(text)
+    return [p for p in TLS_PROTOCOLS if p in chosen] if ok else None
+
+
+def _pem_file(ctx, node, path, what):
+    """A readable PEM file holding a `what` ("certificate" or "private key")
+    -> its absolute path, or None after reporting."""
+    full = ctx.path(node, path)
+    if full is None:
+        return None
+    try:
+        with open(full, "rb") as f:
+            data = f.read(4 << 20)
+    except OSError as e:
+        ctx.error(node, path, f"cannot read {full}: {e.strerror or e}")
+        return None
+    marker = b"-----BEGIN CERTIFICATE-----" if what == "certificate" else b"PRIVATE KEY-----"
+    if marker not in data:
+        ctx.error(node, path, f"{full} holds no PEM {what}")
+        return None
+    if what == "certificate":
+        from cryptography import x509
+        try:
+            x509.load_pem_x509_certificates(data)
+        except ValueError as e:
+            ctx.error(node, path, f"{full}: a certificate cannot be read ({e})")
+            return None
+    return full
+
+
+def _key_mismatch(cert_path, key_path):
+    """Why the key does not go with the certificate (or cannot be used), or None."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    with open(cert_path, "rb") as f:
+        leaf = x509.load_pem_x509_certificates(f.read())[0]
+    with open(key_path, "rb") as f:
+        data = f.read()
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except TypeError:
+        return f"{key_path} is encrypted: the server cannot ask for a passphrase"
+    except ValueError as e:
+        return f"{key_path}: the private key cannot be read ({e})"
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    if key.public_key().public_bytes(der, spki) != leaf.public_key().public_bytes(der, spki):
+        return f"the key {key_path} does not belong to the certificate {cert_path}"
+    return None
 
 
 def _hash_key(ctx, node, path):
@@ -475,7 +728,9 @@ def _hash_key(ctx, node, path):
 
 # -- servers -------------------------------------------------------------------
 
-def _servers(ctx, node, path):
+def _servers(ctx, node, path, secure=None):
+    """servers: [...] -> [UpstreamServer]; `secure` gets (node, path, https?)
+    for each item."""
     if ctx.kind(node) != "seq":
         ctx.error(node, path, f"expected a list of servers, got {ctx.describe(node)}")
         return None
@@ -488,6 +743,8 @@ def _servers(ctx, node, path):
     for i, item in enumerate(node.value):
         ipath = f"{path}[{i}]"
         servers = _server(ctx, item, ipath)
+        if secure is not None:
+            secure.append((item, ipath, _is_https(ctx, item)))
         if servers is None:
             ok = False
             continue
@@ -507,6 +764,18 @@ def _servers(ctx, node, path):
         ctx.error(node, path, "every server is a backup: at least one must not be")
         ok = False
     return out if ok else None
+
+
+def _is_https(ctx, item):
+    """Whether a servers item is written https://HOST[:PORT]."""
+    if ctx.kind(item) == "map":
+        for knode, vnode in item.value:
+            if getattr(knode, "value", None) == "address":
+                item = vnode
+                break
+        else:
+            return False
+    return ctx.kind(item) == "str" and item.value.lower().startswith("https://")
 
 
 def _server(ctx, node, path):
@@ -557,6 +826,19 @@ def _server(ctx, node, path):
 
 def _address(ctx, node, path, text):
     """HOST:PORT, [V6]:PORT or unix:PATH -> [UpstreamServer], or None."""
+    if text.lower().startswith("https://"):
+        rest = text[len("https://"):]
+        authority, slash, tail = rest.partition("/")
+        if not authority:
+            ctx.error(node, path, "expected a host after 'https://'")
+            return None
+        if tail or "?" in authority or "#" in authority or "@" in authority:
+            ctx.error(node, path, f"a server is https://HOST:PORT, without a path: write "
+                      f"'https://{authority.split('?')[0].split('#')[0]}'")
+            return None
+        if not _has_port(authority):
+            authority = f"{authority}:{DEFAULT_HTTPS_PORT}"
+        return _tcp_servers(ctx, node, path, authority)
     if "://" in text:
         scheme, _, rest = text.partition("://")
         if scheme.lower() == "http" and rest.split("/", 1)[0]:
