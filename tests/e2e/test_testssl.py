@@ -57,12 +57,21 @@ def test_testssl_finds_nothing_above_low(server, tmp_path):
     bad = [f for f in findings if f["severity"] in ("MEDIUM", "HIGH", "CRITICAL")
            and not f["id"].startswith("cert_chain_of_trust")]
     assert not bad, bad
-    warns = [f for f in findings if f["severity"] == "WARN" and f["id"] != "engine_problem"]
+    # testssl checks ticket resumption with `openssl s_client -tls1_3 -sess_out
+    # </dev/null`, which often closes before the tickets TLS 1.3 sends after
+    # the handshake arrive: then it has no session to resume and says
+    # "connect problem" (against nginx 1.22 its client got no ticket in 100
+    # tries out of 100; against ScalWS in about 25). Resumption itself is
+    # tested in test_tls.py.
+    flaky = {"sessionresumption_ticket": "check failed because of connect problem"}
+    warns = [f for f in findings if f["severity"] == "WARN" and f["id"] != "engine_problem"
+             and flaky.get(f["id"]) != f["finding"]]
     assert not warns, warns
     assert by_id["TLS1"]["finding"] == "not offered" and by_id["TLS1_1"]["finding"] == "not offered"
     assert "offered" in by_id["TLS1_3"]["finding"]
     for cert in ("<cert#1>", "<cert#2>"):
         assert by_id[f"OCSP_stapling {cert}"]["finding"] == "offered", out.stdout
-    assert by_id["sessionresumption_ticket"]["finding"] == "supported"
+    assert by_id["sessionresumption_ticket"]["finding"] in ("supported",
+                                                           flaky["sessionresumption_ticket"])
     assert by_id["TLS_session_ticket"]["finding"] == "valid for 3600 seconds only (<daily)"
     assert by_id["HSTS_time"]["severity"] == "OK"
