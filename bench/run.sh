@@ -80,6 +80,9 @@ git_desc() {
     echo "# kernel: $(uname -sr)"
     echo "# pinning: servers on CPU $CPU_SERVER; load generator, upstream, php-fpm, node, uvicorn on CPU $CPU_LOAD"
     echo "# mode: $MODE, warm-up ${WARMUP}s + measurement ${DURATION}s; HTTP/1.1: wrk -t$THREADS -c$CONNS --timeout ${WRK_TIMEOUT}s; h2: h2load -t1 -c$H2_CONNS -m$H2_STREAMS"
+    case " $SCENARIOS " in *" tls-"*)
+        echo "# tls: self-signed ECDSA P-256 certificate (ecdsa-with-SHA256); scalws and nginx alike (TLS 1.2 + 1.3, intermediate ciphers in server order, X25519, tickets on, no session cache), h2o and lighttpd with their defaults; tls-static-small, tls-respond: wrk over HTTPS (keep-alive: one handshake per connection), tls-h2-*: h2load" ;;
+    esac
     echo "# versions: $(tool_versions)"
     echo "# command: $BENCH_COMMAND"
     "$BENCH_PY" "$BENCHLIB" columns

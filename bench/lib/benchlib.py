@@ -9,6 +9,7 @@ Subcommands (all called by the shell scripts):
   aggregate DIR                        DIR/run-*.csv -> aggregate.csv/.md + charts
   conc-row ...  / conc-report CSV      concurrency sweep rows, chart and table
   inst-report CSV                      instances table with efficiency
+  hs-row ... / hs-report CSV           bench/handshakes.sh rows (tlshs output) and table
 """
 import argparse
 import csv
@@ -306,7 +307,7 @@ def ordered(seq, preferred):
 
 
 SCEN_ORDER = ["static-small", "static-1m", "respond", "proxy", "cache-hit",
-              "tls-h2-static-small", "php", "node", "python"]
+              "tls-static-small", "tls-respond", "tls-h2-static-small", "php", "node", "python"]
 SRV_ORDER = ["scalws", "scalws-base", "nginx", "h2o", "lighttpd"]
 TABLES = [("rps", "Requests per second", 0), ("p99_ms", "p99 latency (ms)", 2),
           ("cpu_us_per_req", "Server CPU per request (µs, whole process tree)", 2),
@@ -316,21 +317,22 @@ TABLES = [("rps", "Requests per second", 0), ("p99_ms", "p99 latency (ms)", 2),
           ("steal_pct", "Steal (% of both CPUs' time the hypervisor gave to others)", 1)]
 
 
-def aggregate(rows):
+def aggregate(rows, metrics=None, key=lambda r: (r["server"], r["scenario"])):
+    metrics = metrics or METRICS
     groups = {}
     for r in rows:
-        groups.setdefault((r["server"], r["scenario"]), []).append(r)
+        groups.setdefault(key(r), []).append(r)
     agg = {}
-    for key, rs in groups.items():
+    for k, rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok"]
         g = {"n_ok": len(ok), "n_invalid": sum(r["status"] == "invalid" for r in rs),
              "n_failed": sum(r["status"] == "failed" for r in rs),
              "n_na": sum(r["status"] in ("n/a", "skipped") for r in rs), "n": len(rs),
              "reasons": sorted({r["reason"] for r in rs if r["reason"] and r["status"] != "ok"})}
-        for m in METRICS:
+        for m in metrics:
             vals = [float(r[m]) for r in ok if r.get(m) not in (None, "")]
             g[m] = (statistics.median(vals), min(vals), max(vals)) if vals else None
-        agg[key] = g
+        agg[k] = g
     return agg
 
 
@@ -467,7 +469,7 @@ def make_charts(d, agg, servers, scens):
     os.makedirs(os.path.join(d, "charts"), exist_ok=True)
     made = []
     for m, title, _ in TABLES[:4]:
-        fig, ax = plt.subplots(figsize=(10, 4.5))
+        fig, ax = plt.subplots(figsize=(max(10, 0.95 * len(scens)), 4.5))
         width = 0.8 / max(1, len(others))
         top = 1.2
         for i, s in enumerate(others):
@@ -684,6 +686,171 @@ def cmd_inst_row(a):
     w.writerow({k: fmt(v) for k, v in d.items()})
 
 
+# --------------------------------------------------------------- handshakes
+HS_COLUMNS = ["server", "test", "proto", "status", "hs_per_s", "cpu_us_per_hs", "server_cpu_pct",
+              "load_cpu_pct", "hs_p50_ms", "hs_p99_ms", "full", "resumed", "resumed_frac", "failures",
+              "cert", "cipher", "group", "peak_rss_mib", "steal_pct", "duration_s", "run", "order",
+              "reason"]
+HS_METRICS = ["hs_per_s", "cpu_us_per_hs", "server_cpu_pct", "load_cpu_pct", "hs_p50_ms", "hs_p99_ms",
+              "resumed_frac", "steal_pct"]
+HS_TESTS = ["ecdsa-full", "rsa-full", "resumed"]
+HS_TABLES = [("hs_per_s", "Handshakes per second (the test's kind: full, or resumed)", 0),
+             ("cpu_us_per_hs", "Server CPU per handshake (µs, whole process tree, connection and answer included)", 1),
+             ("server_cpu_pct", "Server CPU use (% of one CPU: ~100 = the server was the limit)", 0),
+             ("load_cpu_pct", "Load CPU busy (% of CPU_LOAD: ~100 = tlshs was the limit)", 0),
+             ("hs_p50_ms", "Handshake latency p50 (ms, connect to handshake done)", 2),
+             ("hs_p99_ms", "Handshake latency p99 (ms)", 2),
+             ("resumed_frac", "Share of handshakes resumed", 4),
+             ("steal_pct", "Steal (% of both CPUs' time the hypervisor gave to others)", 1)]
+
+
+def parse_tlshs(path):
+    """The TLSHS line bench/tlshs.c prints last, and its `first:` error lines."""
+    text = open(path).read()
+    m = re.search(r"^TLSHS (.*)$", text, re.M)
+    if not m:
+        raise ValueError("no TLSHS line in tlshs output: " + text[-300:].strip())
+    d = kv(m.group(1))
+    firsts = re.findall(r"^\s+(\w+): \d+, first: (.*)$", text, re.M)
+    return d, firsts
+
+
+def cmd_hs_columns(a):
+    print(",".join(HS_COLUMNS))
+
+
+def cmd_hs_row(a):
+    base = {"server": a.server, "test": a.test, "proto": a.proto, "run": a.run, "order": a.order}
+    w = csv.DictWriter(sys.stdout, fieldnames=HS_COLUMNS, lineterminator="\n", extrasaction="ignore")
+    if a.status in ("n/a", "failed", "skipped"):
+        base.update(status=a.status, reason=a.reason)
+        w.writerow({k: fmt(base.get(k, "")) for k in HS_COLUMNS})
+        return
+    try:
+        d, firsts = parse_tlshs(a.out)
+        full, resumed = int(d["full"]), int(d["resumed"])
+        dur = float(d["duration_s"])
+        failures = int(d["failures"])
+    except (ValueError, OSError, KeyError) as e:
+        base.update(status="failed", reason=f"tlshs output: {e}".replace("\n", " ")[:300])
+        w.writerow({k: fmt(base.get(k, "")) for k in HS_COLUMNS})
+        return
+    before, after = kv(a.before), kv(a.after)
+    cpu_s = (int(after["ticks"]) - int(before["ticks"])) / CLK_TCK
+    hs = full + resumed
+    resumed_test = a.test == "resumed"
+    problems = []
+    if hs == 0:
+        problems.append("no handshake completed")
+    if failures:
+        kinds = " ".join(f"{k}={d[k]}" for k in ("connect_err", "handshake_err", "io_err", "bad_response",
+                                                 "timeout") if d.get(k, "0") != "0")
+        problems.append(f"{failures} failures ({kinds}; first: "
+                        + "; ".join(f"{k}: {v}" for k, v in firsts)[:200] + ")")
+    if a.expect_cert and d.get("cert") not in (a.expect_cert, "-"):
+        problems.append(f"server certificate {d.get('cert')}, expected {a.expect_cert}")
+    if a.expect_proto and hs and d.get("proto") != a.expect_proto:
+        problems.append(f"negotiated {d.get('proto')}, expected {a.expect_proto}")
+    if d.get("mixed", "0") != "0":
+        problems.append(f"{d['mixed']} handshakes negotiated another protocol, cipher or certificate")
+    frac = float(d.get("resumed_frac", 0))
+    if resumed_test and hs:
+        # the only full handshakes allowed: each slot's first
+        offered, miss, no_ticket = (int(d.get(k, 0)) for k in ("resume_offered", "resume_miss", "no_ticket"))
+        if not offered:
+            problems.append(f"no session to offer: no resumable session after {full} full handshakes")
+        elif miss > 0.001 * offered:
+            problems.append(f"{miss} of {offered} offered sessions not resumed ({100 * frac:.2f} % resumed)")
+        if no_ticket:
+            problems.append(f"{no_ticket} full handshakes left no resumable session (no ticket)")
+    if not resumed_test and resumed:
+        problems.append(f"{resumed} resumed handshakes in a full-handshake test")
+    if after.get("cpus") not in (None, "-", a.expect_cpus) and a.expect_cpus:
+        problems.append(f"server allowed on CPUs {after.get('cpus')}, expected {a.expect_cpus}")
+    load_pct = steal_pct = ""
+    if "cpu_total" in after and int(after["cpu_total"]) > int(before["cpu_total"]):
+        load_pct = 100.0 * (int(after["cpu_busy"]) - int(before["cpu_busy"])) / (
+            int(after["cpu_total"]) - int(before["cpu_total"]))
+    if "steal_total" in after and int(after["steal_total"]) > int(before["steal_total"]):
+        steal_pct = 100.0 * (int(after["steal"]) - int(before["steal"])) / (
+            int(after["steal_total"]) - int(before["steal_total"]))
+    kind = "resumed" if resumed_test else "full"
+    base.update(
+        status="invalid" if problems else "ok", reason="; ".join(problems),
+        hs_per_s=(resumed if resumed_test else full) / dur if dur else 0.0,
+        cpu_us_per_hs=cpu_s * 1e6 / hs if hs else 0.0,
+        server_cpu_pct=100.0 * cpu_s / dur if dur else 0.0, load_cpu_pct=load_pct, steal_pct=steal_pct,
+        hs_p50_ms=float(d.get(f"{kind}_p50_ms", 0)), hs_p99_ms=float(d.get(f"{kind}_p99_ms", 0)),
+        full=full, resumed=resumed, resumed_frac=frac, failures=failures,
+        cert=d.get("cert", ""), cipher=d.get("cipher", ""), group=d.get("group", ""),
+        peak_rss_mib=int(after["hwm_kib"]) / 1024.0, duration_s=dur,
+    )
+    row = {k: fmt(base.get(k, "")) for k in HS_COLUMNS}
+    row["resumed_frac"] = fmt(frac, 4)
+    w.writerow(row)
+
+
+def cmd_hs_report(a):
+    rows = read_csv(a.csv)
+    out_dir = os.path.dirname(os.path.abspath(a.csv))
+    label = lambda r: f"{r['test']} {r['proto']}"
+    agg = aggregate(rows, metrics=HS_METRICS, key=lambda r: (r["server"], label(r)))
+    servers = ordered(sorted({k[0] for k in agg}), SRV_ORDER)
+    protos = ordered(sorted({r["proto"] for r in rows}), ["tls13", "tls12"])
+    tests = [f"{t} {p}" for p in protos for t in HS_TESTS if any(k[1] == f"{t} {p}" for k in agg)]
+    runs = sorted({r["run"] for r in rows}, key=lambda x: int(x or 0))
+    others = [s for s in servers if s != "nginx"]
+    md = ["# TLS handshakes", "",
+          f"Medians of {len(runs)} runs (rotating server order); only `ok` measurements count. "
+          "`ecdsa-full`, `rsa-full`: new full handshakes with the ECDSA P-256 or the RSA 2048 "
+          "certificate (one certificate configured per measurement); `resumed`: every connection "
+          "offers the session ticket of its slot's first handshake. Each connection makes one "
+          "request (`Connection: close`). Ratios are against nginx (handshakes/s: higher is "
+          "better; CPU and latency: lower is better).", "",
+          "```"] + header_lines(a.csv) + ["```", ""]
+    for m, title, nd in HS_TABLES:
+        md += [f"## {title}", ""]
+        head = ["test"] + servers + ([f"{s} / nginx" for s in others] if "nginx" in servers else [])
+        md += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for t in tests:
+            line = [t] + [cell(agg.get((s, t)), m, nd) for s in servers]
+            if "nginx" in servers:
+                line += [ratio_text(agg.get((s, t)), agg.get(("nginx", t)), m) if m not in ("resumed_frac", "steal_pct")
+                         else "" for s in others]
+            md.append("| " + " | ".join(line) + " |")
+        md.append("")
+    md += ["## Range (min – max over valid runs)", "",
+           "| server | test | handshakes/s | CPU µs/handshake | server CPU % | load CPU % |", "|---|---|---|---|---|---|"]
+    for srv in servers:
+        for t in tests:
+            g = agg.get((srv, t))
+            if not g or status_of(g) != "ok":
+                continue
+            rng = lambda m, nd: f"{g[m][1]:.{nd}f} – {g[m][2]:.{nd}f}" if g[m] else "—"
+            md.append(f"| {srv} | {t} | {rng('hs_per_s', 0)} | {rng('cpu_us_per_hs', 1)} | "
+                      f"{rng('server_cpu_pct', 0)} | {rng('load_cpu_pct', 0)} |")
+    md += ["", "## Negotiated", ""]
+    seen = {}
+    for r in rows:
+        if r["status"] in ("ok", "invalid") and r["cipher"]:
+            seen.setdefault((r["server"], label(r)), set()).add(f"{r['cipher']}, {r['group']}, {r['cert']}")
+    for (srv, t), v in sorted(seen.items()):
+        md.append(f"- {srv} / {t}: " + " | ".join(sorted(v)))
+    md += ["", "## Not measured and invalid measurements", ""]
+    notes = 0
+    for srv in servers:
+        for t in tests:
+            g = agg.get((srv, t))
+            if g and g["reasons"]:
+                notes += 1
+                md.append(f"- {srv} / {t} ({status_of(g)}, {g['n_ok']}/{g['n']} valid): " + "; ".join(g["reasons"]))
+    if not notes:
+        md.append("- none: every measurement of every server was valid.")
+    with open(os.path.join(out_dir, "handshakes.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print(f"wrote {out_dir}/handshakes.md")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sp = p.add_subparsers(dest="cmd", required=True)
@@ -717,6 +884,15 @@ def main():
     s.add_argument("outs", nargs="*")
     s.set_defaults(f=cmd_inst_row)
     s = sp.add_parser("inst-report"); s.add_argument("csv"); s.set_defaults(f=cmd_inst_report)
+    s = sp.add_parser("hs-columns"); s.set_defaults(f=cmd_hs_columns)
+    s = sp.add_parser("hs-row")
+    for k in ("server", "test"):
+        s.add_argument("--" + k, required=True)
+    for k in ("proto", "run", "order", "status", "reason", "out", "before", "after", "expect-cert",
+              "expect-proto", "expect-cpus"):
+        s.add_argument("--" + k, default="")
+    s.set_defaults(f=cmd_hs_row)
+    s = sp.add_parser("hs-report"); s.add_argument("csv"); s.set_defaults(f=cmd_hs_report)
     a = p.parse_args()
     a.f(a)
 

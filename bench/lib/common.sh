@@ -33,7 +33,9 @@ UVICORN=${UVICORN:-$REPO_DIR/.venv/bin/uvicorn}
 WRK=${WRK:-$(command -v wrk || true)}
 H2LOAD=${H2LOAD:-$(command -v h2load || true)}
 
-ALL_SCENARIOS="static-small static-1m respond proxy cache-hit tls-h2-static-small php node python"
+# the TLS ones together: HTTP/1.1 over TLS (tls-static-small, tls-respond:
+# static-small and respond over HTTPS), then HTTP/2
+ALL_SCENARIOS="static-small static-1m respond proxy cache-hit tls-static-small tls-respond tls-h2-static-small php node python"
 
 BENCH_PIDS=()
 LAST_PID=
@@ -173,13 +175,25 @@ PY
     cp "$BENCH_DIR/apps/hello.php" "$d/www/php/hello.php"
 }
 
-# make_cert DIR: self-signed ECDSA P-256 certificate for 127.0.0.1/localhost.
+# make_cert DIR: self-signed ECDSA P-256 certificate for 127.0.0.1/localhost
+# (DIR/cert.pem, DIR/key.pem; signed with ecdsa-with-SHA256): the one every
+# TLS scenario uses.
 make_cert() {
     local d=$1
     [ -s "$d/cert.pem" ] && return 0
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
         -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
         -keyout "$d/key.pem" -out "$d/cert.pem" >/dev/null 2>&1 || die "openssl could not make a certificate"
+}
+
+# make_cert_rsa DIR: the same names, an RSA 2048 key (DIR/rsa-cert.pem,
+# DIR/rsa-key.pem; sha256WithRSAEncryption): bench/handshakes.sh.
+make_cert_rsa() {
+    local d=$1
+    [ -s "$d/rsa-cert.pem" ] && return 0
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 \
+        -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+        -keyout "$d/rsa-key.pem" -out "$d/rsa-cert.pem" >/dev/null 2>&1 || die "openssl could not make an RSA certificate"
 }
 
 # render TEMPLATE OUT: replace @NAME@ with the value of the shell variable NAME.

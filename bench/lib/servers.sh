@@ -21,12 +21,14 @@ srv_reset_opts() {
 }
 srv_reset_opts
 
-# scenario -> URL path, port and expected answer; the same on every server
+# scenario -> URL path, port and expected answer; the same on every server.
+# tls-*: HTTPS on HTTPS_PORT with the ECDSA P-256 certificate of make_cert
+# (tls-h2-*: HTTP/2 through h2load; the others HTTP/1.1 through wrk).
 scen_path() {
     case $1 in
-        static-small | tls-h2-static-small) echo /static/1k.html ;;
+        static-small | tls-static-small | tls-h2-static-small) echo /static/1k.html ;;
         static-1m) echo /static/1m.bin ;;
-        respond) echo /respond ;;
+        respond | tls-respond) echo /respond ;;
         proxy) echo /proxy/ ;;
         cache-hit) echo /cache/ ;;
         php) echo /php/hello.php ;;
@@ -38,14 +40,14 @@ scen_path() {
 scen_url() {  # scen_url SCENARIO [ADDR]
     local addr=${2:-127.0.0.1}
     case $1 in
-        tls-h2-*) echo "https://$addr:$HTTPS_PORT$(scen_path "$1")" ;;
+        tls-*) echo "https://$addr:$HTTPS_PORT$(scen_path "$1")" ;;
         *) echo "http://$addr:$HTTP_PORT$(scen_path "$1")" ;;
     esac
 }
-scen_port() { case $1 in tls-h2-*) echo "$HTTPS_PORT" ;; *) echo "$HTTP_PORT" ;; esac; }
+scen_port() { case $1 in tls-*) echo "$HTTPS_PORT" ;; *) echo "$HTTP_PORT" ;; esac; }
 scen_expected_file() {  # the file whose bytes the answer must equal, or "" for "hello world"
     case $1 in
-        static-small | tls-h2-static-small) echo "$WWW/static/1k.html" ;;
+        static-small | tls-static-small | tls-h2-static-small) echo "$WWW/static/1k.html" ;;
         static-1m) echo "$WWW/static/1m.bin" ;;
         *) echo "" ;;
     esac
@@ -95,7 +97,11 @@ srv_supports() {
             scalws_gen "$scen" "$d/$scen.yaml"
             if ! "$b" --check-config "$d/$scen.yaml" >"$d/$scen.check.log" 2>&1; then
                 log "scalws --check-config refused $scen: $(head -c 300 "$d/$scen.check.log" | tr '\n' ' ')"
-                echo "scalws: handler not available yet"
+                if grep -q "http2" "$d/$scen.check.log"; then
+                    echo "scalws: HTTP/2 not available yet (listen option http2 refused)"
+                else
+                    echo "scalws: handler not available yet"
+                fi
                 return 1
             fi
             ;;
@@ -106,14 +112,22 @@ srv_supports() {
             ;;
         lighttpd)
             [ -x "$b" ] || { echo "lighttpd: not installed (apt-get install lighttpd)"; return 1; }
+            case $scen in tls-*)
+                lighttpd_has_tls || { echo "lighttpd: mod_openssl not installed (apt-get install lighttpd-mod-openssl)"; return 1; } ;;
+            esac
             case $scen in
-                respond) echo "lighttpd: no fixed-response directive (mod_magnet is not packaged)"; return 1 ;;
+                respond | tls-respond) echo "lighttpd: no fixed-response directive (mod_magnet is not packaged)"; return 1 ;;
                 cache-hit) echo "lighttpd: no proxy cache"; return 1 ;;
             esac
             ;;
     esac
     return 0
 }
+
+# lighttpd's TLS is a separate Debian package (lighttpd-mod-openssl, only
+# "recommended" by lighttpd): without it lighttpd still runs the plain scenarios.
+LIGHTTPD_MODDIR=${LIGHTTPD_MODDIR:-/usr/lib/lighttpd}
+lighttpd_has_tls() { [ -e "$LIGHTTPD_MODDIR/mod_openssl.so" ]; }
 
 _listen_blocks() {  # the LISTEN placeholder for SERVER
     local a first=1
@@ -135,7 +149,9 @@ _listen_blocks() {  # the LISTEN placeholder for SERVER
                 else
                     LISTEN+="\$SERVER[\"socket\"] == \"$a:$HTTP_PORT\" { }"$'\n'
                 fi
-                LISTEN+="\$SERVER[\"socket\"] == \"$a:$HTTPS_PORT\" { ssl.engine = \"enable\" ssl.pemfile = \"$CERT\" ssl.privkey = \"$KEY\" }"$'\n'
+                if lighttpd_has_tls; then
+                    LISTEN+="\$SERVER[\"socket\"] == \"$a:$HTTPS_PORT\" { ssl.engine = \"enable\" ssl.pemfile = \"$CERT\" ssl.privkey = \"$KEY\" }"$'\n'
+                fi
                 ;;
         esac
         first=0
@@ -170,6 +186,8 @@ srv_start() {
             ;;
         lighttpd)
             _listen_blocks lighttpd
+            export LT_MODULES='"mod_proxy", "mod_fastcgi"'
+            if lighttpd_has_tls; then LT_MODULES+=', "mod_openssl"'; fi
             MAXCONN=$((S_MAXCONN < hard / 3 ? S_MAXCONN : hard / 3)) \
                 render "$BENCH_DIR/configs/lighttpd.conf.tmpl" "$S_DIR/lighttpd.conf" || return 1
             cmd=("$LIGHTTPD" -D -f "$S_DIR/lighttpd.conf")
@@ -203,12 +221,16 @@ srv_start_failure() {  # one line explaining why the last srv_start failed
 }
 
 # ---------------------------------------------------------------- preflight
-# The URL must answer 200 with exactly the expected body (and h2 on TLS).
+# The URL must answer 200 with exactly the expected body (h2 on tls-h2-*,
+# HTTP/1.1 everywhere else, TLS included: curl offers only http/1.1 there).
 preflight() {  # preflight SCENARIO [ADDR]: prints the problem and fails
     local scen=$1 url body="$RUN_DIR/preflight.body" code want
     url=$(scen_url "$scen" "${2:-127.0.0.1}")
     local opts=(-s -o "$body" --max-time 10 -w '%{http_code} %{http_version}')
-    case $scen in tls-h2-*) opts+=(-k --http2) ;; esac
+    case $scen in
+        tls-h2-*) opts+=(-k --http2) ;;
+        tls-*) opts+=(-k --http1.1) ;;
+    esac
     for _ in 1 2; do  # twice: the first answer fills a cache
         code=$(curl "${opts[@]}" "$url" 2>&1) || { echo "preflight: curl $url failed ($code)"; return 1; }
     done

@@ -98,8 +98,10 @@ void hc_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
     if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
         return;
     ssize_t n = uc_recv(e, uc, uc->hc_buf + uc->hc_len, sizeof uc->hc_buf - uc->hc_len);
-    if (n < 0 && errno == EAGAIN)
+    if (n < 0 && errno == EAGAIN) {
+        uc_set_mask(e, uc, EPOLLIN | EPOLLRDHUP); /* a TLS read may wait for EPOLLOUT */
         return;
+    }
     if (n <= 0) {
         hc_done(e, uc, 0, "got no answer");
         return;

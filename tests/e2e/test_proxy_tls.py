@@ -134,6 +134,15 @@ def test_get_post_and_large_bodies_over_https(server, tls_upstream, pki):
     info = echo(srv.port, method="POST", body=body)
     assert (info["body_len"], info["body_sha256"]) == (len(body),
                                                        hashlib.sha256(body).hexdigest())
+    # a body of unknown length: re-chunked by the proxy
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=15)
+    parts = [b"a" * 1000, os.urandom(70_000), b"z"]
+    c.request("POST", "/echo", body=iter(parts), encode_chunked=True)
+    r = c.getresponse()
+    info = json.loads(r.read())
+    c.close()
+    assert (r.status, info["body_len"], info["body_sha256"]) == (
+        200, 71_001, hashlib.sha256(b"".join(parts)).hexdigest())
     # A body of many records, larger than the proxy's buffer: what OpenSSL
     # holds when the buffer fills must come out too (no stall, no loss).
     size = 3 * 1024 * 1024 + 12345
@@ -162,21 +171,27 @@ def test_input_held_inside_openssl(server, tls_upstream, pki, size):
     assert up.stats()["accepts"] == 1
 
 
-@pytest.mark.parametrize("size", [2 * 1024 * 1024 + 333, 5 * 16384 + 100])
-def test_slow_client_with_input_inside_openssl(server, tls_upstream, pki, size):
+def test_slow_client_with_input_inside_openssl(server, tls_upstream, pki):
     """A client slower than the proxy: the proxy stops reading the upstream
-    each time the client is full, and at the end of the response what is
-    left sits decrypted inside OpenSSL alone (the upstream socket is empty):
-    once the client drained, the proxy must come back for it without an
-    epoll event."""
+    each time the client is full. The upstream sends its last record alone,
+    after a pause: when the proxy stops while reading it, what is left sits
+    decrypted inside OpenSSL with nothing in the socket, and once the client
+    drained the proxy must come back for it without an epoll event."""
     import socket
     up = tls_upstream(pki["leaf"])
     srv = server(url_yaml(f"https://localhost:{up.port}/", {"ca": pki["root"].cert_path},
                           extra={"buffer_size": "4k", "read_timeout": "5s"}))
-    for _ in range(3):
-        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
-            s.sendall(f"GET /big?size={size} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+    size = 1024 * 1024 + 16000
+    for _ in range(6):
+        with socket.socket() as s:
+            # Small segments and a small window keep the proxy's send buffer
+            # small (Linux sizes it from them): it backs up every few reads.
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+            s.settimeout(10)
+            s.connect(("127.0.0.1", srv.port))
+            s.sendall(f"GET /big?size={size}&tail=16000&pause=0.1 HTTP/1.1\r\n"
+                      "Host: t\r\n\r\n".encode())
             got = b""
             while b"\r\n\r\n" not in got:
                 got += s.recv(1024)
@@ -190,7 +205,7 @@ def test_slow_client_with_input_inside_openssl(server, tls_upstream, pki, size):
                 assert b, f"closed after {n} bytes"
                 h.update(b)
                 n += len(b)
-                time.sleep(0.002)
+                time.sleep(0.0002)
         assert h.hexdigest() == hashlib.sha256(big(size)).hexdigest()
 
 
@@ -261,8 +276,9 @@ def test_name_mismatch_is_502(server, tls_upstream, pki):
     assert get(srv.port, "/echo")[0] == 502
     srv.wait_log("upstream SSL certificate verify error: (62:hostname mismatch)")
     assert 'name: "api.example.com"' in srv.log()
-    # the expected name is the SNI too
-    assert up.wait_stats(lambda st: st["failed"])["failed"] >= 1
+    # the expected name is the SNI too (the server alerts after our verdict)
+    st = up.wait_stats(lambda st: st["failed"])
+    assert st["failed_snis"] and set(st["failed_snis"]) == {"api.example.com"}, st
 
 
 def test_host_header_is_the_default_name(server, tls_upstream, pki):
@@ -339,3 +355,50 @@ def test_group_tls_on_with_health_checks_over_tls(server, tls_upstream, pki):
     assert st["failed"] == 0 and st["handshakes"] >= 2
     info = echo(srv.port)
     assert info["sni"] == "localhost"
+
+
+def test_engine_counts_handshakes_and_resumptions(tls_upstream, pki):
+    """Engine.counters(): upstream_tls_handshakes and upstream_tls_resumed,
+    from an engine served in this process (run_blocking) while a thread
+    sends three requests, each on a new upstream connection."""
+    import socket
+    import threading
+
+    from scalws.config.loader import load_config_text
+    from scalws.server.engine import Engine
+    up = tls_upstream(pki["leaf"])
+    cfg = load_config_text(f"""
+workers: 1
+upstreams:
+  app:
+    servers: ["https://localhost:{up.port}"]
+    keepalive_requests: 1
+    tls: {{ca: "{pki['root'].cert_path}"}}
+sites:
+  - listen: ["127.0.0.1:1"]
+    routes:
+      - {{path: /, proxy: app}}
+""")
+    eng = Engine(cfg, 0)
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    lsock.setblocking(False)
+    port = lsock.getsockname()[1]
+    eng.add_listener(lsock.detach(), cfg.sites[0].listen[0].key)
+    statuses = []
+
+    def client():
+        for _ in range(3):
+            statuses.append(get(port, "/echo")[0])
+
+    t = threading.Thread(target=client)
+    t.start()
+    deadline = time.monotonic() + 20
+    while t.is_alive() and time.monotonic() < deadline:
+        eng.run_blocking(0.05)
+    t.join(1)
+    c = eng.counters()
+    assert statuses == [200, 200, 200]
+    assert (c["upstream_tls_handshakes"], c["upstream_tls_resumed"]) == (3, 2), c
+    assert c["upstream_conns"] == 3

@@ -138,8 +138,8 @@ struct upconn {
     char hc_buf[16];
     /* TLS: NULL for a plain connection */
     struct ssl_st *ssl;
-    uint32_t rd_want;             /* a TLS read waits for: EPOLLIN, or EPOLLOUT */
-    uint32_t wr_want;             /* a TLS write waits for: EPOLLOUT, or EPOLLIN */
+    uint32_t rd_want;             /* EPOLLOUT: a TLS read waits for the socket to take bytes */
+    uint32_t wr_want;             /* EPOLLIN: a TLS write waits for input; else 0 */
     unsigned tls_ready : 1,       /* on e->up.tls_ready: OpenSSL holds input */
         tls_eof : 1;              /* the end of the stream was read (close_notify or FIN) */
 };

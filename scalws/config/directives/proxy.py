@@ -32,6 +32,8 @@ The context carries the state shared between those calls:
   ctx.upstream_refs        [(name, node, path)] of every `upstream:` named
   ctx.upstream_names       names written under `upstreams` (valid or not)
   ctx.implicit_upstreams   "url:<address>" -> Upstream, made from `url:`
+                           ("url:https://<address>" for https, "#2", "#3"...
+                           appended for routes whose TLS options differ)
 
 Host names (in servers and in url) are resolved here, once, with
 getaddrinfo: each address a name resolves to becomes its own UpstreamServer
@@ -66,6 +68,7 @@ HEALTH_KEYS = ("path", "interval", "timeout", "expect_status", "rise", "fall",
                "host")
 TLS_KEYS = ("verify", "ca", "name", "sni", "cert", "key", "protocols")
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+_OLD_PROTOCOLS = ("ssl2", "ssl3", "tls1", "tls10", "tls11")   # lowercase, without v . _ space
 BALANCE = ("round_robin", "least_conn", "hash")
 HASH_KEYS = ("client_addr", "uri", "header:NAME")
 
@@ -277,7 +280,7 @@ def _url(ctx, node, path, tls=None, host=None):
     options = UpstreamTLS(mark=ctx.mark(node))
     if tls is not None:
         options = _tls(ctx, tls[1], tls[2], allow_off=False)
-        if options is None:
+        if not options:
             return None
     default_name = _host_only(host) if host else None
     for server in servers:
@@ -647,11 +650,15 @@ def _tls_protocols(ctx, node, path):
         text = ctx.string(item, ipath)
         if text is None:
             ok = False
+        elif re.sub(r"[v._ ]", "", text.lower()) in _OLD_PROTOCOLS:
+            ctx.error(item, ipath, f"{text} is insecure and refused (RFC 8996 deprecates "
+                      "TLS 1.0 and 1.1; SSL is broken): use TLSv1.2 and TLSv1.3")
+            ok = False
         elif text not in TLS_PROTOCOLS:
             hint = difflib.get_close_matches(text, TLS_PROTOCOLS, n=1)
             ctx.error(item, ipath, f"unknown protocol '{text}'" +
                       (f"; did you mean '{hint[0]}'?" if hint else
-                       f" (known: {', '.join(TLS_PROTOCOLS)}; older ones are refused)"))
+                       f" (known: {', '.join(TLS_PROTOCOLS)})"))
             ok = False
         elif text in chosen:
             ctx.error(item, ipath, f"{text} is already listed")

@@ -12,16 +12,18 @@ serves:
                     connection), reused (whether its handshake resumed a
                     session), version (TLSv1.3, ...), client_cert (the
                     subject's CN of the client certificate, or null)
-  /big?size=N       N bytes of a pattern (Content-Length), for bodies of many
-                    records
+  /big?size=N[&tail=M&pause=S]
+                    N bytes of a pattern (Content-Length), for bodies of many
+                    records; with `tail`, the last M bytes (one record) go S
+                    seconds (0.2) after the rest
   /close            "bye" with Connection: close; the connection ends after it
   /healthz          200 "ok"
 
 The control port (plain HTTP, not counted) serves /stats: JSON accepts
 (TCP connections accepted on the TLS port), handshakes (completed),
 reused (of which resumed a session), failed (handshakes that failed, with
-their reasons in `errors`), snis (per completed handshake, in order),
-paths (per request, in order).
+their reasons in `errors` and the SNI they got in `failed_snis`), snis (per
+completed handshake, in order), paths (per request, in order).
 """
 from __future__ import annotations
 
@@ -32,12 +34,13 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 LOCK = threading.Lock()
 STATS = {"accepts": 0, "handshakes": 0, "reused": 0, "failed": 0, "errors": [],
-         "snis": [], "paths": []}
+         "failed_snis": [], "snis": [], "paths": []}
 _LOCAL = threading.local()     # the SNI of the handshake running in this thread
 PATTERN = bytes(range(256)) * 256
 
@@ -94,9 +97,21 @@ class Handler(BaseHTTPRequestHandler):
                     "client_cert": cn}
             self._send(200, json.dumps(info).encode(), "application/json")
         elif url.path == "/big":
-            size = int(parse_qs(url.query).get("size", ["0"])[0])
+            q = parse_qs(url.query)
+            size = int(q.get("size", ["0"])[0])
             data = (PATTERN * (size // len(PATTERN) + 1))[:size]
-            self._send(200, data, "application/octet-stream")
+            tail = int(q.get("tail", ["0"])[0])
+            if not tail:
+                self._send(200, data, "application/octet-stream")
+                return
+            # size - tail bytes, a pause, then the last `tail` bytes (one record)
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            self.wfile.write(data[:size - tail])
+            self.wfile.flush()
+            time.sleep(float(q.get("pause", ["0.2"])[0]))
+            self.wfile.write(data[size - tail:])
         elif url.path == "/close":
             self._send(200, b"bye", close=True)
         elif url.path == "/healthz":
@@ -133,6 +148,7 @@ class TLSServer(ThreadingHTTPServer):
             with LOCK:
                 STATS["failed"] += 1
                 STATS["errors"].append(str(e))
+                STATS["failed_snis"].append(_LOCAL.sni)
             request.close()
             return
         tls.seq = seq
