@@ -61,6 +61,9 @@ class Worker:
     def run(self) -> int:
         for sig in _ALL_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
+        # OpenSSL's socket BIO writes without MSG_NOSIGNAL: a peer that went
+        # away must not kill the worker (Python ignores it already; say so).
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         self.errlog.set_worker(self.index)
         if self.cpu is not None:
