@@ -593,6 +593,14 @@ def test_differential_llhttp(raw):
     if reason is not None:
         return
     where = f"raw={raw!r} ours={ours!r} llhttp={theirs!r}"
+    if ours[0] == "incomplete" and theirs[0] == "err":
+        # llhttp rejects a bad field value (Content-Length: :0) as it reads
+        # it; we take the head whole first: then it must be refused too.
+        for end in (b"\n", b"\r\n\r\n", b"\n\r\n"):
+            done, _ = ours_parse(raw + end)
+            if done[0] != "incomplete":
+                assert done[0] == "err", where
+                return
     assert ours[0] == theirs[0], where
     if ours[0] == "ok":
         assert ours[1:4] == theirs[1:4], where
