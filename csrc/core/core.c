@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ int sws_core_init(sws_engine_t *e, const sws_limits_t *limits, int worker_id)
     k->tl[TL_LINGER].ms = LINGER_MS;
     k->tl[TL_GRACE].ms = STOP_GRACE_MS;
     k->elog_fd = -1;
+    k->ready_fd = -1;
     k->elog_level = SWS_L_NOTICE;
     k->wall = -1;
     update_time(e);
@@ -43,8 +45,100 @@ int sws_core_init(sws_engine_t *e, const sws_limits_t *limits, int worker_id)
 void sws_core_free(sws_engine_t *e)
 {
     sws_core_bury(e);
+    if (e->core.ready_fd >= 0)
+        close(e->core.ready_fd);
+    free(e->core.ready);
     if (e->core.epfd >= 0)
         close(e->core.epfd);
+}
+
+/* ---- the ready list ------------------------------------------------------------ */
+
+static void ready_signal(sws_engine_t *e)
+{
+    uint64_t one = 1;
+    if (write(e->core.ready_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        elog(e, SWS_L_ALERT, "eventfd write failed (%s)", strerror(errno));
+}
+
+static size_t ready_find(const sws_engine_t *e, const sws_evobj_t *obj)
+{
+    size_t i = 0;
+    while (i < e->core.n_ready && e->core.ready[i].obj != obj)
+        i++;
+    return i;
+}
+
+/* Each listed object that wants input gets EPOLLIN, once per wake-up (one
+ * still full of input lists itself again, for the next). A handler may
+ * close objects or list others: the list is searched again after each. */
+static void ready_event(sws_engine_t *e, void *obj, uint32_t events)
+{
+    uint64_t n;
+    if (read(e->core.ready_fd, &n, sizeof n) < 0 && errno != EAGAIN)
+        return;
+    size_t budget = e->core.n_ready;
+    while (budget--) {
+        size_t i = 0;
+        while (i < e->core.n_ready && !(*e->core.ready[i].mask & EPOLLIN))
+            i++;
+        if (i == e->core.n_ready)
+            return; /* the rest want nothing now: sws_ready_wants brings them */
+        sws_evobj_t *o = e->core.ready[i].obj;
+        e->core.ready[i] = e->core.ready[--e->core.n_ready];
+        if (o->handler)
+            o->handler(e, o, EPOLLIN);
+    }
+    for (size_t i = 0; i < e->core.n_ready; i++) {
+        if (*e->core.ready[i].mask & EPOLLIN) {
+            ready_signal(e); /* the rest next pass */
+            return;
+        }
+    }
+}
+
+int sws_ready_add(sws_engine_t *e, sws_evobj_t *obj, const uint32_t *mask)
+{
+    sws_core_t *k = &e->core;
+    if (ready_find(e, obj) < k->n_ready)
+        return 0;
+    if (k->ready_fd < 0) {
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        k->ready_ev.handler = ready_event;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &k->ready_ev};
+        if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            return -1;
+        }
+        k->ready_fd = fd;
+    }
+    if (k->n_ready == k->cap_ready) {
+        size_t cap = k->cap_ready ? k->cap_ready * 2 : 16;
+        sws_ready_t *r = realloc(k->ready, cap * sizeof *r);
+        if (!r)
+            return -1;
+        k->ready = r;
+        k->cap_ready = cap;
+    }
+    k->ready[k->n_ready++] = (sws_ready_t){obj, mask};
+    if (*mask & EPOLLIN)
+        ready_signal(e);
+    return 0;
+}
+
+void sws_ready_remove(sws_engine_t *e, sws_evobj_t *obj)
+{
+    size_t i = ready_find(e, obj);
+    if (i < e->core.n_ready)
+        e->core.ready[i] = e->core.ready[--e->core.n_ready];
+}
+
+void sws_ready_wants(sws_engine_t *e, sws_evobj_t *obj)
+{
+    if (ready_find(e, obj) < e->core.n_ready)
+        ready_signal(e);
 }
 
 /* ---- clocks ------------------------------------------------------------------ */

@@ -108,8 +108,8 @@ int conn_set_mask(sws_engine_t *e, sws_conn_t *c, uint32_t events)
         return 0;
     struct epoll_event ev = {.events = events, .data.ptr = c};
     c->evmask = events;
-    if (c->tls_ready && (events & EPOLLIN))
-        sws_tls_wants_input(e, c);
+    if ((events & EPOLLIN) && e->core.n_ready)
+        sws_tls_wants_input(e, c); /* input OpenSSL holds: epoll will not say */
     return epoll_ctl(e->core.epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 

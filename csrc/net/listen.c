@@ -21,7 +21,6 @@ static void net_expire(sws_engine_t *e, sws_tnode_t *n, int which)
 
 int sws_net_init(sws_engine_t *e)
 {
-    e->net.tls_evfd = -1;
     e->net.in_cap = e->core.lim.max_header_bytes + IN_EXTRA;
     e->net.in = malloc(e->net.in_cap);
     if (!e->net.in)

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -442,81 +441,14 @@ void sws_tls_listen_free(sws_tls_listen_t *l)
     free(l);
 }
 
-/* ---- input OpenSSL holds: the ready list --------------------------------------------------
+/* ---- input OpenSSL holds --------------------------------------------------------------
  *
  * A read that fills the caller's buffer can leave decrypted bytes (the rest
- * of a record) inside OpenSSL, which epoll knows nothing of. Such a
- * connection goes on the ready list and the eventfd becomes readable; its
- * handler gives each listed connection an EPOLLIN event, once it wants
- * input again. */
+ * of a record, or records read ahead) inside OpenSSL, which epoll knows
+ * nothing of: such a connection goes on the core's ready list, which gives
+ * it an EPOLLIN event once it wants input again. */
 
-static void ready_signal(sws_engine_t *e)
-{
-    uint64_t one = 1;
-    if (write(e->net.tls_evfd, &one, sizeof one) < 0 && errno != EAGAIN)
-        elog(e, SWS_L_ALERT, "eventfd write failed (%s)", strerror(errno));
-}
-
-static void ready_add(sws_engine_t *e, sws_conn_t *c)
-{
-    if (c->tls_ready)
-        return;
-    if (e->net.n_ready == e->net.cap_ready) {
-        size_t cap = e->net.cap_ready ? e->net.cap_ready * 2 : 16;
-        sws_conn_t **n = realloc(e->net.tls_ready, cap * sizeof *n);
-        if (!n)
-            return; /* the peer's next bytes bring us back */
-        e->net.tls_ready = n;
-        e->net.cap_ready = cap;
-    }
-    e->net.tls_ready[e->net.n_ready++] = c;
-    c->tls_ready = 1;
-    if (c->evmask & EPOLLIN)
-        ready_signal(e);
-}
-
-static void ready_remove(sws_engine_t *e, sws_conn_t *c)
-{
-    for (size_t i = 0; i < e->net.n_ready; i++) {
-        if (e->net.tls_ready[i] == c) {
-            e->net.tls_ready[i] = e->net.tls_ready[--e->net.n_ready];
-            break;
-        }
-    }
-    c->tls_ready = 0;
-}
-
-static void ready_event(sws_engine_t *e, void *obj, uint32_t events)
-{
-    uint64_t n;
-    if (read(e->net.tls_evfd, &n, sizeof n) < 0 && errno != EAGAIN)
-        return;
-    /* Handlers may close connections or add to the list: walk a copy. */
-    size_t count = e->net.n_ready;
-    sws_conn_t *batch[64];
-    size_t take = 0;
-    for (size_t i = 0; i < e->net.n_ready && take < 64;) {
-        sws_conn_t *c = e->net.tls_ready[i];
-        if (c->evmask & EPOLLIN) {
-            batch[take++] = c;
-            e->net.tls_ready[i] = e->net.tls_ready[--e->net.n_ready];
-            c->tls_ready = 0;
-        } else {
-            i++;
-        }
-    }
-    for (size_t i = 0; i < take; i++)
-        if (batch[i]->fd >= 0 && batch[i]->ev.handler)
-            batch[i]->ev.handler(e, batch[i], EPOLLIN);
-    if (take == 64 && count > 64)
-        ready_signal(e); /* the rest next pass */
-}
-
-void sws_tls_wants_input(sws_engine_t *e, sws_conn_t *c)
-{
-    if (c->tls_ready)
-        ready_signal(e);
-}
+void sws_tls_wants_input(sws_engine_t *e, sws_conn_t *c) { sws_ready_wants(e, &c->ev); }
 
 int sws_net_tls_init(sws_engine_t *e)
 {
@@ -524,23 +456,10 @@ int sws_net_tls_init(sws_engine_t *e)
         return 0;
     tls_once();
     e->net.tls_buf = malloc(TLS_BUF);
-    e->net.tls_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!e->net.tls_buf || e->net.tls_evfd < 0)
-        return -ENOMEM;
-    e->net.tls_ev.handler = ready_event;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &e->net.tls_ev};
-    if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, e->net.tls_evfd, &ev) < 0)
-        return -errno;
-    return 0;
+    return e->net.tls_buf ? 0 : -ENOMEM;
 }
 
-void sws_net_tls_free(sws_engine_t *e)
-{
-    if (e->net.tls_evfd >= 0)
-        close(e->net.tls_evfd);
-    free(e->net.tls_buf);
-    free(e->net.tls_ready);
-}
+void sws_net_tls_free(sws_engine_t *e) { free(e->net.tls_buf); }
 
 /* ---- the transport -------------------------------------------------------------------------- */
 
@@ -585,7 +504,7 @@ static ssize_t tls_recv(sws_conn_t *c, char *buf, size_t len)
         return tls_fail(s, r);
     }
     if (SSL_has_pending(s))
-        ready_add(SSL_get_ex_data(s, ex_engine), c);
+        sws_ready_add(SSL_get_ex_data(s, ex_engine), &c->ev, &c->evmask);
     return (ssize_t)total;
 }
 
@@ -697,8 +616,7 @@ const sws_transport_t sws_tls_transport = {tls_recv, tls_sendv, tls_sendfile, tl
 void sws_tls_conn_free(sws_engine_t *e, sws_conn_t *c)
 {
     SSL *s = c->tls;
-    if (c->tls_ready)
-        ready_remove(e, c);
+    sws_ready_remove(e, &c->ev);
     if (!c->lingering && SSL_is_init_finished(s) && !SSL_get_quiet_shutdown(s) &&
         !(SSL_get_shutdown(s) & SSL_SENT_SHUTDOWN))
         SSL_shutdown(s); /* best effort: the peer learns the stream ended whole */

@@ -180,11 +180,6 @@ int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
     if (!nu)
         return -ENOMEM;
     e->up.upstreams = nu;
-    if (u->tls) { /* its connections may need the ready list */
-        int rc = uptls_engine_init(e);
-        if (rc < 0)
-            return rc;
-    }
     if (u->balance == SWS_BAL_HASH) {
         size_t total = 0;
         for (size_t i = 0; i < u->n_servers; i++)

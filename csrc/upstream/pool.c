@@ -44,8 +44,8 @@ int uc_set_mask(sws_engine_t *e, upconn_t *uc, uint32_t events)
     struct epoll_event ev = {.events = events, .data.ptr = uc};
     uint32_t was = uc->evmask;
     uc->evmask = events;
-    if (uc->tls_ready && (events & EPOLLIN) && !(was & EPOLLIN))
-        uptls_wants_input(e, uc); /* input OpenSSL holds: epoll will not say */
+    if ((events & EPOLLIN) && !(was & EPOLLIN) && e->core.n_ready)
+        sws_ready_wants(e, &uc->ev); /* input OpenSSL holds: epoll will not say */
     return epoll_ctl(e->core.epfd, EPOLL_CTL_MOD, uc->fd, &ev);
 }
 

@@ -15,10 +15,9 @@
  *
  * Input epoll cannot see: a read that fills the caller's buffer may leave
  * decrypted bytes (or whole records, read ahead) inside OpenSSL. Such a
- * connection goes on e->up.tls_ready and an eventfd becomes readable; its
- * handler gives each listed connection that wants input an EPOLLIN event.
- * A connection that still wants nothing (its client is slow) stays listed
- * until uc_set_mask gives it EPOLLIN again (uptls_wants_input).
+ * connection goes on the core's ready list (scalws/core.h), which gives it
+ * an EPOLLIN event once it wants input: one that wants nothing yet (its
+ * client is slow) stays listed until uc_set_mask gives it EPOLLIN again.
  *
  * Sessions: the client cache is ours alone (SSL_SESS_CACHE_NO_INTERNAL_STORE):
  * each server keeps the last session it gave (the new-session callback
@@ -32,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -155,108 +153,8 @@ void sws_uptls_free(sws_uptls_t *t)
     free(t);
 }
 
-/* ---- input OpenSSL holds: the ready list ---------------------------------------------------- */
-
-static void ready_signal(sws_engine_t *e)
-{
-    uint64_t one = 1;
-    if (write(e->up.tls_evfd, &one, sizeof one) < 0 && errno != EAGAIN)
-        elog(e, SWS_L_ALERT, "eventfd write failed (%s)", strerror(errno));
-}
-
-static void ready_add(sws_engine_t *e, upconn_t *uc)
-{
-    if (uc->tls_ready)
-        return;
-    if (e->up.n_ready == e->up.cap_ready) {
-        size_t cap = e->up.cap_ready ? e->up.cap_ready * 2 : 8;
-        upconn_t **n = realloc(e->up.tls_ready, cap * sizeof *n);
-        if (!n)
-            return; /* the upstream's next bytes bring us back */
-        e->up.tls_ready = n;
-        e->up.cap_ready = cap;
-    }
-    e->up.tls_ready[e->up.n_ready++] = uc;
-    uc->tls_ready = 1;
-    if (uc->evmask & EPOLLIN)
-        ready_signal(e);
-}
-
-static void ready_remove(sws_engine_t *e, upconn_t *uc)
-{
-    for (size_t i = 0; i < e->up.n_ready; i++) {
-        if (e->up.tls_ready[i] == uc) {
-            e->up.tls_ready[i] = e->up.tls_ready[--e->up.n_ready];
-            break;
-        }
-    }
-    uc->tls_ready = 0;
-}
-
-/* Each listed connection that wants input gets EPOLLIN, once per wake-up
- * (one that is still full of input lists itself again, for the next). A
- * handler may close connections or list others: the list is searched
- * again after each. */
-static void ready_event(sws_engine_t *e, void *obj, uint32_t events)
-{
-    uint64_t n;
-    if (read(e->up.tls_evfd, &n, sizeof n) < 0 && errno != EAGAIN)
-        return;
-    size_t budget = e->up.n_ready;
-    while (budget--) {
-        upconn_t *uc = NULL;
-        for (size_t i = 0; i < e->up.n_ready; i++) {
-            if (e->up.tls_ready[i]->evmask & EPOLLIN) {
-                uc = e->up.tls_ready[i];
-                break;
-            }
-        }
-        if (!uc)
-            return;
-        ready_remove(e, uc);
-        uc->ev.handler(e, uc, EPOLLIN);
-    }
-    for (size_t i = 0; i < e->up.n_ready; i++) {
-        if (e->up.tls_ready[i]->evmask & EPOLLIN) {
-            ready_signal(e); /* the rest next pass */
-            return;
-        }
-    }
-}
-
-void uptls_wants_input(sws_engine_t *e, upconn_t *uc)
-{
-    if (uc->tls_ready)
-        ready_signal(e);
-}
-
-int uptls_engine_init(sws_engine_t *e)
-{
-    if (e->up.tls_ev.handler)
-        return 0;
-    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &e->up.tls_ev};
-    if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        int err = errno;
-        close(fd);
-        return -err;
-    }
-    e->up.tls_evfd = fd;
-    e->up.tls_ev.handler = ready_event;
-    return 0;
-}
-
 void uptls_engine_free(sws_engine_t *e)
 {
-    if (e->up.tls_ev.handler) {
-        close(e->up.tls_evfd);
-        e->up.tls_ev.handler = NULL;
-    }
-    free(e->up.tls_ready);
-    e->up.tls_ready = NULL;
-    e->up.n_ready = e->up.cap_ready = 0;
     for (size_t i = 0; i < e->up.n_upstreams; i++) {
         sws_upstream_t *up = e->up.upstreams[i];
         for (size_t k = 0; k < up->n_servers; k++) {
@@ -408,9 +306,9 @@ ssize_t uc_recv(sws_engine_t *e, upconn_t *uc, char *buf, size_t len)
     if (!total)
         return 0; /* uc->tls_eof */
     if (again)
-        ready_add(e, uc);
-    else if (uc->tls_ready)
-        ready_remove(e, uc); /* read since: nothing is held */
+        sws_ready_add(e, &uc->ev, &uc->evmask);
+    else if (e->core.n_ready)
+        sws_ready_remove(e, &uc->ev); /* read since: nothing is held */
     return (ssize_t)total;
 }
 
@@ -458,8 +356,7 @@ uint32_t uptls_mask(const upconn_t *uc, uint32_t events)
 void uptls_close(sws_engine_t *e, upconn_t *uc)
 {
     SSL *s = uc->ssl;
-    if (uc->tls_ready)
-        ready_remove(e, uc);
+    sws_ready_remove(e, &uc->ev);
     if (SSL_is_init_finished(s) && !SSL_get_quiet_shutdown(s) &&
         !(SSL_get_shutdown(s) & SSL_SENT_SHUTDOWN))
         SSL_shutdown(s); /* close_notify; a full socket loses it, as a reset would */

@@ -77,6 +77,14 @@ typedef struct sws_evobj {
     struct sws_evobj *dead_next;
 } sws_evobj_t;
 
+/* An object whose input is held where epoll cannot see it (decrypted
+ * bytes inside a TLS library), and its epoll mask: it gets EPOLLIN from the
+ * ready list once the mask asks for input. */
+typedef struct {
+    sws_evobj_t *obj;
+    const uint32_t *mask;
+} sws_ready_t;
+
 /* Timeout lists: one per duration. Every entry of a list has the same
  * timeout, so appending at the tail keeps it sorted and a tick only looks
  * at heads. An entry is embedded in its owner (a client connection). */
@@ -118,6 +126,12 @@ typedef struct {
     uint64_t spin_ns;          /* busy polling: how long the next idle wait polls first */
 
     sws_evobj_t *dead;         /* closed during this batch; freed after it */
+    /* The ready list (core/core.c): objects with input epoll cannot see, and
+     * the eventfd, made on first use, that wakes the loop for them. */
+    sws_ready_t *ready;
+    size_t n_ready, cap_ready;
+    int ready_fd;
+    sws_evobj_t ready_ev;
     /* Hooks of the floors above: an expired timeout-list entry, and the end
      * of each pass (the access log's periodic flush). */
     void (*on_expire)(sws_engine_t *e, sws_tnode_t *n, int which);
@@ -141,6 +155,19 @@ SWS_INTERNAL void sws_core_expire(sws_engine_t *e);
 /* obj is closed (handler set NULL here): freed after the current batch. */
 SWS_INTERNAL void sws_core_defer_free(sws_engine_t *e, sws_evobj_t *obj);
 SWS_INTERNAL void sws_core_bury(sws_engine_t *e);
+
+/* The ready list. An object that holds input epoll cannot see is added
+ * (once; adding again is a no-op) with its epoll mask; while the mask has
+ * EPOLLIN the loop gives it an EPOLLIN event, through an eventfd in the
+ * inner epoll (no poll, nothing per pass). It leaves the list when it gets
+ * that event, or by sws_ready_remove (before it closes: a no-op when not
+ * listed). sws_ready_wants: its mask has EPOLLIN again (a no-op when not
+ * listed). Owners guard calls with e->core.n_ready where that is cheaper.
+ * sws_ready_add returns -1 when the eventfd or memory is lacking (the
+ * peer's next bytes then bring the object back through epoll). */
+SWS_INTERNAL int sws_ready_add(sws_engine_t *e, sws_evobj_t *obj, const uint32_t *mask);
+SWS_INTERNAL void sws_ready_remove(sws_engine_t *e, sws_evobj_t *obj);
+SWS_INTERNAL void sws_ready_wants(sws_engine_t *e, sws_evobj_t *obj);
 
 /* core/loop.c: contracts as sws_engine_run / sws_engine_serve in engine.h. */
 SWS_INTERNAL int sws_core_run(sws_engine_t *e);

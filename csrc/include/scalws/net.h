@@ -103,8 +103,7 @@ struct sws_conn {
     unsigned char peer_family;
     unsigned char is_unix : 1,
         corked : 1,            /* TCP_CORK set for a file body */
-        lingering : 1,         /* our side is shut: reading until the peer's FIN */
-        tls_ready : 1;         /* OpenSSL holds input epoll cannot see (net/tls.c) */
+        lingering : 1;         /* our side is shut: reading until the peer's FIN */
     unsigned char peer[16];
 };
 
@@ -133,10 +132,6 @@ typedef struct {
     const sws_cidr_t *trusted;
     size_t n_trusted;
     /* TLS (net/tls.c), set up with the first TLS listener */
-    sws_evobj_t tls_ev;       /* the eventfd that announces tls_ready */
-    int tls_evfd;
-    sws_conn_t **tls_ready;   /* connections with input inside OpenSSL */
-    size_t n_ready, cap_ready;
     unsigned char *tls_buf;   /* records gathered or read from files (TLS_BUF) */
     const sws_ticket_shm_t *tickets;
 } sws_net_t;

@@ -12,7 +12,7 @@
  * its epoll mask). libssl does the protocol; we do the I/O decisions:
  *   - reads go through the socket; what a full read buffer leaves decrypted
  *     inside OpenSSL is announced through an eventfd, since epoll cannot see
- *     it (tls_ready in net/tls.c);
+ *     it (the core's ready list, scalws/core.h);
  *   - writes are whole records (up to 16 KiB) gathered from the iovecs or
  *     read from a file into one reused buffer (no kTLS in our kernels: ADR
  *     0006 says what it would change); a record the socket did not take

@@ -140,8 +140,7 @@ struct upconn {
     struct ssl_st *ssl;
     uint32_t rd_want;             /* EPOLLOUT: a TLS read waits for the socket to take bytes */
     uint32_t wr_want;             /* EPOLLIN: a TLS write waits for input; else 0 */
-    unsigned tls_ready : 1,       /* on e->up.tls_ready: OpenSSL holds input */
-        tls_eof : 1;              /* the end of the stream was read (close_notify or FIN) */
+    unsigned tls_eof : 1;              /* the end of the stream was read (close_notify or FIN) */
 };
 
 /* The upstream floor's part of the engine (e->up). */
@@ -149,12 +148,6 @@ typedef struct {
     upconn_t *upconns;            /* every upstream connection: the tick scans deadlines */
     sws_upstream_t **upstreams;
     size_t n_upstreams;
-    /* Connections whose input OpenSSL holds (epoll cannot see it), and the
-     * eventfd that tells the loop so; made with the first TLS group. */
-    upconn_t **tls_ready;
-    size_t n_ready, cap_ready;
-    int tls_evfd;
-    sws_evobj_t tls_ev;           /* handler set: tls_evfd is open */
 } sws_upstreams_t;
 
 /* upstream/pool.c */
@@ -180,9 +173,7 @@ SWS_INTERNAL void sws_up_close_all(sws_engine_t *e);
 SWS_INTERNAL void sws_up_free(sws_engine_t *e);
 
 /* upstream/uptls.c */
-/* Makes the ready list's eventfd (once); 0 or -errno. */
-SWS_INTERNAL int uptls_engine_init(sws_engine_t *e);
-/* Closes it; frees the servers' sessions. */
+/* Frees the servers' sessions. */
 SWS_INTERNAL void uptls_engine_free(sws_engine_t *e);
 /* A new connection of a TLS group gets its SSL (client state, the server's
  * session, SNI, the expected name); -1 when out of memory. */
@@ -202,8 +193,6 @@ SWS_INTERNAL int uc_tls_pending(const upconn_t *uc);
 SWS_INTERNAL void uptls_close(sws_engine_t *e, upconn_t *uc);
 /* uc_set_mask's part: what the TLS read or write waits for is added. */
 SWS_INTERNAL uint32_t uptls_mask(const upconn_t *uc, uint32_t events);
-/* uc_set_mask gave uc EPOLLIN again: input OpenSSL holds is announced. */
-SWS_INTERNAL void uptls_wants_input(sws_engine_t *e, upconn_t *uc);
 
 /* upstream/balance.c */
 /* The server for a request that already tried the servers in the `tried`
