@@ -27,7 +27,7 @@ import time
 
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
-from scalws.control import tlskeeper
+from scalws.control import sdnotify, tlskeeper
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
 from scalws.control.tlsshared import Generation, Tickets, has_tls
@@ -305,6 +305,7 @@ class Master:
     def run(self) -> int:
         cfg = self.config
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        sdnotify.setup()  # before any child exists: they must not inherit it
         self._raise_nofile()
         self._ensure_sockets(cfg)
         self._tune_sysctls()
@@ -319,6 +320,7 @@ class Master:
         addrs = ", ".join(l.text for l in self._listens(cfg).values())
         log.log(NOTICE, "scalws started: %d of %d workers ready, listening on %s (pid %d)",
                 ready, cfg.workers, addrs, os.getpid())
+        sdnotify.ready(f"{ready} of {cfg.workers} workers ready, listening on {addrs}")
         try:
             while True:
                 if self.stopping and not self.children and not self.keepers:
@@ -358,6 +360,7 @@ class Master:
             if not self.stopping:
                 log.log(NOTICE, "graceful stop (%s): draining workers", signal.Signals(sig).name)
                 self.stopping = "graceful"
+                sdnotify.stopping()
                 self.stop_deadline = time.monotonic() + self.config.shutdown_timeout + 2.0
                 self._signal_slots(self.children.values(), signal.SIGTERM)
                 for pid in self.keepers:
@@ -365,6 +368,8 @@ class Master:
                 self._close_listeners()
         elif sig == signal.SIGQUIT:
             log.log(NOTICE, "fast stop (SIGQUIT)")
+            if not self.stopping:
+                sdnotify.stopping()
             self.stopping = "fast"
             self.stop_deadline = time.monotonic() + 2.0
             self._signal_slots(self.children.values(), signal.SIGQUIT)
@@ -373,7 +378,9 @@ class Master:
             self._close_listeners()
         elif sig == signal.SIGHUP:
             if not self.stopping:
-                self.reload()
+                sdnotify.reloading()
+                outcome = self.reload()
+                sdnotify.ready(outcome)
         elif sig == signal.SIGUSR1:
             self.errlog.reopen()
             log.log(NOTICE, "reopening logs (SIGUSR1)")
@@ -386,22 +393,25 @@ class Master:
         self._close_keys(list(self.sockets))
 
     def reload(self):
+        """Loads the file again and replaces the workers with a new
+        generation; returns one line on the outcome (the service manager's
+        STATUS)."""
         if not self.path:
             log.warning("reload (SIGHUP) ignored: running the built-in default configuration")
-            return
+            return "reload ignored: built-in default configuration"
         try:
             new = load_config(self.path)
         except ConfigError as exc:
             log.error("reload failed, keeping the current configuration:\n%s", exc)
-            return
+            return "reload failed, serving the previous configuration"
         except OSError as exc:
             log.error("reload failed, keeping the current configuration: %s", exc)
-            return
+            return "reload failed, serving the previous configuration"
         try:
             stale = self._ensure_sockets(new)
         except StartupError as exc:
             log.error("reload failed, keeping the current configuration: %s", exc)
-            return
+            return "reload failed, serving the previous configuration"
         old = list(self.slots.values())
         for w in new.warnings:
             log.warning("%s", w)
@@ -415,7 +425,7 @@ class Master:
                 s.stopping = True
             self._signal_slots(slots.values(), signal.SIGQUIT)
             self._stop_keeper(keeper)
-            return
+            return "reload failed, serving the previous configuration"
         for s in old:
             s.stopping = True
         self._signal_slots(old, signal.SIGTERM)
@@ -432,6 +442,7 @@ class Master:
         self.slots = slots
         self._close_keys(stale)
         log.log(NOTICE, "reloaded %s: %d workers (generation %d)", self.path, new.workers, self.gen)
+        return f"{new.workers} workers ready (generation {self.gen})"
 
     def _reap(self):
         while True:

@@ -39,11 +39,12 @@ class Server:
 
     expect_crashes = False  # set by a test that makes workers die on purpose
 
-    def start(self, wait=True):
+    def start(self, wait=True, env=None):
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scalws", "--config", self.config_path],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+            env=None if env is None else {**os.environ, **env})
         if wait:
             self.wait_log("scalws started", timeout=15)
         return self
