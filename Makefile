@@ -3,10 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-SYSPKGS := curl wrk nghttp2-client php-fpm nginx-light nodejs strace gcc make libssl-dev openssl testssl.sh iproute2
+SYSPKGS := curl wrk nghttp2-client php-fpm nginx-light nodejs strace gcc make libssl-dev openssl testssl.sh iproute2 man-db
 STAMP_VENV := $(VENV)/.deps-stamp
 
-.PHONY: all build run test ctest pytest sysdeps clean bench-quick bench-deps
+.PHONY: all build run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest
 
 all: build
 
@@ -41,7 +41,10 @@ ctest:
 pytest: build
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
+# The package checks need root (debootstrap, chroot, namespaces); CI is root.
 test: sysdeps build ctest pytest
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) pkgtest; \
+	else echo "make test: not root: the package checks (make pkgtest) were not run"; fi
 
 # The other servers Debian packages, compared when present (h2o, lighttpd;
 # their columns say n/a without them). uvicorn and matplotlib come with
@@ -58,6 +61,39 @@ bench-quick: build bench-deps
 	mkdir -p results/quick
 	MODE=quick SERVERS="scalws nginx" ONLY_WHERE=scalws \
 	  OUT=results/quick/$$(date +%Y%m%d-%H%M%S).csv bench/run.sh
+
+# The Debian package (debian/, ADR 0007): dist/scalws_VERSION-1_amd64.deb.
+# PGO=1 first trains profiles with Debian's python (tools/pgo-build.sh) and
+# builds the package with them; MARCH=... picks -march (both builds).
+DEB_SYSPKGS := debhelper dh-python python3.11-dev python3.11-venv python3-yaml libssl-dev gcc \
+               fakeroot lintian debootstrap systemd-container
+DEB_VERSION = $(shell dpkg-parsechangelog -S Version)
+debdeps:
+	@missing=""; for p in $(DEB_SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else echo "not root: missing packages to build the .deb:$$missing"; exit 1; fi; \
+	fi
+
+deb: debdeps
+	@if [ "$(PGO)" = 1 ]; then \
+	  tools/pgo-build.sh --python /usr/bin/python3.11 --install none $(if $(MARCH),--march $(MARCH)); fi
+	SCALWS_COMMIT=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) \
+	  $(if $(filter 1,$(PGO)),SCALWS_PGO=use) $(if $(MARCH),SCALWS_MARCH=$(MARCH)) \
+	  dpkg-buildpackage -us -uc -b
+	mkdir -p dist
+	mv ../scalws_$(DEB_VERSION)_amd64.deb ../scalws-dbgsym_$(DEB_VERSION)_amd64.deb \
+	   ../scalws_$(DEB_VERSION)_amd64.buildinfo ../scalws_$(DEB_VERSION)_amd64.changes dist/
+	lintian --fail-on error --info --display-info dist/scalws_$(DEB_VERSION)_amd64.deb
+
+# Installs, upgrades, removes and purges the package in a clean Debian 12
+# root, under systemd (systemd-nspawn --boot) and under the init script
+# (chroot): tests/pkg/test-deb.sh; then checks that a second build of the
+# commit gives the same bytes: tests/pkg/repro.sh. Needs root.
+pkgtest: deb
+	tests/pkg/test-deb.sh dist/scalws_$(DEB_VERSION)_amd64.deb
+	tests/pkg/repro.sh dist/scalws_$(DEB_VERSION)_amd64.deb
 
 clean:
 	rm -rf build *.egg-info scalws/*/*.so scalws/*/*.c tests/c/bin
