@@ -47,9 +47,22 @@ case "$(prop StatusText)" in *"generation 2"*) ok "reloaded: $(prop StatusText)"
 [ "$(prop MainPID)" = "$pid" ] && ok "reload kept the master" || bad "reload changed MainPID"
 journalctl -u scalws --no-pager | grep -q "Reloading scalws.service" && ok "journal shows the reload" || bad "no reload in the journal"
 
+# A worker killed: the master replaces it, the service stays up. (Before the
+# TLS site: then the master's children would include the TLS keeper.)
+workers=$(cat /proc/$pid/task/$pid/children)
+w=${workers%% *}
+kill -9 "$w" && ok "killed worker $w" || bad "no worker $w to kill"
+for i in $(seq 100); do
+    now=$(cat /proc/$pid/task/$pid/children 2>/dev/null)
+    case " $now " in *" $w "*) ;; *) [ -n "$now" ] && [ "$(echo $now | wc -w)" = "$(echo $workers | wc -w)" ] && break ;; esac
+    sleep 0.1
+done
+case " $(cat /proc/$pid/task/$pid/children) " in *" $w "*) bad "worker $w not replaced" ;; *) ok "killed worker replaced" ;; esac
+[ "$(prop NRestarts)" = 0 ] && ok "the service itself never restarted" || bad "NRestarts $(prop NRestarts)"
+
 # TLS under the same sandbox: pyOpenSSL's checks (cffi) in ExecReload's
 # --check-config, the TLS keeper process, handshakes in the workers.
-install -d -m 0750 -g scalws /etc/scalws/tls
+install -d -m 0750 -g scalws /etc/ssl/scalws-test
 PYTHONPATH=/usr/lib/scalws/python python3 - <<'PY'
 import datetime
 from cryptography import x509
@@ -65,16 +78,16 @@ cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
         .not_valid_after(now + datetime.timedelta(days=90))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
         .sign(key, hashes.SHA256()))
-open("/etc/scalws/tls/site.pem", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
-open("/etc/scalws/tls/site.key", "wb").write(key.private_bytes(
+open("/etc/ssl/scalws-test/site.pem", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
+open("/etc/ssl/scalws-test/site.key", "wb").write(key.private_bytes(
     serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
 PY
-chgrp scalws /etc/scalws/tls/site.key /etc/scalws/tls/site.pem
-chmod 640 /etc/scalws/tls/site.key
+chgrp scalws /etc/ssl/scalws-test/site.key /etc/ssl/scalws-test/site.pem
+chmod 640 /etc/ssl/scalws-test/site.key
 cat >>/etc/scalws/scalws.yaml <<'YAML'
   - listen: [":443 tls"]
     server_names: [localhost]
-    tls: {cert: /etc/scalws/tls/site.pem, key: /etc/scalws/tls/site.key}
+    tls: {cert: /etc/ssl/scalws-test/site.pem, key: /etc/ssl/scalws-test/site.key}
     routes:
       - path: /
         static: {root: /usr/share/scalws/html}
@@ -82,7 +95,7 @@ YAML
 if systemctl reload scalws; then ok "reload with a TLS site"; else bad "reload with a TLS site"; fi
 for i in $(seq 100); do case "$(prop StatusText)" in *"generation 3"*) break ;; esac; sleep 0.1; done
 tls=$(python3 -c "import http.client, ssl
-c = ssl.create_default_context(cafile='/etc/scalws/tls/site.pem')
+c = ssl.create_default_context(cafile='/etc/ssl/scalws-test/site.pem')
 conn = http.client.HTTPSConnection('127.0.0.1', 443, context=c, timeout=5)
 conn.sock = c.wrap_socket(__import__('socket').create_connection(('127.0.0.1', 443), 5),
                           server_hostname='localhost')
@@ -97,18 +110,6 @@ if systemctl reload scalws 2>/dev/null; then bad "a bad file was reloaded"; else
 [ "$(prop ActiveState)" = active ] && ok "still active" || bad "not active after a refused reload"
 case "$(get http://127.0.0.1/)" in "200 "*) ok "still serving" ;; *) bad "not serving after a refused reload" ;; esac
 cp /tmp/good.yaml /etc/scalws/scalws.yaml
-
-# A worker killed: the master replaces it, the service stays up.
-workers=$(cat /proc/$pid/task/$pid/children)
-w=${workers%% *}
-kill -9 "$w" && ok "killed worker $w" || bad "no worker $w to kill"
-for i in $(seq 100); do
-    now=$(cat /proc/$pid/task/$pid/children 2>/dev/null)
-    case " $now " in *" $w "*) ;; *) [ -n "$now" ] && [ "$(echo $now | wc -w)" = "$(echo $workers | wc -w)" ] && break ;; esac
-    sleep 0.1
-done
-case " $(cat /proc/$pid/task/$pid/children) " in *" $w "*) bad "worker $w not replaced" ;; *) ok "killed worker replaced" ;; esac
-[ "$(prop NRestarts)" = 0 ] && ok "the service itself never restarted" || bad "NRestarts $(prop NRestarts)"
 
 # Upgrade with the service running: restarted (deb-systemd-invoke), config kept.
 if DEBIAN_FRONTEND=noninteractive dpkg -i /root/scalws-next.deb >/tmp/upgrade.log 2>&1; then ok "dpkg -i $next"; else bad "dpkg -i: $(tail -5 /tmp/upgrade.log)"; fi

@@ -98,8 +98,10 @@ cat "$root/root/systemd-check.out" 2>/dev/null || { tail -30 "$repo/build/nspawn
 grep -q "^systemd-check: all passed" "$root/root/systemd-check.out" 2>/dev/null \
     || { echo "test-deb: FAIL: the checks under systemd failed (build/nspawn.log)" >&2; exit 1; }
 rm -f "$root/etc/systemd/system/multi-user.target.wants/pkgcheck.service"
-# Back to the installed version for the sysvinit checks.
-chroot "$root" dpkg -i /tmp/scalws.deb >/dev/null
+# The sysvinit checks start from a fresh install: purged (the systemd
+# checks changed the configuration), then installed again.
+chroot "$root" /bin/sh -c 'dpkg -P scalws && dpkg -i /tmp/scalws.deb' >"$repo/build/reinstall.log" 2>&1 \
+    || { cat "$repo/build/reinstall.log" >&2; exit 1; }
 
 echo "test-deb: running tests/pkg/inside.sh in the root"
 unshare --net --pid --mount --fork /bin/sh -c "
