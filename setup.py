@@ -3,15 +3,47 @@
 Switches (environment):
   SCALWS_DEBUG=1      -O0 -g, live-object counters compiled in (SWS_DEBUG)
   SCALWS_SANITIZE=1   -fsanitize=address,undefined (run with LD_PRELOAD of libasan)
-  SCALWS_PGO=gen|use  profile-guided optimisation; profiles in build/pgo/
-  SCALWS_MARCH=...    -march value; default: x86-64 plus SSE4.2 when this CPU has it
+  SCALWS_PGO=gen|use  profile-guided optimisation, driven by tools/pgo-build.sh
+                      (docs/operations.md, "Profile-guided build"); profiles in
+                      build/pgo/. `use` fails when a translation unit has no
+                      profile or a profile does not match, never falls back.
+  SCALWS_MARCH=...    -march value; default: the compiler's own (x86-64) plus
+                      SSE4.2 when this CPU has it
+  SCALWS_COMMIT=...   the commit `scalwsd --version` names, for a build from a
+                      tree without .git (default: git rev-parse HEAD, or unknown)
+
+Every build writes scalws/_buildinfo.py (not in git): version, commit, compiler,
+-march and PGO state, which `scalwsd --version` prints. It holds nothing that
+differs between two builds of one commit (no time, host or absolute path).
+
+A module whose compile flags differ from those of its last build is rebuilt
+even when its sources are older than it (distutils compares times only), so a
+plain build after a PGO one, or a `use` build after new profiles, never keeps
+the previous objects.
+
+PGO profiles: gcc names each .gcda after the object it belongs to, made
+relative to this folder (-fprofile-prefix-path), e.g.
+build/pgo/build#temp.linux-x86_64-cpython-311#csrc#core#core.gcda. They fit a
+build of the same sources with the same build folder (the default build_temp),
+compiler, Python (its headers), Cython, flags and -march; build/pgo/STAMP
+records what they were trained with, and a `use` build checks it.
 """
+import hashlib
+import json
 import os
+import re
+import subprocess
 import sys
+import sysconfig
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PGO_DIR = os.path.join(HERE, "build", "pgo")
+PGO_GEN = os.path.join(PGO_DIR, "GEN")        # written by a `gen` build
+PGO_STAMP = os.path.join(PGO_DIR, "STAMP")    # written by tools/pgo-build.sh after training
+FLAGS_RECORD = "scalws-flags.json"            # in build_temp: the flags of each module's last build
 
 
 def _cpu_has(flag):
@@ -25,7 +57,15 @@ def _cpu_has(flag):
     return False
 
 
-def cflags():
+def _pgo_mode():
+    pgo = os.environ.get("SCALWS_PGO", "")
+    if pgo not in ("", "gen", "use"):
+        sys.exit(f"setup.py: SCALWS_PGO must be gen or use, not {pgo!r}")
+    return pgo
+
+
+def base_cflags():
+    """The flags of every build, without the PGO ones."""
     flags = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
              "-Wno-sign-compare", "-Wno-missing-field-initializers",
              "-fno-strict-aliasing"]
@@ -40,14 +80,26 @@ def cflags():
         flags.append("-msse4.2")
     if os.environ.get("SCALWS_SANITIZE") == "1":
         flags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
-    pgo = os.environ.get("SCALWS_PGO")
-    pgo_dir = os.path.join(HERE, "build", "pgo")
+    return flags
+
+
+def cflags():
+    flags = base_cflags()
+    pgo = _pgo_mode()
+    # -fprofile-prefix-path: the .gcda names are the object paths relative to
+    # this folder, not absolute ones.
+    where = ["-fprofile-dir=" + PGO_DIR, "-fprofile-prefix-path=" + HERE]
     if pgo == "gen":
-        flags += ["-fprofile-generate", "-fprofile-update=atomic",
-                  "-fprofile-dir=" + pgo_dir]
+        # atomic: a worker's counters stay consistent whatever runs beside it
+        flags += ["-fprofile-generate", "-fprofile-update=atomic"] + where
     elif pgo == "use":
-        flags += ["-fprofile-use", "-fprofile-correction",
-                  "-Wno-missing-profile", "-fprofile-dir=" + pgo_dir]
+        # partial-training: code the training load never ran is optimised as
+        # without a profile, not for size. correction: smooths counts that
+        # disagree slightly; it makes up no missing profile. A missing .gcda,
+        # or one that no longer matches its source, is an error, never a
+        # silent fallback.
+        flags += ["-fprofile-use", "-fprofile-partial-training", "-fprofile-correction",
+                  "-Werror=missing-profile", "-Werror=coverage-mismatch"] + where
     return flags
 
 
@@ -55,8 +107,10 @@ def ldflags():
     flags = []
     if os.environ.get("SCALWS_SANITIZE") == "1":
         flags += ["-fsanitize=address,undefined"]
-    if os.environ.get("SCALWS_PGO") == "gen":
-        flags += ["-fprofile-generate"]
+    if _pgo_mode() == "gen":
+        # __gcov_dump linked in and exported: processes that end with
+        # os._exit write their counters through it (scalws/control/profiles.py)
+        flags += ["-fprofile-generate", "-Wl,--require-defined=__gcov_dump"]
     return flags
 
 
@@ -68,6 +122,264 @@ def ext(name, sources):
         extra_link_args=ldflags(),
         libraries=["ssl", "crypto"],   # Debian's libssl (OpenSSL 3): TLS
     )
+
+
+# ---- build information --------------------------------------------------------
+
+def _version():
+    with open(os.path.join(HERE, "scalws", "__init__.py"), encoding="utf-8") as f:
+        m = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M)
+    if not m:
+        sys.exit("setup.py: no __version__ in scalws/__init__.py")
+    return m.group(1)
+
+
+def _git(*args):
+    # --no-optional-locks: asking must not rewrite the index of someone
+    # working in this tree
+    return subprocess.run(["git", "--no-optional-locks", "-C", HERE, *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _commit():
+    if os.environ.get("SCALWS_COMMIT"):
+        return os.environ["SCALWS_COMMIT"]
+    try:
+        commit = _git("rev-parse", "--short=12", "HEAD")
+        if _git("status", "--porcelain", "--untracked-files=no"):
+            commit += "-dirty"
+        return commit
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _cc_version(cc):
+    """('gcc 12.2.0', 'gcc version 12.2.0 (Debian 12.2.0-14)') from `CC -v`."""
+    try:
+        out = subprocess.run([cc, "-v"], capture_output=True, text=True).stderr
+    except OSError:
+        return "unknown compiler", "unknown compiler"
+    for line in out.splitlines():
+        m = re.match(r"^(?:.* )?(gcc|clang) version (\S+)", line)
+        if m:
+            return f"{m.group(1)} {m.group(2)}", line.strip()
+    return os.path.basename(cc), out.strip().splitlines()[-1] if out.strip() else cc
+
+
+def _cc_march(cc, march):
+    """What -march the compiler uses: its default, or what `native` is here."""
+    args = [cc, "-Q", "--help=target"] + (["-march=" + march] if march else [])
+    try:
+        out = subprocess.run(args, capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    m = re.search(r"^\s*-march=\s+(\S+)", out, re.M)
+    return m.group(1) if m else None
+
+
+def march_description(cc):
+    march = os.environ.get("SCALWS_MARCH")
+    if march:
+        if march == "native":
+            resolved = _cc_march(cc, march)
+            return f"-march=native ({resolved})" if resolved else "-march=native"
+        return "-march=" + march
+    desc = "-march=" + (_cc_march(cc, None) or "default")
+    if "-msse4.2" in base_cflags():
+        desc += " -msse4.2"
+    return desc
+
+
+def _read_keys(path):
+    keys = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if "=" in line and not line.startswith("#"):
+                k, v = line.rstrip("\n").split("=", 1)
+                keys[k] = v
+    return keys
+
+
+def pgo_signature(cc):
+    """What profiles depend on besides the sources: a profile trained with one
+    of these different does not fit (or fits only in part, which gcc does not
+    always notice)."""
+    import Cython
+    env = {k: os.environ.get(k, "") for k in ("CC", "CFLAGS", "CPPFLAGS")}
+    return {
+        "cc": _cc_version(cc)[1],
+        "flags": " ".join(base_cflags()),
+        "march": march_description(cc),
+        "env": " ".join(f"{k}={v!r}" for k, v in env.items()),
+        "python": f"{sys.implementation.name} {sys.version.split()[0]} "
+                  f"{sysconfig.get_config_var('INCLUDEPY')}",
+        "cython": Cython.__version__,
+        "sources": _sources_hash(),
+    }
+
+
+def _sources_hash():
+    """sha256 over what the modules are compiled from: the C and generated
+    Cython sources and every header of ours (the commit alone would miss an
+    uncommitted change, and say nothing in a tree without .git)."""
+    files = set()
+    for e in extensions:
+        files.update(e.sources)
+    for top in ("csrc", os.path.join("scalws", "includes")):
+        for folder, _, names in os.walk(os.path.join(HERE, top)):
+            files.update(os.path.relpath(os.path.join(folder, n), HERE)
+                         for n in names if n.endswith((".h", ".pxd")))
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        with open(os.path.join(HERE, rel), "rb") as f:
+            h.update(rel.encode() + b"\0" + hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
+def _gcda_name(obj):
+    """The .gcda gcc writes for object `obj` under -fprofile-dir with
+    -fprofile-prefix-path=HERE: the object's path relative to HERE (absolute
+    when outside it), '/' as '#', '.gcda' for the suffix."""
+    path = os.path.abspath(obj)
+    if path.startswith(HERE + os.sep):
+        path = path[len(HERE) + 1:]
+    return os.path.splitext(path)[0].replace(os.sep, "#") + ".gcda"
+
+
+def _training_info():
+    s = _read_keys(PGO_STAMP)
+    return (f"on: trained at commit {s.get('commit', 'unknown')} on "
+            f"{s.get('scenarios', '?')} ({s.get('duration', '?')} s each)")
+
+
+def write_buildinfo(paths, pgo, cc):
+    if pgo == "use":
+        state = _training_info()
+    elif pgo == "gen":
+        state = "gen (instrumented training build)"
+    else:
+        state = "off"
+    text = ("# Generated by setup.py for `scalwsd --version`: DO NOT EDIT (not in git).\n"
+            f"VERSION = {_version()!r}\n"
+            f"COMMIT = {_commit()!r}\n"
+            f"PGO = {state!r}\n"
+            f"MARCH = {march_description(cc)!r}\n"
+            f"CC = {_cc_version(cc)[0]!r}\n")
+    for path in paths:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            with open(path, encoding="utf-8") as f:
+                if f.read() == text:
+                    continue      # untouched: nothing that imports it goes stale
+        except OSError:
+            pass
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+class BuildExt(build_ext):
+    """build_ext that checks PGO profiles, writes scalws/_buildinfo.py, and
+    rebuilds a module whose flags changed since its last build."""
+
+    def build_extensions(self):
+        cc = self.compiler.compiler_so[0]
+        if os.path.basename(cc) == "ccache":
+            cc = self.compiler.compiler_so[1]
+        pgo = _pgo_mode()
+        objects = {}     # gcda name -> source, for every object of every module
+        for e in self.extensions:
+            objs = self.compiler.object_filenames(e.sources, output_dir=self.build_temp)
+            for src, obj in zip(e.sources, objs):
+                objects[_gcda_name(obj)] = src
+        if pgo == "use":
+            self._check_profiles(cc, objects)
+        elif pgo == "gen":
+            # A new training build: profiles of an earlier one would not
+            # merge with its counters (libgcov skips them with a message).
+            os.makedirs(PGO_DIR, exist_ok=True)
+            for name in os.listdir(PGO_DIR):
+                if name.endswith(".gcda") or name == "STAMP":
+                    os.unlink(os.path.join(PGO_DIR, name))
+            with open(PGO_GEN, "w", encoding="utf-8") as f:
+                f.write("# The training build (setup.py, SCALWS_PGO=gen). tools/pgo-build.sh\n"
+                        "# copies it into STAMP once the training has made every profile.\n")
+                f.write(f"commit={_commit()}\n")
+                for k, v in pgo_signature(cc).items():
+                    f.write(f"{k}={v}\n")
+                for name, src in sorted(objects.items()):
+                    f.write(f"profile={name} {src}\n")
+        # In place: the checkout's (what .venv imports). Into a build folder
+        # (the Debian package's, pip's): there only, so a package build never
+        # rewrites what the checkout's `scalwsd --version` says.
+        if self.inplace:
+            paths = [os.path.join(HERE, "scalws", "_buildinfo.py")]
+        else:
+            paths = [os.path.join(self.build_lib, "scalws", "_buildinfo.py")]
+        write_buildinfo(paths, pgo, cc)
+        self._forget_stale(self._flags_signature(objects if pgo == "use" else {}))
+        super().build_extensions()
+        self._record_flags()
+
+    def _check_profiles(self, cc, objects):
+        def fail(msg):
+            sys.exit(f"setup.py: SCALWS_PGO=use: {msg}\n"
+                     "  Make the profiles with tools/pgo-build.sh (docs/operations.md, "
+                     "\"Profile-guided build\") in this folder, with the Python, -march "
+                     "and flags of this build.")
+        if not os.path.exists(PGO_STAMP):
+            fail(f"no trained profiles: {os.path.relpath(PGO_STAMP, HERE)} does not exist")
+        stamp = _read_keys(PGO_STAMP)
+        mine = pgo_signature(cc)
+        diff = [f"  {k}: trained with {stamp.get(k, '(not recorded)')!r}, this build has {v!r}"
+                for k, v in mine.items() if stamp.get(k) != v]
+        if diff:
+            fail("the profiles in build/pgo/ were trained for another build:\n" + "\n".join(diff))
+        missing = [f"  {src} (build/pgo/{name})" for name, src in sorted(objects.items())
+                   if not os.path.isfile(os.path.join(PGO_DIR, name))]
+        if missing:
+            fail(f"no profile for {len(missing)} of {len(objects)} translation units "
+                 f"(build folder {self.build_temp}):\n" + "\n".join(missing))
+
+    def _flags_signature(self, profiles):
+        sig = {"cflags": cflags(), "ldflags": ldflags(),
+               "env": {k: os.environ.get(k, "") for k in ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS")},
+               # two Pythons of one version share build/lib.<platform>-cpython-3XX
+               "python": [sys.version, sysconfig.get_config_var("INCLUDEPY")]}
+        if profiles:   # new profiles make a new build
+            h = hashlib.sha256()
+            for name in sorted(profiles):
+                with open(os.path.join(PGO_DIR, name), "rb") as f:
+                    h.update(name.encode() + b"\0" + f.read())
+            sig["profiles"] = h.hexdigest()
+        return hashlib.sha256(json.dumps(sig, sort_keys=True).encode()).hexdigest()
+
+    def _flags_record(self):
+        path = os.path.join(self.build_temp, FLAGS_RECORD)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return path, json.load(f)
+        except (OSError, ValueError):
+            return path, {}
+
+    def _forget_stale(self, sig):
+        """Removes each built module whose last build had other flags, so
+        distutils builds it again."""
+        self._sig = sig
+        _, record = self._flags_record()
+        for e in self.extensions:
+            out = self.get_ext_fullpath(e.name)
+            key = os.path.relpath(os.path.abspath(out), HERE)
+            if record.get(key) != sig and os.path.exists(out):
+                os.unlink(out)
+
+    def _record_flags(self):
+        path, record = self._flags_record()
+        for e in self.extensions:
+            out = self.get_ext_fullpath(e.name)
+            record[os.path.relpath(os.path.abspath(out), HERE)] = self._sig
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
 
 
 # The engine's C, floor by floor (docs/architecture.md, ADR 0005).
@@ -97,4 +409,4 @@ if "build_ext" in sys.argv or "develop" in sys.argv or "install" in sys.argv \
         include_path=["scalws/includes"],
     )
 
-setup(ext_modules=extensions)
+setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})

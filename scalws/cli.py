@@ -11,6 +11,33 @@ import sys
 from scalws import __version__
 
 
+def version_line() -> str:
+    """`scalwsd --version`: the version, and what setup.py recorded of the
+    build of the compiled modules (scalws/_buildinfo.py): commit, compiler,
+    -march, PGO."""
+    try:
+        from scalws import _buildinfo as b
+    except ImportError:
+        return f"scalwsd {__version__} (build information unavailable)"
+    if getattr(b, "VERSION", None) != __version__:
+        return (f"scalwsd {__version__} (build information unavailable: "
+                f"scalws/_buildinfo.py is from version {getattr(b, 'VERSION', '?')}; rebuild)")
+    commit, cc, march, pgo = (getattr(b, k, "?") for k in ("COMMIT", "CC", "MARCH", "PGO"))
+    return f"scalwsd {__version__} (commit {commit}, {cc}, {march}, PGO {pgo})"
+
+
+class _VersionAction(argparse.Action):
+    """--version: the line as is (argparse's own action rewraps it to the
+    terminal's width)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
 def _parser():
     p = argparse.ArgumentParser(
         prog="scalwsd",
@@ -19,7 +46,8 @@ def _parser():
     p.add_argument("-c", "--config", metavar="FILE", help="run with this configuration file")
     p.add_argument("-t", "--check-config", metavar="FILE", nargs="?", const="",
                    help="validate FILE (or the --config file) like `nginx -t`; exit 0 or 1")
-    p.add_argument("-v", "--version", action="version", version=f"scalwsd {__version__}")
+    p.add_argument("-v", "--version", action=_VersionAction,
+                   help="print the version and how this build was made, and exit")
     return p
 
 

@@ -27,6 +27,7 @@ import struct
 import time
 import traceback
 
+from scalws.control import profiles
 from scalws.control.logs import NOTICE, log
 
 STOP = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
@@ -177,6 +178,7 @@ def run(config, generation, errlog, ready_fd) -> "NoReturn":
     try:
         errlog.set_worker("tls")
         from scalws.server.engine import ocsp_publish, ticket_publish
+        profiles.prepare()
         Keeper(config, generation, ticket_publish, ocsp_publish).run(ready_fd)
     except BaseException:
         try:
@@ -184,4 +186,5 @@ def run(config, generation, errlog, ready_fd) -> "NoReturn":
         finally:
             code = 1
     finally:
+        profiles.dump()  # a PGO training build's counters: os._exit skips them
         os._exit(code)

@@ -17,6 +17,7 @@ import pwd
 import signal
 import traceback
 
+from scalws.control import profiles
 from scalws.control.logs import log
 
 # Exit status for "configuration is fine but this worker cannot start": the
@@ -76,6 +77,7 @@ class Worker:
 
         from scalws.server.engine import Engine
 
+        profiles.prepare()  # an instrumented build's, before `user:` applies
         cfg = self.config
         self.loop = uvloop.new_event_loop()
         asyncio.set_event_loop(self.loop)
@@ -158,4 +160,5 @@ def run(config, index, cpu, sockets, errlog, ready_fd, tls=None) -> "NoReturn":
         finally:
             code = EXIT_STARTUP
     finally:
+        profiles.dump()  # a PGO training build's counters: os._exit skips them
         os._exit(code)
