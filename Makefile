@@ -76,12 +76,17 @@ debdeps:
 	  else echo "not root: missing packages to build the .deb:$$missing"; exit 1; fi; \
 	fi
 
+# The package's -march: x86-64-v2 (SSE4.2, every x86-64 CPU since 2008),
+# whatever CPU builds it; MARCH=... for another.
+DEB_MARCH = $(or $(MARCH),x86-64-v2)
+# The compiler flags debian/rules builds with; a PGO training must use the
+# same (their -D_FORTIFY_SOURCE=2 changes what the profiles describe).
+DEB_BUILDFLAGS = DEB_BUILD_MAINT_OPTIONS=hardening=+all DEB_CFLAGS_MAINT_APPEND=-Wno-error dpkg-buildflags --export=sh
 deb: debdeps
 	@if [ "$(PGO)" = 1 ]; then \
-	  tools/pgo-build.sh --python /usr/bin/python3.11 --install none $(if $(MARCH),--march $(MARCH)); fi
-	SCALWS_COMMIT=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) \
-	  $(if $(filter 1,$(PGO)),SCALWS_PGO=use) $(if $(MARCH),SCALWS_MARCH=$(MARCH)) \
-	  dpkg-buildpackage -us -uc -b
+	  eval "$$($(DEB_BUILDFLAGS))" && \
+	  tools/pgo-build.sh --python /usr/bin/python3.11 --install none --march $(DEB_MARCH); fi
+	$(if $(filter 1,$(PGO)),SCALWS_PGO=use) SCALWS_MARCH=$(DEB_MARCH) dpkg-buildpackage -us -uc -b
 	mkdir -p dist
 	mv ../scalws_$(DEB_VERSION)_amd64.deb ../scalws-dbgsym_$(DEB_VERSION)_amd64.deb \
 	   ../scalws_$(DEB_VERSION)_amd64.buildinfo ../scalws_$(DEB_VERSION)_amd64.changes dist/
@@ -97,3 +102,12 @@ pkgtest: deb
 
 clean:
 	rm -rf build *.egg-info scalws/*/*.so scalws/*/*.c tests/c/bin
+
+# Profile-guided build into .venv (tools/pgo-build.sh; docs/operations.md,
+# "Profile-guided build"): instrumented build, training load, optimised
+# build, the tests. MARCH=... picks -march, PGO_DURATION the seconds of load
+# per scenario. `make build` afterwards goes back to the plain build.
+PGO_DURATION ?= 10
+.PHONY: pgo
+pgo:
+	tools/pgo-build.sh --duration $(PGO_DURATION) $(if $(MARCH),--march $(MARCH))

@@ -73,7 +73,9 @@ ls /usr/share/doc/scalws/configuration.md* /usr/share/doc/scalws/operations.md* 
     || fail "the private tree was not byte-compiled (py3compile)"
 
 step "scalwsd --version, --check-config"
-/usr/sbin/scalwsd --version | grep -q "^scalwsd ${version%-*}" || fail "version: $(/usr/sbin/scalwsd --version)"
+v=$(/usr/sbin/scalwsd --version)
+echo "$v" | grep -q "^scalwsd ${version%-*} (commit [0-9a-f]\{12\}\(-dirty\)\{0,1\}, gcc [0-9.]*, -march=x86-64-v2, PGO off)$" \
+    || fail "version: $v"
 /usr/sbin/scalwsd --check-config /etc/scalws/scalws.yaml >/dev/null || fail "the shipped config does not check"
 
 step "start (init script: as scalws, only CAP_NET_BIND_SERVICE, waits until ready)"
