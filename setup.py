@@ -281,6 +281,12 @@ class BuildExt(build_ext):
     """build_ext that checks PGO profiles, writes scalws/_buildinfo.py, and
     rebuilds a module whose flags changed since its last build."""
 
+    def run(self):
+        # setuptools clears `inplace` while it builds (then copies the
+        # modules into the checkout): remember what was asked.
+        self._in_place = bool(self.inplace)
+        super().run()
+
     def build_extensions(self):
         cc = self.compiler.compiler_so[0]
         if os.path.basename(cc) == "ccache":
@@ -311,7 +317,7 @@ class BuildExt(build_ext):
         # In place: the checkout's (what .venv imports). Into a build folder
         # (the Debian package's, pip's): there only, so a package build never
         # rewrites what the checkout's `scalwsd --version` says.
-        if self.inplace:
+        if self._in_place:
             paths = [os.path.join(HERE, "scalws", "_buildinfo.py")]
         else:
             paths = [os.path.join(self.build_lib, "scalws", "_buildinfo.py")]
