@@ -404,7 +404,26 @@ extensions = [
     ext("scalws.server.engine", ["scalws/server/engine.pyx"] + CORE_C),
 ]
 
-if "build_ext" in sys.argv or "develop" in sys.argv or "install" in sys.argv \
+def _trained_c_sources(exts):
+    """A `use` build compiles the C that Cython made for the training build,
+    never a new one: Cython heads its C with the compile flags, which differ
+    between the two builds, and the lines that moves are enough for gcc to
+    refuse every profile of the file (coverage-mismatch). The .pyx has not
+    changed since, or the STAMP's source hash says so."""
+    for e in exts:
+        for i, src in enumerate(e.sources):
+            if src.endswith(".pyx"):
+                c = src[:-4] + ".c"
+                if not os.path.exists(os.path.join(HERE, c)):
+                    sys.exit(f"setup.py: SCALWS_PGO=use: {c} (Cython's C of the training build) "
+                             "is missing: train again with tools/pgo-build.sh")
+                e.sources[i] = c
+    return exts
+
+
+if _pgo_mode() == "use" and "build_ext" in sys.argv:
+    extensions = _trained_c_sources(extensions)
+elif "build_ext" in sys.argv or "develop" in sys.argv or "install" in sys.argv \
         or "bdist_wheel" in sys.argv or "editable_wheel" in sys.argv:
     from Cython.Build import cythonize
     extensions = cythonize(
