@@ -65,7 +65,11 @@ class Worker:
         # OpenSSL's socket BIO writes without MSG_NOSIGNAL: a peer that went
         # away must not kill the worker (Python ignores it already; say so).
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        # The stop and log signals stay blocked (as the master forked us)
+        # until the loop runs: uvloop drops a signal that arrives after
+        # add_signal_handler() but before run_forever(), and the master
+        # passes a TERM on as soon as we report ready. Blocked, it waits.
+        signal.pthread_sigmask(signal.SIG_SETMASK, _ALL_SIGNALS)
         self.errlog.set_worker(self.index)
         if self.cpu is not None:
             try:
@@ -106,11 +110,16 @@ class Worker:
         loop.add_signal_handler(signal.SIGUSR1, self.reopen_logs)
         loop.add_signal_handler(signal.SIGHUP, lambda: None)
         self.engine.start(loop)
-        os.write(self.ready_fd, b"R")
-        os.close(self.ready_fd)
+        loop.call_soon(self._running)
         loop.run_forever()
         self.engine.flush()
         return 0
+
+    def _running(self):
+        """The loop's first callback: signals can be handled now."""
+        os.write(self.ready_fd, b"R")
+        os.close(self.ready_fd)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _ALL_SIGNALS)
 
     def _open_logs(self):
         cfg = self.config.log
