@@ -394,7 +394,8 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/http/http1.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
           "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/accesslog.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",
-          "csrc/handlers/proxy.c", "csrc/handlers/proxy_head.c",
+          "csrc/handlers/proxy.c", "csrc/handlers/proxy_head.c", "csrc/handlers/fastcgi.c",
+          "csrc/http/fcgi.c",
           "csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
           "csrc/upstream/uptls.c",
           "csrc/engine.c"]

@@ -11,6 +11,7 @@
 #include "scalws/engine.h"
 
 #include "scalws/accesslog.h"
+#include "scalws/fastcgi.h"
 #include "scalws/core.h"
 #include "scalws/h1.h"
 #include "scalws/net.h"

@@ -290,6 +290,11 @@ static int serve_try_files(sws_engine_t *e, sws_resp_t *r, const sws_request_t *
                               st->try_uri_len, depth + 1);
         if (h->kind == SWS_H_RESPOND)
             return sws_respond_answer(e, r, h->data);
+        if (h->kind == SWS_H_FASTCGI) { /* the protocol starts it: nothing was written */
+            e->st.reroute = h;
+            e->st.reroute_args = st->try_args;
+            return SWS_REROUTE;
+        }
         return answer_error(e, r, SWS_ERR_500); /* a proxy fallback: refused at config load */
     }
     return answer_error(e, r, SWS_ERR_404);

@@ -215,12 +215,17 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
         }
         r.path = path;
         r.path_len = path_len;
+        if (r.raw_path + r.raw_len < r.target + r.target_len && r.raw_path[r.raw_len] == '?') {
+            r.query = r.raw_path + r.raw_len + 1;
+            r.query_len = (size_t)(r.target + r.target_len - r.query);
+        }
         const sws_site_t *site = sws_vhosts_find(hc->vh, r.host, r.host_len);
         hc->r_site = site;
+        r.site = site;
         const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
         const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->rsp.err[SWS_ERR_404];
         const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->st.fc ? h->data : NULL;
-        const void *pxc = h && h->kind == SWS_H_PROXY ? h->data : NULL;
+        const sws_handler_t *pxc = h && (h->kind == SWS_H_PROXY || h->kind == SWS_H_FASTCGI) ? h : NULL;
         const sws_redirect_t *rdr = h && h->kind == SWS_H_REDIRECT_HTTPS ? h->data : NULL;
         /* What this answer may copy into the batch: a static head is at
          * most a few hundred bytes, the extra headers, a Location of the
@@ -251,9 +256,24 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 return off;
             }
         }
-        if (info.expect_continue && has_body && (keepalive || pxc)) /* the proxy reads it */
+        if (info.expect_continue && has_body && (keepalive || pxc || (st && st->try_uri_len)))
+            /* the proxy or FastCGI (perhaps through try_files) reads it */
             out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25); /* we will read the body */
         h1_resp_begin(hc, r.minor, head_only, keepalive);
+        int answered_static = 0;
+        if (st) {
+            if (sws_static_answer(e, &hc->resp, &r, site, st, 0) == SWS_REROUTE) {
+                /* try_files fell back to a FastCGI route: its path, and the
+                 * query only when the fallback says "?$args" */
+                pxc = e->st.reroute;
+                r.path = st->try_uri;
+                r.path_len = st->try_uri_len;
+                if (!e->st.reroute_args)
+                    r.query_len = 0;
+            } else {
+                answered_static = 1;
+            }
+        }
         if (pxc) {
             size_t took = 0;
             int answered = h1_x_start(e, hc, &r, &info, pxc, buf + off, len - off, &took);
@@ -264,8 +284,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
             h1_resp_begin(hc, r.minor, head_only, keepalive && !hc->close_after);
             sws_respond_answer(e, &hc->resp, &e->rsp.err[err_index(answered)]);
             has_body = 0; /* h1_x_start left what remains of it to S_BODY */
-        } else if (st) {
-            sws_static_answer(e, &hc->resp, &r, site, st, 0);
+        } else if (answered_static) {
         } else if (rdr) {
             sws_redirect_answer(e, &hc->resp, &r, rdr);
         } else {

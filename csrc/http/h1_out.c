@@ -417,7 +417,7 @@ static ssize_t x_deframe(sws_engine_t *e, h1x_t *x, char *buf, size_t len, size_
 }
 
 int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_request_info_t *info,
-               const void *proxy_conf, char *body, size_t len, size_t *took)
+               const sws_handler_t *h, char *body, size_t len, size_t *took)
 {
     sws_conn_t *c = &hc->c;
     *took = 0;
@@ -459,7 +459,9 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     }
     hc->x = x;
     tl_unlink(e, &c->tn);
-    int status = sws_proxy_start(e, &hc->resp, req, proxy_conf, body, n, done);
+    int status = h->kind == SWS_H_FASTCGI
+                     ? sws_fastcgi_start(e, &hc->resp, req, h->data, body, n, done)
+                     : sws_proxy_start(e, &hc->resp, req, h->data, body, n, done);
     if (status == 0)
         return 0;
     hc->x = NULL;

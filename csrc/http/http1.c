@@ -289,6 +289,25 @@ int sws_parse_request(const char *buf, size_t len, const char **method, size_t *
     return (int)(p - buf);
 }
 
+/* ---- CGI response head ----------------------------------------------- */
+
+int sws_parse_cgi_head(const char *buf, size_t len, sws_header_t *headers, size_t *num_headers,
+                       size_t last_len)
+{
+    const char *p = buf, *end = buf + len;
+    int rc;
+
+    /* (an empty head, a lone line end, has no line end before it: no hint) */
+    if (last_len != 0 && last_len <= len && *buf != '\r' && *buf != '\n' &&
+        !head_may_be_complete(buf, len, last_len))
+        return SWS_PARSE_INCOMPLETE;
+    if ((rc = parse_fields(&p, end, headers, num_headers)) != 0)
+        return rc;
+    if (UNLIKELY(p - buf > INT_MAX))
+        return SWS_PARSE_ERROR;
+    return (int)(p - buf);
+}
+
 /* ---- response head ---------------------------------------------------- */
 
 int sws_parse_response(const char *buf, size_t len, int *minor_version, int *status,

@@ -268,3 +268,23 @@ class Proxy:
     request_headers: list = field(default_factory=list)   # [(name, value)]; value None = remove
     response_headers: list = field(default_factory=list)  # [(name, value)]; value None = remove
     buffer_size: int = 64 * 1024           # bytes buffered per direction per proxied request
+
+
+@dataclass
+class FastCGI:
+    """A `fastcgi` route (config half: directives/fastcgi.py). `connect:` is
+    turned into an implicit Upstream named "fastcgi:<address>"."""
+    upstream: str                          # key into Config.upstreams
+    root: str                              # DOCUMENT_ROOT: absolute path of an existing folder
+    index: str = "index.php"               # appended to a script path ending in '/'
+    split_path_info: Optional[str] = None  # POSIX ERE, two groups: the script, PATH_INFO
+    check_script: bool = True              # 404 unless root + SCRIPT_NAME is a file
+    follow_symlinks: str = "on"            # for that check, as static's
+    keep_conn: bool = True                 # FCGI_KEEP_CONN: pooled connections
+    params: list = field(default_factory=list)   # [(name, value)], sent after ours
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0
+    send_timeout: float = 60.0
+    retries: int = 1
+    response_headers: list = field(default_factory=list)  # [(name, value)]; value None = remove
+    buffer_size: int = 64 * 1024           # the response head must fit

@@ -86,6 +86,7 @@ cdef extern from "scalws/engine.h" nogil:
         SWS_H_STATIC
         SWS_H_PROXY
         SWS_H_REDIRECT_HTTPS
+        SWS_H_FASTCGI
 
     ctypedef struct sws_redirect_t:
         uint16_t port
@@ -151,6 +152,30 @@ cdef extern from "scalws/engine.h" nogil:
         size_t resp_set_len
         size_t buffer_size
 
+    ctypedef struct regex_t:
+        pass
+
+    ctypedef struct sws_fastcgi_t:
+        sws_upstream_t *up
+        int root_fd
+        const char *root
+        size_t root_len
+        const char *index
+        size_t index_len
+        const regex_t *split
+        int check_script
+        int fc_flags
+        int keep_conn
+        const char *params
+        size_t params_len
+        uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms
+        uint32_t retries
+        const sws_hname_t *resp_drop
+        size_t n_resp_drop
+        const char *resp_set
+        size_t resp_set_len
+        size_t buffer_size
+
     ctypedef struct sws_cidr_t:
         int family
         unsigned char addr[16]
@@ -196,6 +221,7 @@ cdef extern from "scalws/engine.h" nogil:
         const sws_respond_t *try_status
         const char *try_uri
         size_t try_uri_len
+        int try_args
         size_t sendfile_chunk
 
     ctypedef struct sws_limits_t:

@@ -18,6 +18,12 @@ from libc.string cimport strerror
 from scalws.includes.engine cimport *
 from scalws.includes.router cimport *
 
+cdef extern from "<regex.h>" nogil:
+    int regcomp(regex_t *preg, const char *regex, int cflags)
+    void regfree(regex_t *preg)
+    enum:
+        REG_EXTENDED
+
 import hashlib
 import ipaddress
 import os
@@ -61,6 +67,8 @@ cdef class Engine:
     cdef sws_handler_t *handlers
     cdef sws_static_t *statics        # one per static route
     cdef sws_proxy_t *proxies         # one per proxy route
+    cdef sws_fastcgi_t *fastcgis      # one per fastcgi route
+    cdef list _regexes                # compiled split_path_info (regex_t addresses)
     cdef dict _upstreams              # name -> address of its sws_upstream_t
     cdef list _keep
     cdef list _fds                    # root folders of static routes
@@ -94,9 +102,11 @@ cdef class Engine:
         self.handlers = <sws_handler_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_handler_t))
         self.statics = <sws_static_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_static_t))
         self.proxies = <sws_proxy_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_proxy_t))
+        self.fastcgis = <sws_fastcgi_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_fastcgi_t))
+        self._regexes = []
         self._upstreams = {}
         if self.responds == NULL or self.handlers == NULL or self.statics == NULL \
-                or self.proxies == NULL:
+                or self.proxies == NULL or self.fastcgis == NULL:
             raise MemoryError()
         server = config.server_header
         for i, status in enumerate(respond_handler.ERROR_STATUSES):
@@ -128,11 +138,14 @@ cdef class Engine:
         self._build_router(config, server)
         self._build_tls(config, tls)
         statics = [r.handler for r in routes if r.kind == "static"]
-        if statics:
+        # FastCGI's script check looks scripts up in the same open-file
+        # cache (stat only: no content kept for them unless static wants it).
+        checks = [r.handler for r in routes if r.kind == "fastcgi" and r.handler.check_script]
+        if statics or checks:
             rc = sws_engine_set_filecache(
-                self.e, max(st.open_file_cache_max for st in statics),
-                _ms(min(st.open_file_cache_valid for st in statics)),
-                max(st.memory_cache_max for st in statics))
+                self.e, max([st.open_file_cache_max for st in statics] + [10000]),
+                _ms(min([st.open_file_cache_valid for st in statics] + [1.0])),
+                max([st.memory_cache_max for st in statics] + [0]))
             if rc < 0:
                 raise MemoryError()
 
@@ -170,6 +183,10 @@ cdef class Engine:
                     self._fill_proxy(&self.proxies[n], route.handler)
                     self.handlers[n].kind = SWS_H_PROXY
                     self.handlers[n].data = &self.proxies[n]
+                elif route.kind == "fastcgi":
+                    self._fill_fastcgi(&self.fastcgis[n], route.handler)
+                    self.handlers[n].kind = SWS_H_FASTCGI
+                    self.handlers[n].data = &self.fastcgis[n]
                 else:
                     raise ValueError(f"handler {route.kind!r} has no runtime in this build")
                 b = route.pattern.encode()
@@ -380,10 +397,12 @@ cdef class Engine:
             self._fill(fallback, respond_handler.error_page(cfg.try_status, self._server))
             st.try_status = fallback
         if cfg.try_uri:
-            b = cfg.try_uri.split("?", 1)[0].encode()
+            uri, _, query = cfg.try_uri.partition("?")
+            b = uri.encode()
             self._keep.append(b)
             st.try_uri = b
             st.try_uri_len = len(b)
+            st.try_args = query in ("$args", "$query_string")
         st.sendfile_chunk = cfg.sendfile_chunk
 
     cdef bytes _bytes(self, text):
@@ -561,9 +580,60 @@ cdef class Engine:
         p.resp_set_len = len(b)
         p.buffer_size = cfg.buffer_size
 
+    cdef _fill_fastcgi(self, sws_fastcgi_t *f, cfg):
+        """Compiles a config.model.FastCGI; its upstream group is built already."""
+        cdef bytes b
+        cdef regex_t *rx
+        f.up = <sws_upstream_t *><size_t>self._upstreams[cfg.upstream]
+        fd = os.open(cfg.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._fds.append(fd)
+        f.root_fd = fd
+        b = self._bytes(os.fsencode(cfg.root.rstrip("/")))
+        f.root = b
+        f.root_len = len(b)
+        b = self._bytes(cfg.index or "")
+        f.index = b
+        f.index_len = len(b)
+        if cfg.split_path_info:
+            rx = <regex_t *>PyMem_Calloc(1, sizeof(regex_t))
+            if rx == NULL:
+                raise MemoryError()
+            b = cfg.split_path_info.encode()
+            if regcomp(rx, b, REG_EXTENDED) != 0:
+                PyMem_Free(rx)
+                raise ValueError(f"split_path_info {cfg.split_path_info!r}: cannot compile")
+            self._regexes.append(<size_t>rx)
+            f.split = rx
+        f.check_script = cfg.check_script
+        f.fc_flags = {"off": _FC_NOFOLLOW, "owner": _FC_OWNER}.get(cfg.follow_symlinks, 0)
+        f.keep_conn = cfg.keep_conn
+        out = bytearray()
+        for name, value in cfg.params:
+            nb, vb = name.encode(), value.encode()
+            for n in (len(nb), len(vb)):
+                out += bytes([n]) if n < 128 else (0x80000000 | n).to_bytes(4, "big")
+            out += nb + vb
+        b = self._bytes(bytes(out))
+        f.params = b
+        f.params_len = len(b)
+        f.connect_timeout_ms = _ms(cfg.connect_timeout)
+        f.read_timeout_ms = _ms(cfg.read_timeout)
+        f.send_timeout_ms = _ms(cfg.send_timeout)
+        f.retries = cfg.retries
+        f.resp_drop = <sws_hname_t *><size_t>self._hnames(
+            [n for n, _ in cfg.response_headers], &f.n_resp_drop)
+        b = self._bytes("".join(f"{n}: {v}\r\n" for n, v in cfg.response_headers if v is not None))
+        f.resp_set = b
+        f.resp_set_len = len(b)
+        f.buffer_size = cfg.buffer_size
+
     def __dealloc__(self):
         if self.e != NULL:
             sws_engine_free(self.e)
+        for addr in self._regexes or ():
+            regfree(<regex_t *><size_t>addr)
+            PyMem_Free(<void *><size_t>addr)
+        PyMem_Free(self.fastcgis)
         for addr in self._tls_listen.values() if self._tls_listen else ():
             sws_tls_listen_free(<sws_tls_listen_t *><size_t>addr)
         for addr in self._tls_sites or ():

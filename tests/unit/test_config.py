@@ -792,19 +792,27 @@ def route_problem(tmp_path, route):
 @pytest.mark.parametrize("route, expected", [
     ("{respond: 204}", "F:4:9: sites[0].routes[0].path: required key is missing"),
     ("{path: /}", "F:4:9: sites[0].routes[0]: a route needs a handler: one of respond, static, "
-     "proxy"),
+     "proxy, fastcgi"),
     ("{path: /, respond: 204, static: {root: /srv}}",
      "F:4:33: sites[0].routes[0].static: a route takes exactly one handler, found "
      "'respond' and 'static'"),
     ("{path: /, fastcgi: {connect: '127.0.0.1:9000'}}",
-     "F:4:19: sites[0].routes[0].fastcgi: handler 'fastcgi' is not available in this "
-     "version of scalws"),
+     "F:4:28: sites[0].routes[0].fastcgi.root: required key is missing"),
     ("{path: /, proxy: {upstream: api}}",
      "F:4:37: sites[0].routes[0].proxy.upstream: unknown upstream 'api': no "
      "upstreams are defined (add it under the top-level key upstreams)"),
-    ("{path: /, fastcgi: {}}",
-     "F:4:19: sites[0].routes[0].fastcgi: handler 'fastcgi' is not available in this "
-     "version of scalws"),
+    ("{path: /, fastcgi: {root: /tmp}}",
+     "F:4:28: sites[0].routes[0].fastcgi: expected the key upstream (a group's name) or "
+     "connect (such as 127.0.0.1:9000 or unix:/run/php/php8.2-fpm.sock)"),
+    ("{path: /, fastcgi: {connect: 'http://x:9', root: /tmp}}",
+     "F:4:38: sites[0].routes[0].fastcgi.connect: expected an address such as 127.0.0.1:9000 "
+     "or unix:/run/php/php8.2-fpm.sock, not a URL ('http://x:9')"),
+    ("{path: /, fastcgi: {connect: 'unix:/run/x.sock', root: /tmp, split_path_info: '(.*)'}}",
+     "F:4:87: sites[0].routes[0].fastcgi.split_path_info: expected two groups, the script "
+     "name and PATH_INFO, such as '^(.+\\.php)(/.*)$'"),
+    ("{path: /, fastcgi: {connect: 'unix:/run/x.sock', root: /tmp, params: {REQUEST_URI: x}}}",
+     "F:4:79: sites[0].routes[0].fastcgi.params.REQUEST_URI: REQUEST_URI is computed for each "
+     "request and cannot be fixed for a route"),
     ("{path: /, app: shop}",
      "F:4:19: sites[0].routes[0].app: handler 'app' is not available in this "
      "version of scalws"),

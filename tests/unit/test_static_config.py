@@ -273,7 +273,11 @@ def test_try_files(tmp_path, www, value, files, status, uri):
     ("[$uri.html, =404]", "7:23", "try_files[0]: '$uri.html': the only variable is $uri "
      "(as $uri or $uri/); nginx's other variables do not exist here"),
     ("[/cache$uri, =404]", "7:23", "try_files[0]: '/cache$uri': variables are not "
-     "expanded inside a path; the only variable is $uri, alone (as $uri or $uri/)"),
+     "expanded inside a path; the only variable is $uri, alone (as $uri or $uri/), and a "
+     "last item may end in ?$args (or ?$query_string) to keep the request's query"),
+    ("[$uri, '/index.php?q=$uri']", "7:29", "try_files[1]: '/index.php?q=$uri': variables are "
+     "not expanded inside a path; the only variable is $uri, alone (as $uri or $uri/), and a "
+     "last item may end in ?$args (or ?$query_string) to keep the request's query"),
     ("[$uri, index.html]", "7:29", "try_files[1]: expected $uri, $uri/ or a path "
      "starting with '/', or as the last item =NNN or a URI; got 'index.html'"),
     ("[/../etc/passwd, =404]", "7:23", "try_files[0]: must not contain '..' segments"),

@@ -31,6 +31,7 @@
 
 #include "scalws/accesslog.h"
 #include "scalws/core.h"
+#include "scalws/fastcgi.h"
 #include "scalws/filecache.h"
 #include "scalws/net.h"
 #include "scalws/proxy.h"

@@ -114,7 +114,7 @@ SWS_INTERNAL size_t h1_respond_size(const sws_engine_t *e, const void *resp);
  * follows is the next request), or a status to answer now (the rest of
  * the body, if any, is then read past as for any answered request). */
 SWS_INTERNAL int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req,
-                            const sws_request_info_t *info, const void *proxy_conf, char *body,
+                            const sws_request_info_t *info, const sws_handler_t *h, char *body,
                             size_t len, size_t *took);
 SWS_INTERNAL void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events);
 SWS_INTERNAL void h1_x_closing(sws_engine_t *e, h1conn_t *hc);

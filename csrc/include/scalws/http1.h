@@ -189,6 +189,16 @@ int sws_parse_response(const char *buf, size_t len, int *minor_version, int *sta
                        const char **reason, size_t *reason_len, sws_header_t *headers,
                        size_t *num_headers, size_t last_len);
 
+/*
+ * Parses the head of a CGI response (RFC 3875 §6: what a FastCGI
+ * application writes to STDOUT before the body): header fields up to and
+ * including the empty line, with no status line. Same returns, field
+ * grammar and last_len as sws_parse_request; a head that is only the empty
+ * line has no fields.
+ */
+int sws_parse_cgi_head(const char *buf, size_t len, sws_header_t *headers, size_t *num_headers,
+                       size_t last_len);
+
 typedef struct {
     uint64_t content_length;  /* valid when has_content_length */
     unsigned has_content_length:1, chunked:1, keepalive:1, close_delimited:1, no_body:1, upgrade:1;

@@ -56,6 +56,9 @@ typedef struct {
     size_t path_len;
     const char *raw_path;         /* the target's path as sent */
     size_t raw_len;
+    const char *query;            /* after the target's '?' (without it); query_len 0: none */
+    size_t query_len;
+    const struct sws_site *site;  /* the site the request was routed in */
     const sws_request_info_t *info; /* framing: body length or chunked, upgrade, expect */
     const sws_conn_t *conn;       /* where it came from: the peer, its trust */
     const char *rid;              /* request id (X-Request-Id); NULL: the log makes one */
@@ -133,7 +136,8 @@ struct sws_resp {
 
 /* What a route maps to: the handler kind and its config (owned by the
  * caller, scalws/server/engine.pyx, for the engine's life). */
-enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2, SWS_H_PROXY = 3, SWS_H_REDIRECT_HTTPS = 4 };
+enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2, SWS_H_PROXY = 3, SWS_H_REDIRECT_HTTPS = 4,
+       SWS_H_FASTCGI = 5 };
 typedef struct {
     int kind; /* SWS_H_* */
     void *data;

@@ -51,6 +51,7 @@ typedef struct {
     const sws_respond_t *try_status; /* try_files fallback "=NNN", or NULL */
     const char *try_uri;          /* try_files fallback URI (normalized path), routed again */
     size_t try_uri_len;
+    int try_args;                 /* the fallback keeps the request's query ("/index.php?$args") */
     size_t sendfile_chunk;        /* most bytes per sendfile call */
 } sws_static_t;
 
@@ -60,14 +61,22 @@ typedef struct {
     char *path2;              /* a path with an index file name appended (max_uri_bytes + 512) */
     char *path3;              /* a path with a precompressed suffix appended */
     uint64_t prng;            /* xorshift state for multipart boundaries */
+    /* sws_static_answer returned SWS_REROUTE: the try_files fallback of the
+     * route is a handler that answers later (FastCGI), for the protocol to
+     * start with the fallback's path (the static route's try_uri) */
+    const sws_handler_t *reroute;
+    int reroute_args;
 } sws_static_state_t;
+
+#define SWS_REROUTE (-2)
 
 #define STATIC_ANSWER_MAX 1024 /* batch bytes a static head takes besides extra, Location, body */
 
 SWS_INTERNAL int sws_static_init(sws_engine_t *e, uint64_t seed);
 SWS_INTERNAL void sws_static_free(sws_engine_t *e);
 /* Answers req on a static route through r; returns the status. depth: 0,
- * or 1 for a try_files fallback being routed again. */
+ * or 1 for a try_files fallback being routed again. SWS_REROUTE: nothing
+ * was answered; the try_files fallback goes to e->st.reroute (see there). */
 SWS_INTERNAL int sws_static_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                                    const sws_site_t *site, const sws_static_t *st, int depth);
 /* autoindex.c: the HTML listing of the folder `path` (ending in '/'),

@@ -280,9 +280,13 @@ def _try_status(text: str, last: bool):
 
 def _try_path(text: str, last: bool):
     """Why a '/...' item (a file under root, or the last item's URI) is bad."""
+    name, q, query = text.partition("?")
+    if last and q and query in ("$args", "$query_string"):
+        text = name            # the request's query goes with the fallback
     if "$" in text:
         return (f"'{text}': variables are not expanded inside a path; the only "
-                "variable is $uri, alone (as $uri or $uri/)")
+                "variable is $uri, alone (as $uri or $uri/), and a last item may "
+                "end in ?$args (or ?$query_string) to keep the request's query")
     if any(c.isspace() for c in text):
         return "must not contain whitespace"
     if ".." in text.split("?", 1)[0].split("/"):

@@ -1,0 +1,1108 @@
+/* The FastCGI handler; contract in scalws/fastcgi.h.
+ *
+ * A forwarded request is an `fx`, the proxy's px in FastCGI's shape: the
+ * client's side (an sws_resp_t), one upstream connection at a time from the
+ * shared pool, and one read buffer.
+ *
+ *   client --body (hooks->body)--> STDIN records in fx->w --> application
+ *   application --> fx->rbuf: records decoded in place (sws_fcgi_decode),
+ *   STDOUT bytes left at its front --> the CGI head, then the body, through
+ *   the response interface (referenced while the client is slow; the
+ *   application is not read again until the client has taken them all)
+ *
+ * The request is BEGIN_REQUEST, the PARAMS stream, then STDIN. Everything
+ * up to the end of PARAMS (and the whole body when it came with the head) is
+ * kept in head[] so that a failure before any response byte can go to the
+ * next server. A chunked request body is held whole before the application
+ * is contacted: PHP reads exactly CONTENT_LENGTH bytes, so the length must
+ * be known (nginx buffers such bodies too). A body of known length streams.
+ *
+ * The response's length is known when END_REQUEST came in the same read as
+ * the head and the whole body (small pages, the common case): it goes out
+ * with Content-Length; otherwise it streams (chunked on HTTP/1.1). The
+ * application's own Content-Length is not trusted for framing.
+ *
+ * One request per connection at a time (request id 1): PHP-FPM does not
+ * multiplex. With keep_conn the connection returns to the pool after
+ * END_REQUEST, unless reuse_refusal() says why not.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "context.h"
+
+#include "proxy_int.h"
+#include "scalws/fastcgi.h"
+#include "scalws/fcgi.h"
+#include "scalws/path.h"
+
+#define FCGI_ID 1
+#define STDIN_MAX 32768           /* content per STDIN record we write */
+#define ERRLINE_MAX 1024          /* one STDERR line logged; longer ones are cut */
+#define REDIRECTS_MAX 5           /* local redirects followed for one request */
+
+enum { FS_WAIT_BODY, FS_HEAD, FS_BODY, FS_DONE };
+enum { G_CONNECT, G_CONNECT_TIMEOUT, G_RESET, G_READ_TIMEOUT, G_SEND_TIMEOUT, G_BAD_RESPONSE,
+       G_OVERLOADED };
+
+typedef struct fx {
+    sws_resp_t *r;
+    const sws_conn_t *conn;
+    upconn_t *uc;
+    const sws_fastcgi_t *f;
+    sws_upstream_t *up;
+    const sws_site_t *site;
+    int method;
+    int fs;                       /* FS_* */
+    int status;
+    unsigned started : 1,         /* a response byte went to the client */
+        req_done : 1,             /* the whole request body went into w (or body) */
+        hold : 1,                 /* chunked: the body is held until its end */
+        can_retry : 1,            /* head[] holds the whole request */
+        junk : 1,                 /* bytes after END_REQUEST, or a cut response: not reusable */
+        in_start : 1,             /* sws_fastcgi_start is on the stack */
+        ended : 1;                /* END_REQUEST read */
+    int early_status;
+    int redirects;
+    uint32_t attempts;
+    uint64_t tried;
+    uint64_t hash;
+    char *params;                 /* the PARAMS stream's content, until framed */
+    size_t params_len, params_cap;
+    char *head;                   /* BEGIN + PARAMS (+ the whole STDIN when known), for retries */
+    size_t head_len;
+    char *w;                      /* bytes for the application */
+    size_t wlen, woff, wcap;
+    char *body;                   /* a held (chunked) body */
+    size_t body_len, body_cap;
+    sws_fcgi_dec_t dec;
+    char *rbuf;
+    size_t rcap, olen, last_len;  /* rbuf[0..olen): decoded STDOUT not yet passed on */
+    char errline[ERRLINE_MAX];
+    size_t errlen;
+    char rid[RID_MAX];
+    size_t rid_len;
+    int method_len, target_len;
+    char what[];                  /* the method, then the target (the request's REQUEST_URI) */
+} fx_t;
+
+static void fx_sync(sws_engine_t *e, fx_t *x);
+static int fx_attempt(sws_engine_t *e, fx_t *x);
+static void fx_finish(sws_engine_t *e, fx_t *x, int how);
+static void up_read(sws_engine_t *e, fx_t *x);
+static int up_write(sws_engine_t *e, fx_t *x);
+static const sws_upconn_ops_t fx_uc_ops;
+static const sws_resp_hooks_t fx_hooks;
+
+/* ---- buffers ------------------------------------------------------------------- */
+
+static int grow(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    char *nb = realloc(*buf, c);
+    if (!nb)
+        return -1;
+    *buf = nb;
+    *cap = c;
+    return 0;
+}
+
+static int w_put(fx_t *x, const char *p, size_t n)
+{
+    if (x->woff && x->wlen + n > x->wcap) { /* what was written is dead */
+        memmove(x->w, x->w + x->woff, x->wlen - x->woff);
+        x->wlen -= x->woff;
+        x->woff = 0;
+    }
+    if (grow(&x->w, &x->wcap, x->wlen + n) < 0)
+        return -1;
+    memcpy(x->w + x->wlen, p, n);
+    x->wlen += n;
+    return 0;
+}
+
+/* Frames p[0..n) as records of `type` into w; n == 0 writes the stream's
+ * empty closing record. */
+static int w_records(fx_t *x, int type, const char *p, size_t n)
+{
+    char h[SWS_FCGI_HEADER_LEN];
+    do {
+        size_t k = n > STDIN_MAX ? STDIN_MAX : n;
+        sws_fcgi_header(h, type, FCGI_ID, k, 0);
+        if (w_put(x, h, sizeof h) < 0 || (k && w_put(x, p, k) < 0))
+            return -1;
+        p += k;
+        n -= k;
+    } while (n);
+    return 0;
+}
+
+/* One parameter into the PARAMS content. */
+static int param(fx_t *x, const char *n, size_t nl, const char *v, size_t vl)
+{
+    if (grow(&x->params, &x->params_cap, x->params_len + sws_fcgi_nv_len(nl, vl)) < 0)
+        return -1;
+    x->params_len = (size_t)(sws_fcgi_nv(x->params + x->params_len, n, nl, v, vl) - x->params);
+    return 0;
+}
+#define PARAM(x, lit, v, vl) param(x, lit, sizeof lit - 1, v, vl)
+
+/* Two pieces joined into one value (SCRIPT_FILENAME = root + name). */
+static int param2(fx_t *x, const char *n, size_t nl, const char *a, size_t al, const char *b,
+                  size_t bl)
+{
+    if (grow(&x->params, &x->params_cap, x->params_len + sws_fcgi_nv_len(nl, al + bl)) < 0)
+        return -1;
+    char *o = sws_fcgi_nv(x->params + x->params_len, n, nl, a, al + bl);
+    memcpy(o - (al + bl) + al, b, bl); /* the value's tail: b after a */
+    memcpy(o - (al + bl), a, al);
+    x->params_len = (size_t)(o - x->params);
+    return 0;
+}
+
+/* ---- the parameters -------------------------------------------------------------- */
+
+static int is_tls(const sws_conn_t *c) { return c->tls != NULL; }
+
+/* HTTP_* for one request field: uppercase, '-' to '_'. Names with '_' are
+ * skipped (they would alias a '-' name: nginx's underscores_in_headers off),
+ * as are Proxy (httpoxy, CVE-2016-5385) and the two CGI takes without the
+ * prefix. */
+static int http_param(fx_t *x, const sws_header_t *h)
+{
+    size_t nl = h->name_len;
+    if (nl == 5 && strncasecmp(h->name, "proxy", 5) == 0)
+        return 0;
+    if ((nl == 12 && strncasecmp(h->name, "content-type", 12) == 0) ||
+        (nl == 14 && strncasecmp(h->name, "content-length", 14) == 0))
+        return 0;
+    if (memchr(h->name, '_', nl))
+        return 0;
+    char name[5 + 256];
+    if (nl > 256)
+        return 0;
+    memcpy(name, "HTTP_", 5);
+    for (size_t i = 0; i < nl; i++) {
+        char ch = h->name[i];
+        name[5 + i] = ch == '-' ? '_' : (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ch;
+    }
+    return param(x, name, 5 + nl, h->value, h->value_len);
+}
+
+/* Splits the script path into SCRIPT_NAME and PATH_INFO with split_path_info
+ * (regexec needs a NUL-terminated string: the path is copied). */
+static void split_script(const sws_fastcgi_t *f, char *path, size_t len, size_t *script_len,
+                         const char **info, size_t *info_len)
+{
+    *script_len = len;
+    *info = path + len;
+    *info_len = 0;
+    if (!f->split)
+        return;
+    regmatch_t m[3];
+    if (regexec(f->split, path, 3, m, 0) != 0 || m[1].rm_so != 0 || m[1].rm_eo < 0)
+        return;
+    *script_len = (size_t)m[1].rm_eo;
+    if (m[2].rm_so >= 0) {
+        *info = path + m[2].rm_so;
+        *info_len = (size_t)(m[2].rm_eo - m[2].rm_so);
+    }
+}
+
+/* The CGI parameters of req (RFC 3875 §4.1, plus what PHP reads). Returns 0,
+ * a status to answer (404: no such script), or -1 when out of memory. The
+ * script path is the normalized request path (with the index file appended
+ * to a folder), split by split_path_info. */
+static int build_params(sws_engine_t *e, fx_t *x, const sws_request_t *req)
+{
+    const sws_fastcgi_t *f = x->f;
+    char *path = e->st.path3; /* max_uri_bytes + 512 */
+    size_t plen = req->path_len;
+    if (plen + f->index_len + 1 > e->core.lim.max_uri_bytes + 512)
+        return 414;
+    memcpy(path, req->path, plen);
+    if (plen && path[plen - 1] == '/' && f->index_len) {
+        memcpy(path + plen, f->index, f->index_len);
+        plen += f->index_len;
+    }
+    path[plen] = '\0';
+    size_t script_len, info_len;
+    const char *info;
+    split_script(f, path, plen, &script_len, &info, &info_len);
+    if (f->check_script && e->st.fc) {
+        sws_file_t *g;
+        int rc = sws_filecache_get(e->st.fc, f->root_fd, path, script_len, f->fc_flags,
+                                   e->core.now, &g);
+        if (rc < 0)
+            return rc == -ENOMEM ? 500 : 404;
+        int dir = g->is_dir;
+        sws_filecache_release(e->st.fc, g);
+        if (dir)
+            return 404;
+    }
+    char num[24], peer[64];
+    int k;
+    int rc = 0;
+    rc |= param2(x, "SCRIPT_FILENAME", 15, f->root, f->root_len, path, script_len);
+    rc |= PARAM(x, "SCRIPT_NAME", path, script_len);
+    rc |= PARAM(x, "PATH_INFO", info, info_len);
+    if (info_len)
+        rc |= param2(x, "PATH_TRANSLATED", 15, f->root, f->root_len, info, info_len);
+    rc |= PARAM(x, "DOCUMENT_ROOT", f->root, f->root_len);
+    rc |= PARAM(x, "DOCUMENT_URI", path, plen);
+    rc |= PARAM(x, "REQUEST_URI", x->what + x->method_len, (size_t)x->target_len);
+    rc |= PARAM(x, "QUERY_STRING", req->query, req->query_len);
+    rc |= PARAM(x, "REQUEST_METHOD", x->what, (size_t)x->method_len);
+    const sws_header_t *ct = find_header(req, "content-type", 12);
+    if (ct)
+        rc |= PARAM(x, "CONTENT_TYPE", ct->value, ct->value_len);
+    if (!x->hold && req->info->has_content_length) {
+        k = snprintf(num, sizeof num, "%llu", (unsigned long long)req->info->content_length);
+        rc |= PARAM(x, "CONTENT_LENGTH", num, (size_t)k);
+    }
+    rc |= PARAM(x, "GATEWAY_INTERFACE", "CGI/1.1", 7);
+    rc |= PARAM(x, "SERVER_SOFTWARE", "scalws", 6);
+    rc |= PARAM(x, "SERVER_PROTOCOL", req->minor ? "HTTP/1.1" : "HTTP/1.0", 8);
+    rc |= PARAM(x, "REQUEST_SCHEME", is_tls(x->conn) ? "https" : "http", is_tls(x->conn) ? 5 : 4);
+    if (is_tls(x->conn))
+        rc |= PARAM(x, "HTTPS", "on", 2);
+    /* REMOTE_ADDR: the peer, or with trusted_proxies the right-most
+     * untrusted X-Forwarded-For entry; the port only when it is the peer's. */
+    const char *ra;
+    size_t ral;
+    client_key(e, x->conn, req, &ra, &ral, peer);
+    rc |= PARAM(x, "REMOTE_ADDR", ra, ral);
+    if (ra == peer) {
+        k = snprintf(num, sizeof num, "%u", (unsigned)x->conn->peer_port);
+        rc |= PARAM(x, "REMOTE_PORT", num, (size_t)k);
+    }
+    /* SERVER_ADDR / SERVER_PORT: the address the client connected to. */
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(x->conn->fd, (struct sockaddr *)&ss, &sl) == 0 &&
+        (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
+        char a[64];
+        unsigned port;
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a);
+            port = ntohs(s4->sin_port);
+        } else {
+            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
+            port = ntohs(s6->sin6_port);
+        }
+        rc |= PARAM(x, "SERVER_ADDR", a, strlen(a));
+        k = snprintf(num, sizeof num, "%u", port);
+        rc |= PARAM(x, "SERVER_PORT", num, (size_t)k);
+    }
+    /* SERVER_NAME: the Host without its port. */
+    const char *hn = req->host ? req->host : "";
+    size_t hl = req->host ? req->host_len : 0;
+    if (hl && hn[0] == '[') {
+        const char *rb = memchr(hn, ']', hl);
+        if (rb)
+            hl = (size_t)(rb - hn + 1);
+    } else {
+        const char *colon = memchr(hn, ':', hl);
+        if (colon)
+            hl = (size_t)(colon - hn);
+    }
+    rc |= PARAM(x, "SERVER_NAME", hn, hl);
+    rc |= PARAM(x, "HTTP_X_REQUEST_ID", x->rid, x->rid_len);
+    for (size_t i = 0; i < req->nh; i++)
+        if (!(req->h[i].name_len == 12 && strncasecmp(req->h[i].name, "x-request-id", 12) == 0))
+            rc |= http_param(x, &req->h[i]);
+    if (f->params_len) { /* the operator's, last: they win over ours */
+        if (grow(&x->params, &x->params_cap, x->params_len + f->params_len) < 0)
+            return -1;
+        memcpy(x->params + x->params_len, f->params, f->params_len);
+        x->params_len += f->params_len;
+    }
+    return rc ? -1 : 0;
+}
+
+/* head[] = BEGIN_REQUEST + the PARAMS stream (+ CONTENT_LENGTH of a held
+ * body) + its end, then the STDIN given (all of it when done). */
+static int frame_request(fx_t *x, const char *body, size_t n, int done)
+{
+    char begin[SWS_FCGI_BEGIN_LEN];
+    sws_fcgi_begin(begin, FCGI_ID, x->f->keep_conn);
+    x->wlen = x->woff = 0;
+    if (x->hold) { /* a chunked body, whole now */
+        char num[24];
+        int k = snprintf(num, sizeof num, "%zu", x->body_len);
+        if (PARAM(x, "CONTENT_LENGTH", num, (size_t)k) < 0)
+            return -1;
+    }
+    if (w_put(x, begin, sizeof begin) < 0 || w_records(x, SWS_FCGI_PARAMS, x->params, x->params_len) < 0 ||
+        w_records(x, SWS_FCGI_PARAMS, NULL, 0) < 0)
+        return -1;
+    free(x->params);
+    x->params = NULL;
+    x->params_len = x->params_cap = 0;
+    if (n && w_records(x, SWS_FCGI_STDIN, body, n) < 0)
+        return -1;
+    if (done && w_records(x, SWS_FCGI_STDIN, NULL, 0) < 0)
+        return -1;
+    x->can_retry = done;
+    if (done) { /* the whole request: kept for a retry */
+        x->head = malloc(x->wlen);
+        if (!x->head)
+            return -1;
+        memcpy(x->head, x->w, x->wlen);
+        x->head_len = x->wlen;
+    }
+    return 0;
+}
+
+/* ---- start ------------------------------------------------------------------------ */
+
+static void fx_free(fx_t *x)
+{
+    free(x->params);
+    free(x->head);
+    free(x->w);
+    free(x->body);
+    free(x->rbuf);
+    free(x);
+}
+
+int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
+                      const void *fc_conf, char *body, size_t n, int done)
+{
+    const sws_fastcgi_t *f = fc_conf;
+    if (req->method_id == SWS_M_OPTIONS && req->target_len == 1 && req->target[0] == '*')
+        return 404;
+    fx_t *x = calloc(1, sizeof *x + req->method_len + req->target_len);
+    if (!x)
+        return 500;
+    x->r = r;
+    x->conn = req->conn;
+    x->f = f;
+    x->up = f->up;
+    x->site = req->site;
+    x->method = req->method_id;
+    x->hold = req->info->chunked; /* its length is known only at its end */
+    x->req_done = done;
+    x->dec.id = FCGI_ID;
+    memcpy(x->rid, req->rid, req->rid_len);
+    x->rid_len = req->rid_len;
+    x->method_len = (int)req->method_len;
+    x->target_len = (int)req->target_len;
+    memcpy(x->what, req->method, req->method_len);
+    memcpy(x->what + req->method_len, req->target, req->target_len);
+    if (x->up->balance == SWS_BAL_HASH) {
+        char peer[64];
+        const char *k = req->target;
+        size_t kl = req->target_len;
+        if (x->up->hash_key == SWS_HASH_CLIENT)
+            client_key(e, req->conn, req, &k, &kl, peer);
+        x->hash = hash_bytes(k, kl);
+    }
+    x->rcap = f->buffer_size;
+    x->rbuf = malloc(x->rcap);
+    int st = x->rbuf ? build_params(e, x, req) : -1;
+    if (st) {
+        fx_free(x);
+        return st < 0 ? 500 : st;
+    }
+    if (x->hold && !done) {
+        if (n && (grow(&x->body, &x->body_cap, n) < 0 || !memcpy(x->body, body, n))) {
+            fx_free(x);
+            return 500;
+        }
+        x->body_len = n;
+        r->ops->attach(e, r, &fx_hooks, x);
+        x->fs = FS_WAIT_BODY;
+        r->ops->want_body(e, r, 1);
+        e->core.up_inflight++;
+        return 0;
+    }
+    if (x->hold)
+        x->body_len = n; /* the whole chunked body came with the head */
+    if (frame_request(x, body, n, done) < 0) {
+        fx_free(x);
+        return 500;
+    }
+    r->ops->attach(e, r, &fx_hooks, x);
+    x->in_start = 1;
+    fx_attempt(e, x); /* cannot end the exchange while in_start */
+    x->in_start = 0;
+    if (x->early_status) {
+        int status = x->early_status;
+        if (x->uc)
+            uc_close(e, x->uc);
+        fx_free(x);
+        return status;
+    }
+    e->core.up_inflight++;
+    return 0;
+}
+
+/* ---- errors and retries ------------------------------------------------------------- */
+
+static const char *fail_text(int kind)
+{
+    switch (kind) {
+    case G_CONNECT: return "connect() failed";
+    case G_CONNECT_TIMEOUT: return "upstream timed out while connecting";
+    case G_RESET: return "upstream closed or reset the connection";
+    case G_READ_TIMEOUT: return "upstream timed out while reading the response";
+    case G_SEND_TIMEOUT: return "upstream timed out while sending the request";
+    case G_OVERLOADED: return "FastCGI application is overloaded or refused the request";
+    default: return "upstream sent an invalid FastCGI response";
+    }
+}
+
+static int fx_answer_error(sws_engine_t *e, fx_t *x, int status)
+{
+    if (x->in_start) {
+        x->early_status = status;
+        return 1;
+    }
+    x->status = status;
+    x->fs = FS_DONE;
+    x->junk = 1;
+    x->r->ops->discard(e, x->r);
+    sws_respond_answer(e, x->r, &e->rsp.err[err_index(status)]);
+    x->started = 1;
+    if (x->r->ops->flush(e, x->r) < 0)
+        return 1;
+    fx_finish(e, x, SWS_FIN_OK);
+    return 1;
+}
+
+static int fx_retry_ok(const sws_engine_t *e, const fx_t *x, int kind, int reused)
+{
+    if (x->started || !x->can_retry || e->core.shutting_down)
+        return 0;
+    if (kind == G_READ_TIMEOUT || kind == G_SEND_TIMEOUT || kind == G_BAD_RESPONSE)
+        return 0;
+    if (kind == G_RESET && reused)
+        return 1; /* a pooled connection the application had closed */
+    if (kind == G_RESET && x->method != SWS_M_GET && x->method != SWS_M_HEAD)
+        return 0;
+    return x->attempts <= x->f->retries;
+}
+
+static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
+{
+    upconn_t *uc = x->uc;
+    int reused = 0;
+    if (uc) {
+        reused = uc->requests > 1;
+        char peer[64];
+        *put_peer(peer, x->conn) = '\0';
+        elog(e, SWS_L_ERROR, "%s%s%s, upstream: fastcgi://%s, request: \"%.*s %.*s\", client: %s, "
+             "request id: %.*s", fail_text(kind), err ? ": " : "", err ? strerror(err) : "",
+             uc->srv->name, x->method_len, x->what, x->target_len, x->what + x->method_len, peer,
+             (int)x->rid_len, x->rid);
+        if (kind == G_RESET && reused) {
+            size_t i = (size_t)(uc->srv - x->up->servers);
+            if (i < 64)
+                x->tried &= ~(1ull << i);
+            x->attempts--;
+        } else if (kind != G_OVERLOADED) {
+            srv_fail(e, x->up, uc->srv);
+        }
+        x->uc = NULL;
+        uc_close(e, uc);
+    }
+    if (fx_retry_ok(e, x, kind, reused)) {
+        memcpy(x->w, x->head, x->head_len); /* w was made from head: big enough */
+        x->wlen = x->head_len;
+        x->woff = 0;
+        x->olen = x->last_len = 0;
+        memset(&x->dec, 0, sizeof x->dec);
+        x->dec.id = FCGI_ID;
+        return fx_attempt(e, x);
+    }
+    if (!x->started)
+        return fx_answer_error(e, x, kind == G_OVERLOADED ? 503
+                                     : kind == G_READ_TIMEOUT || kind == G_CONNECT_TIMEOUT ||
+                                               kind == G_SEND_TIMEOUT
+                                         ? 504
+                                         : 502);
+    x->status = x->status ? x->status : 502;
+    x->junk = 1;
+    fx_finish(e, x, SWS_FIN_ABORT);
+    return 1;
+}
+
+static int fx_attempt(sws_engine_t *e, fx_t *x)
+{
+    sws_upstream_t *up = x->up;
+    for (;;) {
+        int i = sws_up_pick(e, up, x->tried, x->hash);
+        if (i < 0) {
+            elog(e, SWS_L_ERROR, "no live upstreams in \"%s\" while forwarding \"%.*s %.*s\" to "
+                 "FastCGI", up->name, x->method_len, x->what, x->target_len,
+                 x->what + x->method_len);
+            return fx_answer_error(e, x, 502);
+        }
+        sws_upstream_server_t *s = &up->servers[i];
+        if (i < 64)
+            x->tried |= 1ull << i;
+        x->attempts++;
+        upconn_t *uc = pool_take(e, up, s);
+        if (!uc) {
+            uc = uc_connect(e, up, s, UC_ACTIVE);
+            if (!uc) {
+                int err = errno;
+                elog(e, SWS_L_ERROR, "connect() failed: %s, upstream: fastcgi://%s, request: "
+                     "\"%.*s %.*s\"", strerror(err), s->name, x->method_len, x->what,
+                     x->target_len, x->what + x->method_len);
+                srv_fail(e, up, s);
+                if (fx_retry_ok(e, x, G_CONNECT, 0))
+                    continue;
+                return fx_answer_error(e, x, 502);
+            }
+            s->active++;
+        }
+        uc->owner = x;
+        uc->ops = &fx_uc_ops;
+        uc->requests++;
+        x->uc = uc;
+        x->fs = FS_HEAD;
+        uc->dkind = D_NONE;
+        if (uc->state == UC_CONNECTING) {
+            uc->deadline = e->core.now + x->f->connect_timeout_ms;
+            uc->dkind = D_CONNECT;
+        } else if (up_write(e, x)) {
+            return 1;
+        }
+        fx_sync(e, x);
+        return 0;
+    }
+}
+
+static int up_write(sws_engine_t *e, fx_t *x)
+{
+    upconn_t *uc = x->uc;
+    while (x->woff < x->wlen) {
+        ssize_t n = uc_send(e, uc, x->w + x->woff, x->wlen - x->woff);
+        if (n < 0) {
+            if (errno == EAGAIN)
+                break;
+            return fx_fail(e, x, G_RESET, errno);
+        }
+        x->woff += (size_t)n;
+        uc->dkind = D_NONE;
+    }
+    if (x->woff == x->wlen)
+        x->woff = x->wlen = 0;
+    return 0;
+}
+
+/* ---- the request body -------------------------------------------------------------- */
+
+static int fx_body(sws_engine_t *e, void *ctx, char *p, size_t n, int done)
+{
+    fx_t *x = ctx;
+    if (x->fs == FS_WAIT_BODY) { /* chunked: held until its end */
+        if (x->body_len + n > e->core.lim.max_body_bytes) {
+            x->req_done = 1; /* what is left of it is not read */
+            fx_answer_error(e, x, 413);
+            return 1;
+        }
+        if (n && grow(&x->body, &x->body_cap, x->body_len + n) < 0)
+            return -1;
+        if (n)
+            memcpy(x->body + x->body_len, p, n);
+        x->body_len += n;
+        if (!done)
+            return 0;
+        x->req_done = 1;
+        if (frame_request(x, x->body, x->body_len, 1) < 0)
+            return -1;
+        free(x->body);
+        x->body = NULL;
+        x->body_len = x->body_cap = 0;
+        x->r->ops->want_body(e, x->r, 0);
+        return fx_attempt(e, x);
+    }
+    if (n && w_records(x, SWS_FCGI_STDIN, p, n) < 0)
+        return -1;
+    if (done) {
+        x->req_done = 1;
+        if (w_records(x, SWS_FCGI_STDIN, NULL, 0) < 0)
+            return -1;
+    }
+    if (x->uc && x->uc->state == UC_ACTIVE && up_write(e, x))
+        return 1;
+    fx_sync(e, x);
+    return 0;
+}
+
+/* ---- state -> events ------------------------------------------------------------------- */
+
+static void fx_sync(sws_engine_t *e, fx_t *x)
+{
+    upconn_t *uc = x->uc;
+    if (x->fs == FS_WAIT_BODY)
+        return;
+    int wpending = x->woff < x->wlen;
+    int connecting = uc && uc->state == UC_CONNECTING;
+    if (uc) {
+        uint32_t m;
+        if (connecting) {
+            m = EPOLLOUT;
+        } else {
+            int read_ok = x->fs != FS_DONE && !x->r->ops->backed_up(x->r);
+            m = (wpending ? EPOLLOUT : 0) | (read_ok ? EPOLLIN | EPOLLRDHUP : 0);
+            int want = wpending                               ? D_SEND
+                       : !read_ok                             ? D_NONE
+                       : !x->req_done && x->fs == FS_HEAD     ? D_NONE
+                                                              : D_READ;
+            if (want == D_NONE) {
+                uc->dkind = D_NONE;
+                uc->deadline = 0;
+            } else if (want != uc->dkind) {
+                uc->dkind = want;
+                uc->deadline = e->core.now + (want == D_SEND ? x->f->send_timeout_ms
+                                                               : x->f->read_timeout_ms);
+            }
+        }
+        uc_set_mask(e, uc, m);
+    }
+    x->r->ops->want_body(e, x->r, uc && !connecting && !wpending && !x->req_done);
+}
+
+/* ---- the response ----------------------------------------------------------------------- */
+
+/* STDERR: one error-log line per line the application wrote (nginx logs
+ * "FastCGI sent in stderr"), cut at ERRLINE_MAX. */
+static void err_flush(sws_engine_t *e, fx_t *x)
+{
+    if (!x->errlen)
+        return;
+    elog(e, SWS_L_ERROR, "FastCGI sent in stderr: \"%.*s\", upstream: fastcgi://%s, request: "
+         "\"%.*s %.*s\", request id: %.*s", (int)x->errlen, x->errline,
+         x->uc ? x->uc->srv->name : "-", x->method_len, x->what, x->target_len,
+         x->what + x->method_len, (int)x->rid_len, x->rid);
+    x->errlen = 0;
+}
+
+static sws_engine_t *err_engine; /* on_stderr's engine: one engine per process */
+
+static void on_stderr(void *ctx, const char *p, size_t n)
+{
+    fx_t *x = ctx;
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        if (ch == '\n') {
+            err_flush(err_engine, x);
+            continue;
+        }
+        if (ch == '\r')
+            continue;
+        if (x->errlen < sizeof x->errline)
+            x->errline[x->errlen++] = (unsigned char)ch < 0x20 || ch == 0x7f ? '?' : ch;
+    }
+}
+
+/* Headers the application does not decide: framing, hop-by-hop, ours. */
+static int resp_hop(const sws_header_t *h)
+{
+    switch (h->name_len) {
+    case 4: return name_is(h, "date", 4);
+    case 6: return name_is(h, "status", 6) || name_is(h, "server", 6);
+    case 7: return name_is(h, "trailer", 7) || name_is(h, "upgrade", 7);
+    case 10: return name_is(h, "connection", 10) || name_is(h, "keep-alive", 10);
+    case 12: return name_is(h, "x-request-id", 12);
+    case 14: return name_is(h, "content-length", 14);
+    case 17: return name_is(h, "transfer-encoding", 17);
+    default: return 0;
+    }
+}
+
+/* "Status: 404 Not Found" -> 404 and its reason; 0 when malformed. */
+static int cgi_status(const sws_header_t *h, const char **reason, size_t *rl)
+{
+    const char *v = h->value;
+    size_t n = h->value_len;
+    if (n < 3)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if (v[i] < '0' || v[i] > '9')
+            return 0;
+    if (n > 3 && v[3] != ' ')
+        return 0;
+    int s = (v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0');
+    if (s < 200 || s > 599)
+        return 0; /* no 1xx as a final answer */
+    *reason = n > 4 ? v + 4 : NULL;
+    *rl = n > 4 ? n - 4 : 0;
+    return s;
+}
+
+static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len);
+
+/* Parses the CGI head in rbuf[0..olen) once it is whole and describes the
+ * response. 0 (the head is out or still incomplete), 1 when the fx is
+ * gone. */
+static int take_head(sws_engine_t *e, fx_t *x)
+{
+    sws_header_t h[RESP_HEADERS_MAX];
+    size_t nh = RESP_HEADERS_MAX;
+    int n = sws_parse_cgi_head(x->rbuf, x->olen, h, &nh, x->last_len);
+    if (n == SWS_PARSE_INCOMPLETE) {
+        if (x->ended || x->olen == x->rcap)
+            return fx_fail(e, x, G_BAD_RESPONSE, 0); /* ended mid-head, or a head too big */
+        x->last_len = x->olen;
+        return 0;
+    }
+    if (n < 0)
+        return fx_fail(e, x, G_BAD_RESPONSE, 0);
+    int status = 200;
+    const char *reason = NULL;
+    size_t rl = 0;
+    const sws_header_t *loc = NULL;
+    for (size_t i = 0; i < nh; i++) {
+        if (name_is(&h[i], "status", 6)) {
+            status = cgi_status(&h[i], &reason, &rl);
+            if (!status)
+                return fx_fail(e, x, G_BAD_RESPONSE, 0);
+        } else if (name_is(&h[i], "location", 8)) {
+            loc = &h[i];
+        }
+    }
+    int has_status = 0;
+    for (size_t i = 0; i < nh; i++)
+        has_status |= name_is(&h[i], "status", 6);
+    /* RFC 3875 §6.2.2: a local-path Location without a Status is a local
+     * redirect: the server answers the new path itself, as a GET. */
+    if (loc && !has_status && loc->value_len && loc->value[0] == '/' &&
+        !(loc->value_len > 1 && loc->value[1] == '/')) {
+        if (!x->ended || x->olen != (size_t)n) /* it must have no body; wait for the end */
+            return x->ended ? fx_fail(e, x, G_BAD_RESPONSE, 0) : (x->last_len = 0, 0);
+        return local_redirect(e, x, loc->value, loc->value_len);
+    }
+    if (loc && !has_status)
+        status = 302; /* §6.2.3/§6.2.4: a client redirect */
+    x->status = status;
+    sws_resp_t *r = x->r;
+    const sws_fastcgi_t *f = x->f;
+    resp_head(e, r, status, reason, rl);
+    for (size_t i = 0; i < nh; i++) {
+        if (resp_hop(&h[i]) || dropped(&h[i], f->resp_drop, f->n_resp_drop))
+            continue;
+        resp_field(e, r, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
+    }
+    resp_fields(e, r, f->resp_set, f->resp_set_len);
+    resp_field_lit(e, r, "X-Request-Id", x->rid, x->rid_len);
+    size_t body = x->olen - (size_t)n;
+    int no_body = status == 204 || status == 304 || x->method == SWS_M_HEAD;
+    if (status == 204 || status == 304)
+        resp_start_body(e, r, SWS_BODY_NONE, 0);
+    else if (x->ended)
+        resp_start_body(e, r, SWS_BODY_LENGTH, body);
+    else
+        resp_start_body(e, r, SWS_BODY_STREAM, 0);
+    if (body && !no_body)
+        resp_data(e, r, x->rbuf + n, body, SWS_REF);
+    x->fs = FS_BODY;
+    x->last_len = 0;
+    return 0;
+}
+
+/* A local redirect (the application's Location: /path, no body): the new
+ * path is routed in the request's site; a FastCGI route forwards it again,
+ * as a GET without a body; static and respond routes answer it. */
+static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
+{
+    if (++x->redirects > REDIRECTS_MAX || !x->site || len >= 4096) {
+        elog(e, SWS_L_ERROR, "FastCGI local redirect to \"%.*s\" not followed (%s), request: "
+             "\"%.*s %.*s\"", (int)(len > 200 ? 200 : len), loc,
+             x->redirects > REDIRECTS_MAX ? "too many redirects" : "too long", x->method_len,
+             x->what, x->target_len, x->what + x->method_len);
+        return fx_answer_error(e, x, 500);
+    }
+    char target[4096], path[4096];
+    memcpy(target, loc, len);
+    const char *q = memchr(target, '?', len);
+    size_t plen = q ? (size_t)(q - target) : len;
+    ssize_t nl = sws_normalize_path(target, plen, path);
+    const sws_handler_t *h = nl < 0 ? NULL : sws_site_route(x->site, path, (size_t)nl);
+    /* The application's connection is done with this request. */
+    if (x->uc) {
+        upconn_t *uc = x->uc;
+        x->uc = NULL;
+        if (x->f->keep_conn && x->ended && !x->junk && !pool_refusal(e, uc) && x->req_done &&
+            x->woff == x->wlen)
+            pool_put(e, uc);
+        else
+            uc_close(e, uc);
+    }
+    if (!h)
+        return fx_answer_error(e, x, nl < 0 ? 400 : 404);
+    sws_request_info_t info = {0};
+    sws_request_t req = {0};
+    req.method = "GET";
+    req.method_len = 3;
+    req.method_id = SWS_M_GET;
+    req.target = target;
+    req.target_len = len;
+    req.minor = 1;
+    req.path = path;
+    req.path_len = (size_t)nl;
+    req.raw_path = target;
+    req.raw_len = plen;
+    req.query = q ? q + 1 : NULL;
+    req.query_len = q ? len - plen - 1 : 0;
+    req.info = &info;
+    req.conn = x->conn;
+    req.rid = x->rid;
+    req.rid_len = x->rid_len;
+    req.site = x->site;
+    if (h->kind == SWS_H_FASTCGI) {
+        const sws_fastcgi_t *f = h->data;
+        /* The same fx goes on with the new request: REQUEST_URI stays the
+         * client's, as with nginx's internal redirects. */
+        free(x->head);
+        x->head = NULL;
+        x->head_len = 0;
+        x->f = f;
+        x->up = f->up;
+        x->method = SWS_M_GET;
+        x->fs = FS_HEAD;
+        x->olen = x->last_len = 0;
+        x->ended = x->junk = 0;
+        x->tried = 0;
+        x->attempts = 0;
+        x->req_done = 1;
+        x->hold = 0;
+        memset(&x->dec, 0, sizeof x->dec);
+        x->dec.id = FCGI_ID;
+        if (f->buffer_size > x->rcap) {
+            char *nb = realloc(x->rbuf, f->buffer_size);
+            if (!nb)
+                return fx_answer_error(e, x, 500);
+            x->rbuf = nb;
+            x->rcap = f->buffer_size;
+        }
+        /* The method becomes GET: the target stays the client's. */
+        memmove(x->what + 3, x->what + x->method_len, (size_t)x->target_len);
+        memcpy(x->what, "GET", 3);
+        x->method_len = 3;
+        int st = build_params(e, x, &req);
+        if (st)
+            return fx_answer_error(e, x, st < 0 ? 500 : st);
+        if (frame_request(x, NULL, 0, 1) < 0)
+            return fx_answer_error(e, x, 500);
+        return fx_attempt(e, x);
+    }
+    x->fs = FS_DONE;
+    x->junk = 1;
+    if (h->kind == SWS_H_STATIC && e->st.fc)
+        x->status = sws_static_answer(e, x->r, &req, x->site, h->data, 1);
+    else if (h->kind == SWS_H_RESPOND)
+        x->status = sws_respond_answer(e, x->r, h->data);
+    else
+        return fx_answer_error(e, x, 500); /* a proxy route: not followed */
+    x->started = 1;
+    if (x->r->ops->flush(e, x->r) < 0)
+        return 1;
+    fx_finish(e, x, SWS_FIN_OK);
+    return 1;
+}
+
+static void up_read(sws_engine_t *e, fx_t *x)
+{
+    upconn_t *uc = x->uc;
+    if (x->olen == x->rcap) {
+        fx_fail(e, x, G_BAD_RESPONSE, 0);
+        return;
+    }
+    ssize_t got = uc_recv(e, uc, x->rbuf + x->olen, x->rcap - x->olen);
+    if (got < 0 && errno == EAGAIN)
+        return;
+    if (got <= 0) {
+        err_flush(e, x);
+        fx_fail(e, x, G_RESET, got < 0 ? errno : 0);
+        return;
+    }
+    uc->dkind = D_NONE;
+    size_t out;
+    err_engine = e;
+    ssize_t used = sws_fcgi_decode(&x->dec, x->rbuf + x->olen, (size_t)got, &out, on_stderr, x);
+    if (used < 0) {
+        err_flush(e, x);
+        x->r->ops->discard(e, x->r);
+        fx_fail(e, x, G_BAD_RESPONSE, 0);
+        return;
+    }
+    size_t stdout_from = x->olen;
+    x->olen += out;
+    if (x->dec.ended) {
+        err_flush(e, x);
+        x->ended = 1;
+        x->junk |= (size_t)used < (size_t)got;
+        if (x->dec.protocol_status != SWS_FCGI_REQUEST_COMPLETE && !x->started &&
+            x->fs == FS_HEAD) {
+            fx_fail(e, x, x->dec.protocol_status == SWS_FCGI_OVERLOADED ? G_OVERLOADED
+                                                                          : G_BAD_RESPONSE, 0);
+            return;
+        }
+    }
+    if (x->fs == FS_HEAD) {
+        if (take_head(e, x))
+            return;
+        if (x->fs == FS_HEAD) {
+            if (!out && x->ended) {
+                fx_fail(e, x, G_BAD_RESPONSE, 0); /* END_REQUEST with no head */
+                return;
+            }
+            fx_sync(e, x);
+            return;
+        }
+    } else if (out && x->method != SWS_M_HEAD && x->status != 204 && x->status != 304) {
+        resp_data(e, x->r, x->rbuf + stdout_from, out, SWS_REF);
+    }
+    if (x->ended) {
+        resp_done(e, x->r);
+        x->fs = FS_DONE;
+    }
+    x->started = 1;
+    if (x->r->ops->flush(e, x->r) < 0)
+        return;
+    if (!x->r->ops->backed_up(x->r))
+        x->olen = 0; /* all of it went; else rbuf stays referenced until it has */
+    if (x->fs == FS_DONE) {
+        fx_finish(e, x, SWS_FIN_OK);
+        return;
+    }
+    fx_sync(e, x);
+}
+
+/* ---- the end ----------------------------------------------------------------------------- */
+
+/* The one place that says whether the application's connection may serve
+ * another request: NULL when it may, else why not. */
+static const char *reuse_refusal(const sws_engine_t *e, const fx_t *x, const upconn_t *uc)
+{
+    if (!x->f->keep_conn)
+        return "keep_conn is off";
+    if (!x->ended)
+        return "response not fully read";
+    if (!x->req_done || x->woff < x->wlen)
+        return "request not fully sent";
+    if (x->junk)
+        return "bytes after END_REQUEST";
+    return pool_refusal(e, uc);
+}
+
+static void fx_finish(sws_engine_t *e, fx_t *x, int how)
+{
+    sws_resp_t *r = x->r;
+    upconn_t *uc = x->uc;
+    if (uc) {
+        const char *why = reuse_refusal(e, x, uc);
+        x->uc = NULL;
+        if (why) {
+            elog(e, SWS_L_DEBUG, "FastCGI connection to %s not kept: %s", uc->srv->name, why);
+            uc_close(e, uc);
+        } else {
+            pool_put(e, uc);
+        }
+    }
+    e->core.up_inflight--;
+    if (r->ops->backed_up(r)) {
+        r->ops->hold_heap(e, r, x->rbuf);
+        x->rbuf = NULL;
+    }
+    fx_free(x);
+    r->ops->finish(e, r, how);
+}
+
+/* ---- the client's side ---------------------------------------------------------------------- */
+
+static void fx_drained(sws_engine_t *e, void *ctx)
+{
+    fx_t *x = ctx;
+    if (x->fs != FS_HEAD)
+        x->olen = 0;
+    fx_sync(e, x);
+}
+
+static void fx_gone(sws_engine_t *e, void *ctx)
+{
+    fx_t *x = ctx;
+    e->core.up_inflight--;
+    if (x->uc) {
+        if (!x->started)
+            elog(e, SWS_L_INFO, "client closed the connection before the FastCGI application %s "
+                 "answered \"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,
+                 x->target_len, x->what + x->method_len);
+        uc_close(e, x->uc); /* the rest of its answer would be junk on a pooled connection */
+    }
+    fx_free(x);
+}
+
+static const sws_resp_hooks_t fx_hooks = {fx_body, fx_drained, fx_gone};
+
+/* ---- the application's side ------------------------------------------------------------------- */
+
+static void fx_up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
+{
+    fx_t *x = uc->owner;
+    if (uc->state == UC_CONNECTING) {
+        int err = 0;
+        socklen_t sl = sizeof err;
+        getsockopt(uc->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
+        if (err) {
+            fx_fail(e, x, G_CONNECT, err);
+            return;
+        }
+        uc->state = UC_ACTIVE;
+        uc->deadline = 0;
+        uc->dkind = D_NONE;
+        if (up_write(e, x))
+            return;
+        fx_sync(e, x);
+        return;
+    }
+    if ((events & EPOLLOUT) && x->woff < x->wlen && up_write(e, x))
+        return;
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        if (x->r->ops->backed_up(x->r) || x->fs == FS_DONE) {
+            if (events & (EPOLLHUP | EPOLLERR)) {
+                fx_fail(e, x, G_RESET, ECONNRESET);
+                return;
+            }
+        } else {
+            up_read(e, x);
+            return;
+        }
+    }
+    fx_sync(e, x);
+}
+
+static void fx_up_expire(sws_engine_t *e, upconn_t *uc, int dkind)
+{
+    fx_t *x = uc->owner;
+    fx_fail(e, x, dkind == D_CONNECT ? G_CONNECT_TIMEOUT : dkind == D_SEND ? G_SEND_TIMEOUT
+                                                                             : G_READ_TIMEOUT, 0);
+}
+
+static void fx_up_kill(sws_engine_t *e, upconn_t *uc)
+{
+    fx_t *x = uc->owner;
+    x->r->ops->close(e, x->r); /* fx_gone closes uc */
+}
+
+static const sws_upconn_ops_t fx_uc_ops = {fx_up_event, fx_up_expire, fx_up_kill};
