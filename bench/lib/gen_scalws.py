@@ -16,6 +16,7 @@ one for its RSA measurement).
 """
 import argparse
 import json
+import os
 import sys
 
 
@@ -88,7 +89,12 @@ def build(a):
         upstreams["up"] = {"servers": [f"127.0.0.1:{a.up_port}"], "keepalive": 64}
         route = {"proxy": {"upstream": "up", "cache": {"max_size": "256m"}}}
     elif s == "php":
-        route = {"fastcgi": {"connect": f"127.0.0.1:{a.php_port}", "root": a.www}}
+        # keepalive 64 as nginx's `upstream php`; PHP-FPM has a child per
+        # client connection (bench/run.sh), so pooled connections never starve it.
+        # BENCH_FCGI_KEEP_CONN=0: a connection per request (ADR 0009's comparison).
+        upstreams["php"] = {"servers": [f"127.0.0.1:{a.php_port}"], "keepalive": 64}
+        keep = os.environ.get("BENCH_FCGI_KEEP_CONN", "1") != "0"
+        route = {"fastcgi": {"upstream": "php", "root": a.www, "keep_conn": keep}}
     elif s == "node":
         upstreams["node"] = {"servers": [f"127.0.0.1:{a.node_port}"], "keepalive": 64}
         route = {"proxy": {"upstream": "node"}}

@@ -36,7 +36,7 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .directives import HANDLERS, UNAVAILABLE_HANDLERS, proxy, tls
+from .directives import HANDLERS, UNAVAILABLE_HANDLERS, fastcgi, proxy, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .model import Config, Limits, Listen, LogConfig, Route, Site
@@ -93,6 +93,7 @@ class _Context:
         # The reverse proxy (directives/proxy.py): routes may name a group
         # written later in the file, so names are checked after the walk.
         self.upstream_refs: list = []          # [(name, node, key path)]
+        self.fastcgi_refs: list = []           # the ones made by fastcgi routes
         self.upstream_names: set = set()       # every name under `upstreams`
         self.implicit_upstreams: dict = {}     # "url:ADDRESS" -> Upstream
 
@@ -597,6 +598,7 @@ def _walk_document(ctx: _Context, root) -> Config:
         cfg.sites = _sites(ctx, keys["sites"][1])
     # After the sites: routes name groups, and `url:` adds implicit ones.
     cfg.upstreams = proxy.check_references(ctx, upstreams)
+    fastcgi.mark_groups(ctx, cfg.upstreams)
     return cfg
 
 

@@ -250,6 +250,7 @@ class Upstream:
     keepalive_time: float = 3600.0         # a connection older than this is not pooled again
     health: Optional[Health] = None
     tls: Optional[UpstreamTLS] = None      # None: plain TCP (or unix)
+    protocol: str = "http"                 # "http" | "fastcgi": what its routes speak (loader)
     mark: Mark = ("<default>", 0, 0)
 
 

@@ -121,6 +121,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t keepalive_time_ms
         const char *hc_request
         size_t hc_request_len
+        int hc_fastcgi
         uint32_t hc_interval_ms, hc_timeout_ms, hc_rise, hc_fall
         const uint16_t *hc_expect
         size_t hc_n_expect

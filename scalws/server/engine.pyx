@@ -60,6 +60,34 @@ cdef inline uint32_t _ms(double seconds):
     return <uint32_t>(ms if ms < 4294967295.0 else 4294967295.0)
 
 
+
+def _fcgi_pairs(pairs):
+    """FastCGI name-value pairs (FastCGI 1.0 §3.4), as csrc/http/fcgi.c writes them."""
+    out = bytearray()
+    for name, value in pairs:
+        nb, vb = name.encode(), value.encode()
+        for n in (len(nb), len(vb)):
+            out += bytes([n]) if n < 128 else (0x80000000 | n).to_bytes(4, "big")
+        out += nb + vb
+    return bytes(out)
+
+
+def _fcgi_record(rtype, content):
+    return bytes([1, rtype, 0, 1, len(content) >> 8, len(content) & 0xFF, 0, 0]) + content
+
+
+def _fastcgi_check(path):
+    """The active health check of a FastCGI group: GET `path` (PHP-FPM's
+    ping.path answers it itself), on a connection that is then closed."""
+    params = _fcgi_pairs([("SCRIPT_NAME", path), ("SCRIPT_FILENAME", path),
+                          ("REQUEST_URI", path), ("DOCUMENT_URI", path),
+                          ("REQUEST_METHOD", "GET"), ("QUERY_STRING", ""),
+                          ("SERVER_SOFTWARE", "scalws"), ("GATEWAY_INTERFACE", "CGI/1.1"),
+                          ("HTTP_USER_AGENT", "scalws-health-check")])
+    begin = bytes([0, 1, 0, 0, 0, 0, 0, 0])          # role Responder, no FCGI_KEEP_CONN
+    return (_fcgi_record(1, begin) + _fcgi_record(4, params) + _fcgi_record(4, b"")
+            + _fcgi_record(5, b""))
+
 cdef class Engine:
     cdef sws_engine_t *e
     cdef sws_router_t *router
@@ -468,10 +496,14 @@ cdef class Engine:
             u.keepalive_requests = cfg.keepalive_requests
             u.keepalive_time_ms = _ms(getattr(cfg, "keepalive_time", 3600.0))
             h = cfg.health
-            if h is not None:
+            if h is not None and cfg.protocol == "fastcgi":
+                b = self._bytes(_fastcgi_check(h.path))
+                u.hc_fastcgi = 1
+            elif h is not None:
                 host = h.host or srv[0].name.decode("latin-1")
                 b = self._bytes(f"GET {h.path} HTTP/1.1\r\nHost: {host}\r\n"
                                 "User-Agent: scalws-health-check\r\nConnection: close\r\n\r\n")
+            if h is not None:
                 u.hc_request = b
                 u.hc_request_len = len(b)
                 u.hc_interval_ms = _ms(h.interval)
@@ -607,13 +639,7 @@ cdef class Engine:
         f.check_script = cfg.check_script
         f.fc_flags = {"off": _FC_NOFOLLOW, "owner": _FC_OWNER}.get(cfg.follow_symlinks, 0)
         f.keep_conn = cfg.keep_conn
-        out = bytearray()
-        for name, value in cfg.params:
-            nb, vb = name.encode(), value.encode()
-            for n in (len(nb), len(vb)):
-                out += bytes([n]) if n < 128 else (0x80000000 | n).to_bytes(4, "big")
-            out += nb + vb
-        b = self._bytes(bytes(out))
+        b = self._bytes(_fcgi_pairs(cfg.params))
         f.params = b
         f.params_len = len(b)
         f.connect_timeout_ms = _ms(cfg.connect_timeout)

@@ -90,6 +90,8 @@ typedef struct {
     /* active health checks: hc_request NULL = none */
     const char *hc_request;    /* whole request bytes */
     size_t hc_request_len;
+    int hc_fastcgi;            /* the check is a FastCGI request (a group of fastcgi routes):
+                                * judged on the answer's "Status:" (none: 200) */
     uint32_t hc_interval_ms, hc_timeout_ms, hc_rise, hc_fall;
     const uint16_t *hc_expect; /* [lo, hi] pairs */
     size_t hc_n_expect;
@@ -134,8 +136,9 @@ struct upconn {
     uint64_t created;
     uint32_t requests;            /* requests sent on it */
     size_t hc_sent;               /* health check: request bytes sent, */
+    uint32_t hc_skip;             /* (FastCGI) bytes of a record to skip (STDERR before STDOUT), */
     size_t hc_len;                /* response bytes read into hc_buf */
-    char hc_buf[16];
+    char hc_buf[24];              /* "HTTP/1.x NNN", or a record header + "Status: NNN" */
     /* TLS: NULL for a plain connection */
     struct ssl_st *ssl;
     uint32_t rd_want;             /* EPOLLOUT: a TLS read waits for the socket to take bytes */

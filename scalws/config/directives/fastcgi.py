@@ -69,7 +69,10 @@ def compile(ctx, node, path):
                   "other: give one")
         fields.ok = False
     elif "upstream" in keys:
-        put("upstream", proxy._upstream_ref(ctx, keys["upstream"][1], _sub(path, "upstream")))
+        name = proxy._upstream_ref(ctx, keys["upstream"][1], _sub(path, "upstream"))
+        if name is not None:
+            ctx.fastcgi_refs.append(ctx.upstream_refs[-1])
+        put("upstream", name)
     elif "connect" in keys:
         put("upstream", _connect(ctx, keys["connect"][1], _sub(path, "connect")))
     else:
@@ -107,6 +110,34 @@ def compile(ctx, node, path):
     if not fields.ok:
         return None
     return FastCGI(**values)
+
+
+def mark_groups(ctx, upstreams: dict) -> None:
+    """Once the file is walked: the groups fastcgi routes name speak
+    FastCGI (their health checks too); one group cannot serve proxy routes
+    as well, nor have TLS."""
+    fastcgi_nodes = {id(node) for _, node, _ in ctx.fastcgi_refs}
+    http_users = {}
+    for name, node, path in ctx.upstream_refs:
+        if id(node) not in fastcgi_nodes:
+            http_users.setdefault(name, node.start_mark.line + 1)
+    for name, node, path in ctx.fastcgi_refs:
+        group = upstreams.get(name)
+        if group is None:
+            continue               # unknown: reported by check_references
+        if name in http_users:
+            ctx.error(node, path, f"the group '{name}' is used by a proxy route too (line "
+                      f"{http_users[name]}): a group speaks either HTTP or FastCGI; give "
+                      "each its own group")
+            continue
+        if group.tls is not None:
+            ctx.error(node, path, f"the group '{name}' has TLS: FastCGI runs over plain TCP "
+                      "or unix sockets")
+            continue
+        group.protocol = "fastcgi"
+    for group in upstreams.values():
+        if group.name.startswith(IMPLICIT_PREFIX):
+            group.protocol = "fastcgi"
 
 
 def _connect(ctx, node, path):
