@@ -70,7 +70,8 @@ typedef struct fx {
         can_retry : 1,            /* head[] holds the whole request */
         junk : 1,                 /* bytes after END_REQUEST, or a cut response: not reusable */
         in_start : 1,             /* sws_fastcgi_start is on the stack */
-        ended : 1;                /* END_REQUEST read */
+        ended : 1,                /* END_REQUEST read */
+        heard : 1;                /* a byte came from the application on this attempt */
     int early_status;
     int redirects;
     uint32_t attempts;
@@ -486,32 +487,39 @@ static int fx_answer_error(sws_engine_t *e, fx_t *x, int status)
     return 1;
 }
 
-static int fx_retry_ok(const sws_engine_t *e, const fx_t *x, int kind, int reused)
+/* May this failure go to the next server? Only before the response began,
+ * with the whole request at hand, and after a reset only for GET and HEAD:
+ * the application may have run the request (a POST is never sent twice). A
+ * reset of a pooled connection that had said nothing for this request (the
+ * application had closed it) does not count as an attempt. */
+static int fx_retry_ok(const sws_engine_t *e, const fx_t *x, int kind, int stale)
 {
     if (x->started || !x->can_retry || e->core.shutting_down)
         return 0;
     if (kind == G_READ_TIMEOUT || kind == G_SEND_TIMEOUT || kind == G_BAD_RESPONSE)
         return 0;
-    if (kind == G_RESET && reused)
-        return 1; /* a pooled connection the application had closed */
     if (kind == G_RESET && x->method != SWS_M_GET && x->method != SWS_M_HEAD)
         return 0;
+    if (kind == G_RESET && stale)
+        return 1;
     return x->attempts <= x->f->retries;
 }
 
 static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
 {
     upconn_t *uc = x->uc;
-    int reused = 0;
+    int stale = 0;
     if (uc) {
-        reused = uc->requests > 1;
+        /* Stale: a pooled connection closed before any answer. One that
+         * answered part of this request and then broke is not stale. */
+        stale = uc->requests > 1 && !x->heard;
         char peer[64];
         *put_peer(peer, x->conn) = '\0';
         elog(e, SWS_L_ERROR, "%s%s%s, upstream: fastcgi://%s, request: \"%.*s %.*s\", client: %s, "
              "request id: %.*s", fail_text(kind), err ? ": " : "", err ? strerror(err) : "",
              uc->srv->name, x->method_len, x->what, x->target_len, x->what + x->method_len, peer,
              (int)x->rid_len, x->rid);
-        if (kind == G_RESET && reused) {
+        if (kind == G_RESET && stale) {
             size_t i = (size_t)(uc->srv - x->up->servers);
             if (i < 64)
                 x->tried &= ~(1ull << i);
@@ -522,7 +530,7 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         x->uc = NULL;
         uc_close(e, uc);
     }
-    if (fx_retry_ok(e, x, kind, reused)) {
+    if (fx_retry_ok(e, x, kind, stale)) {
         memcpy(x->w, x->head, x->head_len); /* w was made from head: big enough */
         x->wlen = x->head_len;
         x->woff = 0;
@@ -577,6 +585,7 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
         uc->ops = &fx_uc_ops;
         uc->requests++;
         x->uc = uc;
+        x->heard = 0;
         x->fs = FS_HEAD;
         uc->dkind = D_NONE;
         if (uc->state == UC_CONNECTING) {
@@ -937,6 +946,7 @@ static void up_read(sws_engine_t *e, fx_t *x)
         return;
     }
     uc->dkind = D_NONE;
+    x->heard = 1;
     size_t out;
     err_engine = e;
     ssize_t used = sws_fcgi_decode(&x->dec, x->rbuf + x->olen, (size_t)got, &out, on_stderr, x);

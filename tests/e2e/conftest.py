@@ -189,3 +189,5 @@ def statuses(data: bytes) -> list[int]:
 # raw_upstream, fault_proxy, node_upstream, nginx_upstream.
 from tests.e2e.upstreams.fixtures import (  # noqa: E402,F401
     fault_proxy, nginx_upstream, node_upstream, raw_upstream, upstream_app)
+# FastCGI applications for test_fastcgi*.py: php_fpm, fcgi_responder.
+from tests.e2e.upstreams.phpfpm import fcgi_responder, php_fpm  # noqa: E402,F401
