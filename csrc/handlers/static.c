@@ -211,9 +211,13 @@ static int serve_multipart(sws_engine_t *e, sws_resp_t *r, const sws_request_t *
 
 /* The first index file of the folder `dir` (with a '/' added when it does
  * not end in one): 0 with *f referenced and *fpath (in e->st.path2) set, or
- * -EACCES when there is none (a folder is not listed). */
-static int find_index(sws_engine_t *e, const sws_static_t *st, const char *dir, size_t len,
-                      sws_file_t **f, const char **fpath, size_t *fpath_len)
+ * -EACCES when there is none (a folder is not listed). An index file whose
+ * path is on a FastCGI route of the site (index.php) is never served as a
+ * file (its source): SWS_REROUTE sends it there, as nginx's index does, or
+ * (depth 1, already rerouted) it is skipped. */
+static int find_index(sws_engine_t *e, const sws_site_t *site, const sws_static_t *st,
+                      const char *dir, size_t len, int depth, sws_file_t **f,
+                      const char **fpath, size_t *fpath_len)
 {
     char *p2 = e->st.path2;
     int slash = len == 0 || dir[len - 1] != '/';
@@ -226,6 +230,17 @@ static int find_index(sws_engine_t *e, const sws_static_t *st, const char *dir, 
         sws_file_t *g = NULL;
         if (sws_filecache_get(e->st.fc, st->root_fd, p2, len + nl, st->fc_flags, e->core.now,
                               &g) == 0) {
+            const sws_handler_t *h = site ? sws_site_route(site, p2, len + nl) : NULL;
+            if (!g->is_dir && h && h->kind == SWS_H_FASTCGI) {
+                sws_filecache_release(e->st.fc, g);
+                if (depth)
+                    continue;
+                e->st.reroute = h;
+                e->st.reroute_args = 1;
+                e->st.reroute_path = p2;
+                e->st.reroute_len = len + nl;
+                return SWS_REROUTE;
+            }
             if (!g->is_dir) {
                 *f = g;
                 *fpath = p2;
@@ -261,8 +276,11 @@ static int serve_try_files(sws_engine_t *e, sws_resp_t *r, const sws_request_t *
                                   &d) == 0) {
                 int isdir = d->is_dir;
                 sws_filecache_release(e->st.fc, d);
-                if (isdir && find_index(e, st, path, path_len, found, fpath, fpath_len) == 0)
-                    return 0;
+                int rc = isdir ? find_index(e, site, st, path, path_len, depth, found, fpath,
+                                            fpath_len)
+                               : -EACCES;
+                if (rc == 0 || rc == SWS_REROUTE)
+                    return rc;
             }
             continue;
         }
@@ -293,6 +311,8 @@ static int serve_try_files(sws_engine_t *e, sws_resp_t *r, const sws_request_t *
         if (h->kind == SWS_H_FASTCGI) { /* the protocol starts it: nothing was written */
             e->st.reroute = h;
             e->st.reroute_args = st->try_args;
+            e->st.reroute_path = st->try_uri;
+            e->st.reroute_len = st->try_uri_len;
             return SWS_REROUTE;
         }
         return answer_error(e, r, SWS_ERR_500); /* a proxy fallback: refused at config load */
@@ -315,11 +335,14 @@ static int serve_path(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     int head_only = method == SWS_M_HEAD;
     int err = -1;
     sws_file_t *f = NULL;
-    if (method != SWS_M_GET && method != SWS_M_HEAD) {
+    int other_method = method != SWS_M_GET && method != SWS_M_HEAD;
+    if (other_method && !st->n_try) {
         err = SWS_ERR_405;
     } else if (st->deny_hidden && is_hidden(path, path_len)) {
         err = SWS_ERR_404;
     } else if (st->n_try) {
+        /* Any method may reach the fallback (a POST to a front controller);
+         * only a file found here is refused to methods other than GET/HEAD. */
         const char *fp = NULL;
         size_t fl = 0;
         int done = serve_try_files(e, r, req, site, st, path, path_len, depth, &f, &fp, &fl);
@@ -327,6 +350,11 @@ static int serve_path(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
             return done; /* answered by the fallback */
         path = fp;
         path_len = fl;
+        if (other_method) {
+            sws_filecache_release(e->st.fc, f);
+            f = NULL;
+            err = SWS_ERR_405;
+        }
     } else {
         int rc = sws_filecache_get(e->st.fc, st->root_fd, path, path_len, st->fc_flags,
                                    e->core.now, &f);
@@ -352,7 +380,9 @@ static int serve_path(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                 resp_done(e, r);
                 return 301;
             }
-            rc = find_index(e, st, path, path_len, &f, &path, &path_len);
+            rc = find_index(e, site, st, path, path_len, depth, &f, &path, &path_len);
+            if (rc == SWS_REROUTE)
+                return rc;
             if (rc < 0 && st->autoindex) {
                 size_t blen = 0;
                 char *body = sws_make_listing(st, path, path_len, &blen, &rc);

@@ -266,8 +266,8 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 /* try_files fell back to a FastCGI route: its path, and the
                  * query only when the fallback says "?$args" */
                 pxc = e->st.reroute;
-                r.path = st->try_uri;
-                r.path_len = st->try_uri_len;
+                r.path = e->st.reroute_path;
+                r.path_len = e->st.reroute_len;
                 if (!e->st.reroute_args)
                     r.query_len = 0;
             } else {

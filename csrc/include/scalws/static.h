@@ -62,10 +62,13 @@ typedef struct {
     char *path3;              /* a path with a precompressed suffix appended */
     uint64_t prng;            /* xorshift state for multipart boundaries */
     /* sws_static_answer returned SWS_REROUTE: the try_files fallback of the
-     * route is a handler that answers later (FastCGI), for the protocol to
-     * start with the fallback's path (the static route's try_uri) */
+     * route, or a folder's index file (index.php), is on a route that
+     * answers later (FastCGI), for the protocol to start with reroute_path
+     * (the static route's try_uri, or the index file's path in path2) */
     const sws_handler_t *reroute;
     int reroute_args;
+    const char *reroute_path;
+    size_t reroute_len;
 } sws_static_state_t;
 
 #define SWS_REROUTE (-2)
@@ -76,7 +79,8 @@ SWS_INTERNAL int sws_static_init(sws_engine_t *e, uint64_t seed);
 SWS_INTERNAL void sws_static_free(sws_engine_t *e);
 /* Answers req on a static route through r; returns the status. depth: 0,
  * or 1 for a try_files fallback being routed again. SWS_REROUTE: nothing
- * was answered; the try_files fallback goes to e->st.reroute (see there). */
+ * was answered; the try_files fallback or the index file goes to
+ * e->st.reroute (see there). */
 SWS_INTERNAL int sws_static_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                                    const sws_site_t *site, const sws_static_t *st, int depth);
 /* autoindex.c: the HTML listing of the folder `path` (ending in '/'),
