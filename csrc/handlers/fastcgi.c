@@ -816,8 +816,8 @@ static int take_head(sws_engine_t *e, fx_t *x)
     resp_field_lit(e, r, "X-Request-Id", x->rid, x->rid_len);
     size_t body = x->olen - (size_t)n;
     int no_body = status == 204 || status == 304 || x->method == SWS_M_HEAD;
-    if (status == 204 || status == 304)
-        resp_start_body(e, r, SWS_BODY_NONE, 0);
+    if (status == 204 || status == 304 || (x->method == SWS_M_HEAD && x->ended && !body))
+        resp_start_body(e, r, SWS_BODY_NONE, 0); /* a HEAD answered bodiless: length unknown */
     else if (x->ended)
         resp_start_body(e, r, SWS_BODY_LENGTH, body);
     else

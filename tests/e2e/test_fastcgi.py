@@ -500,3 +500,61 @@ def test_request_uri_is_the_original_after_try_files(server, php_fpm):
     status, _, _, body = get(c, "/other.txt")
     assert (status, body) == (200, b"other file\n")
     assert len(fpm.access()) == 1
+
+
+# ---- more of the exchange: HEAD, local redirects to PHP, odd records, a client gone ------------
+
+def test_head_answer_has_no_false_length_and_the_connection_is_kept(server, php_fpm):
+    fpm = php_fpm(children=4)
+    srv = server(fcgi_yaml([fpm.addr]))
+    c = client(srv)
+    pid = env(c)["pid"]
+    status, _, headers, body = get(c, "/env.php", "HEAD")
+    assert status == 200 and body == b""
+    # PHP sends no body to a HEAD: the length a GET would have is unknown,
+    # so none is claimed (fixed: it said Content-Length: 0).
+    assert "content-length" not in headers, headers
+    assert headers["content-type"] == "application/json"
+    assert env(c)["pid"] == pid and fpm.conns() == 1
+
+
+def test_local_redirect_to_the_php_route_keeps_the_clients_request_uri(server, php_fpm,
+                                                                       fcgi_responder):
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], routes=[
+        {"path": "/redirect-php", "fastcgi": {"connect": fcgi_responder.addr, "root": LAB,
+                                              "check_script": False}}]))
+    c = client(srv)
+    for method, body in (("GET", None), ("POST", b"a=1")):
+        d = env(c, "/redirect-php?orig=1", method=method, body=body,
+                headers={"Content-Type": "application/x-www-form-urlencoded"} if body else {})
+        s = d["server"]
+        assert s["REQUEST_URI"] == "/redirect-php?orig=1"
+        assert (s["SCRIPT_NAME"], s["QUERY_STRING"], d["get"]) == ("/env.php", "from=py",
+                                                                   {"from": "py"})
+        assert s["REQUEST_METHOD"] == "GET"  # RFC 3875 §6.2.2: the new request is a GET
+        assert s.get("CONTENT_LENGTH", "") == ""
+    assert fcgi_responder.accepted == 1 and fpm.conns() == 1
+    assert [l.split()[:2] for l in fpm.access()] == [["GET", "/redirect-php?orig=1"]] * 2
+
+
+def test_client_gone_mid_response_frees_the_connection(server, php_fpm):
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr]))
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(b"GET /big.php?mib=64 HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = 0
+    while got < 2 * MIB:
+        b = s.recv(65536)
+        assert b
+        got += len(b)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()  # a reset, mid-body
+    c = client(srv)
+    for _ in range(3):
+        assert env(c)["pid"]
+    # The abandoned exchange's connection was closed, not pooled: one left.
+    deadline = time.monotonic() + 5
+    while fpm.conns() != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fpm.conns() == 1

@@ -212,6 +212,13 @@ class Responder:
                         connection is closed
       /truncated-body   a whole head and part of the body, then closed
       /close-silently   nothing: the connection is closed
+      /redirect-php     only "Location: /env.php?from=py" (a local redirect to
+                        the .php route)
+      /byte-by-byte     a 200 whose head comes one byte per STDOUT record, each
+                        sent alone, STDERR records between them
+      /overloaded       END_REQUEST with FCGI_OVERLOADED, no STDOUT
+      /no-stdout        END_REQUEST alone
+      /long-stderr      a 5000-byte STDERR line, then "a\nb\n", then a page
       /garbage          bytes that are no record at all
       anything else     200 "ok <SCRIPT_NAME> conn <N>\\n" (N: the connection's
                         number, 1 for the first accepted)
@@ -287,7 +294,15 @@ class Responder:
                 script = params.get("SCRIPT_NAME", "")
                 if script == "/close-silently":
                     return
-                sock.sendall(self.answer(script, rid, conn_no))
+                if script == "/byte-by-byte":
+                    head = b"Status: 203 Partial\r\nX-A: 1\r\n\r\n"
+                    for i in range(len(head)):
+                        sock.sendall(record(FCGI_STDOUT, head[i:i + 1], rid)
+                                     + record(FCGI_STDERR, b"e%d\n" % i, rid))
+                        time.sleep(0.002)
+                    sock.sendall(stdout(b"body", rid) + end_request(rid))
+                else:
+                    sock.sendall(self.answer(script, rid, conn_no))
                 if script.startswith("/truncated") or (not keep and script not in BAD):
                     return
         except (EOFError, OSError):
@@ -299,6 +314,15 @@ class Responder:
     def answer(script, rid, conn_no) -> bytes:
         if script == "/redirect-local":
             return stdout(b"Location: /other.txt\r\n\r\n", rid) + end_request(rid)
+        if script == "/redirect-php":
+            return stdout(b"Location: /env.php?from=py\r\n\r\n", rid) + end_request(rid)
+        if script == "/overloaded":
+            return end_request(rid, protocol_status=2)
+        if script == "/no-stdout":
+            return end_request(rid)
+        if script == "/long-stderr":
+            return (record(FCGI_STDERR, b"L" * 5000, rid) + record(FCGI_STDERR, b"\na\nb\n", rid)
+                    + stdout(b"Content-Type: text/plain\r\n\r\nfine", rid) + end_request(rid))
         if script == "/bad-version":
             return record(FCGI_STDOUT, b"Status: 200\r\n\r\nhello", rid, version=2)
         if script == "/other-id":
