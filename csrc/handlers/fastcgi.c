@@ -47,7 +47,12 @@
 
 #define FCGI_ID 1
 #define STDIN_MAX 32768           /* content per STDIN record we write */
-#define ERRLINE_MAX 1024          /* one STDERR line logged; longer ones are cut */
+/* An error-log line is at most 1024 bytes (elog): the STDERR text and the
+ * request target are cut so that the upstream and the request id after
+ * them always fit. */
+#define ERRLINE_MAX 480           /* one STDERR line logged; longer ones are cut */
+#define TARGET_LOG_MAX 200        /* the request target in a line that ends with the id */
+#define TLOG(x) ((x)->target_len > TARGET_LOG_MAX ? TARGET_LOG_MAX : (x)->target_len)
 #define REDIRECTS_MAX 5           /* local redirects followed for one request */
 
 enum { FS_WAIT_BODY, FS_HEAD, FS_BODY, FS_DONE };
@@ -73,6 +78,7 @@ typedef struct fx {
         ended : 1,                /* END_REQUEST read */
         heard : 1;                /* a byte came from the application on this attempt */
     int early_status;
+    int fail_status;              /* the last failed attempt's answer, for when none is left */
     int redirects;
     uint32_t attempts;
     uint64_t tried;
@@ -517,7 +523,7 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         *put_peer(peer, x->conn) = '\0';
         elog(e, SWS_L_ERROR, "%s%s%s, upstream: fastcgi://%s, request: \"%.*s %.*s\", client: %s, "
              "request id: %.*s", fail_text(kind), err ? ": " : "", err ? strerror(err) : "",
-             uc->srv->name, x->method_len, x->what, x->target_len, x->what + x->method_len, peer,
+             uc->srv->name, x->method_len, x->what, TLOG(x), x->what + x->method_len, peer,
              (int)x->rid_len, x->rid);
         if (kind == G_RESET && stale) {
             size_t i = (size_t)(uc->srv - x->up->servers);
@@ -530,6 +536,10 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         x->uc = NULL;
         uc_close(e, uc);
     }
+    x->fail_status = kind == G_OVERLOADED ? 503
+                     : kind == G_READ_TIMEOUT || kind == G_CONNECT_TIMEOUT || kind == G_SEND_TIMEOUT
+                         ? 504
+                         : 502;
     if (fx_retry_ok(e, x, kind, stale)) {
         memcpy(x->w, x->head, x->head_len); /* w was made from head: big enough */
         x->wlen = x->head_len;
@@ -540,11 +550,7 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         return fx_attempt(e, x);
     }
     if (!x->started)
-        return fx_answer_error(e, x, kind == G_OVERLOADED ? 503
-                                     : kind == G_READ_TIMEOUT || kind == G_CONNECT_TIMEOUT ||
-                                               kind == G_SEND_TIMEOUT
-                                         ? 504
-                                         : 502);
+        return fx_answer_error(e, x, x->fail_status);
     x->status = x->status ? x->status : 502;
     x->junk = 1;
     fx_finish(e, x, SWS_FIN_ABORT);
@@ -560,7 +566,9 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
             elog(e, SWS_L_ERROR, "no live upstreams in \"%s\" while forwarding \"%.*s %.*s\" to "
                  "FastCGI", up->name, x->method_len, x->what, x->target_len,
                  x->what + x->method_len);
-            return fx_answer_error(e, x, 502);
+            /* after a retry: what the last server's failure called for (503
+             * overloaded, 504 timed out), not a plain 502 */
+            return fx_answer_error(e, x, x->fail_status ? x->fail_status : 502);
         }
         sws_upstream_server_t *s = &up->servers[i];
         if (i < 64)
@@ -701,7 +709,7 @@ static void err_flush(sws_engine_t *e, fx_t *x)
         return;
     elog(e, SWS_L_ERROR, "FastCGI sent in stderr: \"%.*s\", upstream: fastcgi://%s, request: "
          "\"%.*s %.*s\", request id: %.*s", (int)x->errlen, x->errline,
-         x->uc ? x->uc->srv->name : "-", x->method_len, x->what, x->target_len,
+         x->uc ? x->uc->srv->name : "-", x->method_len, x->what, TLOG(x),
          x->what + x->method_len, (int)x->rid_len, x->rid);
     x->errlen = 0;
 }
@@ -893,6 +901,7 @@ static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
         x->ended = x->junk = 0;
         x->tried = 0;
         x->attempts = 0;
+        x->fail_status = 0;
         x->req_done = 1;
         x->hold = 0;
         memset(&x->dec, 0, sizeof x->dec);

@@ -538,6 +538,29 @@ def test_local_redirect_to_the_php_route_keeps_the_clients_request_uri(server, p
     assert [l.split()[:2] for l in fpm.access()] == [["GET", "/redirect-php?orig=1"]] * 2
 
 
+def test_odd_but_valid_records_and_application_errors(server, fcgi_responder):
+    srv = responder_server(server, fcgi_responder)
+    c = client(srv)
+    # A head one byte per record and per read, STDERR records between.
+    status, reason, headers, body = get(c, "/byte-by-byte")
+    assert (status, reason, headers["x-a"], body) == (203, "Partial", "1", b"body")
+    srv.wait_log('FastCGI sent in stderr: "e29"')
+    # FCGI_OVERLOADED is 503, END_REQUEST without a head 502.
+    assert get(c, "/overloaded")[0] == 503
+    assert get(c, "/no-stdout")[0] == 502
+    # A long STDERR line is cut, so that the line keeps its request id
+    # even with a long target (fixed: a 1024-byte cut filled elog's whole
+    # line, and the upstream and request id were lost); breaks split lines.
+    status, _, headers, body = get(c, "/long-stderr?pad=" + "p" * 3000)
+    assert (status, body) == (200, b"fine")
+    srv.wait_log('FastCGI sent in stderr: "b"')
+    lines = [l for l in srv.log().splitlines() if "/long-stderr" in l]
+    assert len(lines) == 3, lines
+    assert f'"{"L" * 480}", upstream: fastcgi://{fcgi_responder.addr}' in lines[0]
+    assert all(l.endswith(f"request id: {headers['x-request-id']}") for l in lines), lines
+    assert 'FastCGI sent in stderr: "a"' in lines[1]
+
+
 def test_client_gone_mid_response_frees_the_connection(server, php_fpm):
     fpm = php_fpm(children=2)
     srv = server(fcgi_yaml([fpm.addr]))
