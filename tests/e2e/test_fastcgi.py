@@ -367,7 +367,20 @@ def test_read_timeout_is_504_and_php_fpm_down_is_502_at_once(server, php_fpm, tm
     dead_port = socket.socket()
     dead_port.bind(("127.0.0.1", 0))  # bound, not listening: connections refused
     port = dead_port.getsockname()[1]
+    # A listener whose backlog is full: connects to it hang (SYNs dropped).
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)
+    fillers = []
+    for _ in range(3):
+        f = socket.socket()
+        f.setblocking(False)
+        f.connect_ex(full.getsockname())
+        fillers.append(f)
     srv = server(fcgi_yaml([fpm.addr], fastcgi={"read_timeout": "300ms"}, routes=[
+        {"path": "/stalled/", "fastcgi": {"connect": "127.0.0.1:%d" % full.getsockname()[1],
+                                          "root": LAB, "check_script": False,
+                                          "connect_timeout": "300ms"}},
         {"path": "/down/", "fastcgi": {"connect": f"127.0.0.1:{port}", "root": LAB,
                                        "check_script": False}},
         {"path": "/down-unix/", "fastcgi": {"connect": f"unix:{tmp_path}/none.sock",
@@ -385,7 +398,16 @@ def test_read_timeout_is_504_and_php_fpm_down_is_502_at_once(server, php_fpm, tm
         t0 = time.monotonic()
         status, _, _, _ = get(c, path)
         assert status == 502 and time.monotonic() - t0 < 1, (path, status)
+    # A connect timeout is a 504, also once the retry found no other server
+    # (fixed: that said 502).
+    t0 = time.monotonic()
+    status, _, _, _ = get(c, "/stalled/x")
+    assert status == 504 and time.monotonic() - t0 < 1.5, status
+    assert "timed out while connecting" in srv.log()
     dead_port.close()
+    full.close()
+    for f in fillers:
+        f.close()
 
 
 # ---- 2. the parameters ------------------------------------------------------------------------
