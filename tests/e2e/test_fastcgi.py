@@ -603,3 +603,44 @@ def test_client_gone_mid_response_frees_the_connection(server, php_fpm):
     while fpm.conns() != 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert fpm.conns() == 1
+
+
+def test_php_fpm_restart_drops_the_pooled_connection(server, php_fpm):
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr]))
+    c = client(srv)
+    for _ in range(3):
+        env(c)
+    fpm.stop()
+    fpm.start()  # the pooled connection is closed under us
+    status, _, _, body = get(c, "/md5.php", "POST", b"abc")
+    assert (status, body) == (200, hashlib.md5(b"abc").hexdigest().encode() + b" 3 3\n")
+    env(c)
+    assert fpm.conns() == 1
+
+
+def test_a_body_to_a_missing_script_is_read_past(server, php_fpm):
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], top={"limits": {"max_body_bytes": 1 * MIB}}))
+    c = client(srv)
+    # A body for a script that is not there: our 404, the body read and
+    # dropped, the client's connection still good.
+    status, _, _, _ = get(c, "/nope.php", "POST", os.urandom(512 * 1024),
+                          {"Content-Type": "application/octet-stream"})
+    assert status == 404
+    assert env(c)["pid"]
+    assert [l.split()[1] for l in fpm.access()] == ["/env.php"]
+
+
+def test_response_headers_pass_through(server, php_fpm):
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], fastcgi={"headers": {"response": {
+        "remove": ["X-Powered-By"], "set": {"X-Frame-Options": "DENY"}}}}))
+    c = client(srv)
+    c.request("GET", "/cookies.php")
+    r = c.getresponse()
+    assert r.read() == b"cookies\n" and r.status == 200
+    assert r.msg.get_all("Set-Cookie") == ["a=1", "b=2; path=/x; HttpOnly"]
+    assert r.getheader("X-Long") == "v" * 5000
+    assert r.getheader("X-Powered-By") is None and r.getheader("X-Frame-Options") == "DENY"
+    assert r.getheader("Server") == "scalws"
