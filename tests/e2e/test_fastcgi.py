@@ -185,6 +185,17 @@ def test_large_post_streamed_and_chunked_post_held(server, php_fpm):
     # Held whole, then sent with its CONTENT_LENGTH (PHP reads exactly that).
     assert body.decode().split() == [hashlib.md5(whole).hexdigest(), str(len(whole)),
                                      str(len(whole))]
+    # Small ones that come with the head, and empty ones.
+    for framing, data in ((b"Transfer-Encoding: chunked", b"5\r\nhello\r\n0\r\n\r\n"),
+                          (b"Transfer-Encoding: chunked", b"0\r\n\r\n"),
+                          (b"Content-Length: 0", b"")):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        s.sendall(b"POST /md5.php HTTP/1.1\r\nHost: x\r\n" + framing + b"\r\n\r\n" + data)
+        status, _, body, _ = read_response(s)
+        s.close()
+        sent = b"hello" if data.startswith(b"5") else b""
+        assert (status, body.decode().split()) == (
+            200, [hashlib.md5(sent).hexdigest(), str(len(sent)), str(len(sent))]), framing
 
 
 # ---- 1. responses with backpressure -----------------------------------------------------------
@@ -500,7 +511,10 @@ def test_missing_script_is_our_404_and_never_reaches_php(server, php_fpm):
     srv = server(fcgi_yaml([fpm.addr]))
     c = client(srv)
     env(c)
-    for path in ("/nope.php", "/nope.php/x/y", "/sub/nope.php?a=1", "/other.txt.php"):
+    # (/other.txt/x.php: the cgi.fix_pathinfo attack, a non-PHP file run as
+    # a script through PATH_INFO; the script checked is the whole path.)
+    for path in ("/nope.php", "/nope.php/x/y", "/sub/nope.php?a=1", "/other.txt.php",
+                 "/other.txt/x.php", "/other.txt/x.php/y"):
         status, _, _, _ = get(c, path)
         assert status == 404, path
     env(c)
