@@ -658,3 +658,34 @@ def test_response_headers_pass_through(server, php_fpm):
     assert r.getheader("X-Long") == "v" * 5000
     assert r.getheader("X-Powered-By") is None and r.getheader("X-Frame-Options") == "DENY"
     assert r.getheader("Server") == "scalws"
+
+
+def test_concurrent_clients_share_the_pool(server, php_fpm):
+    from concurrent.futures import ThreadPoolExecutor
+    # PHP-FPM gives a child to each open connection until it closes: idle
+    # pooled connections hold children. With keepalive >= children, ten
+    # clients on four children wait for read_timeout (the pool holds every
+    # child, new connections wait in FPM's backlog); keepalive < children.
+    fpm = php_fpm(children=4)
+    srv = server(fcgi_yaml([fpm.addr], upstream={"keepalive": 3}))
+    expected = big_expected(1)
+
+    def one_client(i):
+        c = client(srv, timeout=20)
+        for j in range(6):
+            if (i + j) % 3 == 0:
+                status, _, _, body = get(c, "/big.php?mib=1")
+                assert status == 200 and hashlib.sha256(body).hexdigest() == expected
+            elif (i + j) % 3 == 1:
+                data = os.urandom(200_000 + i)
+                status, _, _, body = get(c, "/md5.php", "POST", data)
+                assert body.split()[0].decode() == hashlib.md5(data).hexdigest()
+            else:
+                assert env(c, f"/env.php?c={i}&r={j}")["get"] == {"c": str(i), "r": str(j)}
+        return True
+
+    with ThreadPoolExecutor(10) as pool:
+        assert all(pool.map(one_client, range(10)))
+    assert len(fpm.access()) == 60
+    # At most `keepalive` idle connections are kept once the burst is over.
+    assert fpm.conns() <= 3
