@@ -13,9 +13,11 @@
  * The request is BEGIN_REQUEST, the PARAMS stream, then STDIN. Everything
  * up to the end of PARAMS (and the whole body when it came with the head) is
  * kept in head[] so that a failure before any response byte can go to the
- * next server. A chunked request body is held whole before the application
- * is contacted: PHP reads exactly CONTENT_LENGTH bytes, so the length must
- * be known (nginx buffers such bodies too). A body of known length streams.
+ * next server (after a reset only a GET or HEAD: the application may have
+ * run it; fx_retry_ok). A chunked request body is held whole before the
+ * application is contacted: PHP reads exactly CONTENT_LENGTH bytes, so the
+ * length must be known (nginx buffers such bodies too). A body of known
+ * length streams.
  *
  * The response's length is known when END_REQUEST came in the same read as
  * the head and the whole body (small pages, the common case): it goes out
