@@ -78,10 +78,13 @@ typedef struct fx {
         junk : 1,                 /* bytes after END_REQUEST, or a cut response: not reusable */
         in_start : 1,             /* sws_fastcgi_start is on the stack */
         ended : 1,                /* END_REQUEST read */
-        heard : 1;                /* a byte came from the application on this attempt */
+        heard : 1,                /* a byte came from the application on this attempt */
+        queued : 1;               /* on uc->srv->fcgi_wait: see unqueue() */
     int early_status;
     int fail_status;              /* the last failed attempt's answer, for when none is left */
     int redirects;
+    struct fx *qprev, *qnext;     /* uc->srv->fcgi_wait */
+    uint64_t t_queued;            /* e->core.now when it went on it */
     uint32_t attempts;
     uint64_t tried;
     uint64_t hash;
@@ -107,6 +110,7 @@ typedef struct fx {
 static void fx_sync(sws_engine_t *e, fx_t *x);
 static int fx_attempt(sws_engine_t *e, fx_t *x);
 static void fx_finish(sws_engine_t *e, fx_t *x, int how);
+static const char *reuse_refusal(const sws_engine_t *e, const fx_t *x, const upconn_t *uc);
 static void up_read(sws_engine_t *e, fx_t *x);
 static int up_write(sws_engine_t *e, fx_t *x);
 static const sws_upconn_ops_t fx_uc_ops;
@@ -380,6 +384,48 @@ static int frame_request(fx_t *x, const char *body, size_t n, int done)
 
 /* ---- start ------------------------------------------------------------------------ */
 
+/* PHP-FPM gives each open connection a child until it closes, so pooled
+ * connections hold children, and a request on a new connection may wait in
+ * FPM's accept queue for one of them to close (with `keepalive` x workers at
+ * or above pm.max_children). A request on a new connection is on its
+ * server's fcgi_wait list until the first byte of its answer; once the
+ * oldest there has waited FCGI_STALL_MS, connections to that server are not
+ * pooled again (reuse_refusal) until it is answered: closing them lets FPM's
+ * children take the queued connections, as they would without
+ * FCGI_KEEP_CONN. (A slow script on a new connection looks the same, and
+ * only costs some pooling meanwhile.) Across workers, the group's short
+ * keepalive_time and keepalive_timeout (directives/fastcgi.py) do it. */
+#define FCGI_STALL_MS 50
+
+static void enqueue(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
+{
+    x->queued = 1;
+    x->t_queued = e->core.now;
+    x->qnext = NULL;
+    x->qprev = s->fcgi_wait_tail;
+    if (x->qprev)
+        x->qprev->qnext = x;
+    else
+        s->fcgi_wait = x;
+    s->fcgi_wait_tail = x;
+}
+
+static void unqueue(fx_t *x)
+{
+    if (!x->queued)
+        return;
+    sws_upstream_server_t *s = x->uc->srv;
+    if (x->qprev)
+        x->qprev->qnext = x->qnext;
+    else
+        s->fcgi_wait = x->qnext;
+    if (x->qnext)
+        x->qnext->qprev = x->qprev;
+    else
+        s->fcgi_wait_tail = x->qprev;
+    x->queued = 0;
+}
+
 static void fx_free(fx_t *x)
 {
     free(x->params);
@@ -453,8 +499,10 @@ int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     x->in_start = 0;
     if (x->early_status) {
         int status = x->early_status;
-        if (x->uc)
+        if (x->uc) {
+            unqueue(x);
             uc_close(e, x->uc);
+        }
         fx_free(x);
         return status;
     }
@@ -535,6 +583,7 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         } else if (kind != G_OVERLOADED) {
             srv_fail(e, x->up, uc->srv);
         }
+        unqueue(x);
         x->uc = NULL;
         uc_close(e, uc);
     }
@@ -596,6 +645,8 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
         uc->requests++;
         x->uc = uc;
         x->heard = 0;
+        if (uc->requests == 1)
+            enqueue(e, x, s);
         x->fs = FS_HEAD;
         uc->dkind = D_NONE;
         if (uc->state == UC_CONNECTING) {
@@ -716,15 +767,19 @@ static void err_flush(sws_engine_t *e, fx_t *x)
     x->errlen = 0;
 }
 
-static sws_engine_t *err_engine; /* on_stderr's engine: one engine per process */
+typedef struct {
+    sws_engine_t *e;
+    fx_t *x;
+} err_ctx_t;
 
 static void on_stderr(void *ctx, const char *p, size_t n)
 {
-    fx_t *x = ctx;
+    err_ctx_t *ec = ctx;
+    fx_t *x = ec->x;
     for (size_t i = 0; i < n; i++) {
         char ch = p[i];
         if (ch == '\n') {
-            err_flush(err_engine, x);
+            err_flush(ec->e, x);
             continue;
         }
         if (ch == '\r')
@@ -860,9 +915,9 @@ static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
     /* The application's connection is done with this request. */
     if (x->uc) {
         upconn_t *uc = x->uc;
+        unqueue(x);
         x->uc = NULL;
-        if (x->f->keep_conn && x->ended && !x->junk && !pool_refusal(e, uc) && x->req_done &&
-            x->woff == x->wlen)
+        if (!reuse_refusal(e, x, uc))
             pool_put(e, uc);
         else
             uc_close(e, uc);
@@ -958,9 +1013,10 @@ static void up_read(sws_engine_t *e, fx_t *x)
     }
     uc->dkind = D_NONE;
     x->heard = 1;
+    unqueue(x);
     size_t out;
-    err_engine = e;
-    ssize_t used = sws_fcgi_decode(&x->dec, x->rbuf + x->olen, (size_t)got, &out, on_stderr, x);
+    err_ctx_t ec = {e, x};
+    ssize_t used = sws_fcgi_decode(&x->dec, x->rbuf + x->olen, (size_t)got, &out, on_stderr, &ec);
     if (used < 0) {
         err_flush(e, x);
         x->r->ops->discard(e, x->r);
@@ -1024,6 +1080,9 @@ static const char *reuse_refusal(const sws_engine_t *e, const fx_t *x, const upc
         return "request not fully sent";
     if (x->junk)
         return "bytes after END_REQUEST";
+    const fx_t *oldest = uc->srv->fcgi_wait;
+    if (oldest && e->core.now - oldest->t_queued >= FCGI_STALL_MS)
+        return "a request on a new connection waits for a child (see unqueue)";
     return pool_refusal(e, uc);
 }
 
@@ -1032,6 +1091,7 @@ static void fx_finish(sws_engine_t *e, fx_t *x, int how)
     sws_resp_t *r = x->r;
     upconn_t *uc = x->uc;
     if (uc) {
+        unqueue(x);
         const char *why = reuse_refusal(e, x, uc);
         x->uc = NULL;
         if (why) {
@@ -1069,6 +1129,7 @@ static void fx_gone(sws_engine_t *e, void *ctx)
             elog(e, SWS_L_INFO, "client closed the connection before the FastCGI application %s "
                  "answered \"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,
                  x->target_len, x->what + x->method_len);
+        unqueue(x);
         uc_close(e, x->uc); /* the rest of its answer would be junk on a pooled connection */
     }
     fx_free(x);

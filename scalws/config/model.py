@@ -251,6 +251,7 @@ class Upstream:
     health: Optional[Health] = None
     tls: Optional[UpstreamTLS] = None      # None: plain TCP (or unix)
     protocol: str = "http"                 # "http" | "fastcgi": what its routes speak (loader)
+    written: tuple = field(default=(), compare=False)  # keys the file gave (fastcgi defaults differ)
     mark: Mark = ("<default>", 0, 0)
 
 

@@ -663,9 +663,9 @@ def test_response_headers_pass_through(server, php_fpm):
 def test_concurrent_clients_share_the_pool(server, php_fpm):
     from concurrent.futures import ThreadPoolExecutor
     # PHP-FPM gives a child to each open connection until it closes: idle
-    # pooled connections hold children. With keepalive >= children, ten
-    # clients on four children wait for read_timeout (the pool holds every
-    # child, new connections wait in FPM's backlog); keepalive < children.
+    # pooled connections hold children. keepalive < children is the sizing
+    # operations.md asks for; test_pool_larger_than_the_children covers the
+    # other case.
     fpm = php_fpm(children=4)
     srv = server(fcgi_yaml([fpm.addr], upstream={"keepalive": 3}))
     expected = big_expected(1)
@@ -689,3 +689,62 @@ def test_concurrent_clients_share_the_pool(server, php_fpm):
     assert len(fpm.access()) == 60
     # At most `keepalive` idle connections are kept once the burst is over.
     assert fpm.conns() <= 3
+
+
+def test_pool_larger_than_the_children(server, php_fpm):
+    # The trap of FCGI_KEEP_CONN: two workers with the default pool (32
+    # connections each) in front of two PHP children. Every pooled
+    # connection holds a child, so a request on a new connection waits in
+    # FPM's accept queue; before the fix it waited for read_timeout (30 s
+    # here). Now a worker does not pool connections while one of its new
+    # connections waits, and a FastCGI group's connections live at most 1 s
+    # (keepalive_time, keepalive_timeout): all 48 requests finish in
+    # seconds.
+    from concurrent.futures import ThreadPoolExecutor
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], upstream={"keepalive": 32},
+                           fastcgi={"read_timeout": "30s"}, top={"workers": 2}))
+
+    def one_client(i):
+        for j in range(6):
+            c = client(srv, timeout=40)   # new client connections: both workers get some
+            assert env(c, f"/env.php?c={i}&r={j}")["get"] == {"c": str(i), "r": str(j)}
+            c.close()
+        return True
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(one_client, range(8)))
+    took = time.monotonic() - t0
+    assert len(fpm.access()) == 48
+    assert took < 10, f"48 requests took {took:.1f}s: connections held children"
+
+
+def test_chunked_body_over_max_body_bytes_is_413(server, php_fpm):
+    # A chunked body's length shows only as it arrives: once it passes
+    # max_body_bytes the client gets 413 (not a reset), the connection
+    # ends, and PHP never saw the request (it is held whole for
+    # CONTENT_LENGTH). A Content-Length over the limit is refused before
+    # any of it is read.
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], top={"limits": {"max_body_bytes": 64 * 1024}}))
+
+    def pieces():
+        for _ in range(40):
+            yield os.urandom(4096)
+
+    c = client(srv)
+    c.request("POST", "/md5.php", body=pieces(), encode_chunked=True)
+    r = c.getresponse()
+    assert r.status == 413
+    assert r.getheader("Connection") == "close"
+    r.read()
+    c.close()
+    c = client(srv)
+    status, _, _, _ = get(c, "/md5.php", "POST", os.urandom(65 * 1024))
+    assert status == 413
+    c = client(srv)
+    data = os.urandom(60 * 1024)
+    status, _, _, body = get(c, "/md5.php", "POST", iter([data]), chunked=True)
+    assert status == 200 and body.split()[0].decode() == hashlib.md5(data).hexdigest()
+    assert [l.split()[1] for l in fpm.access()] == ["/md5.php"]

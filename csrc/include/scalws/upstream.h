@@ -43,6 +43,9 @@ typedef struct {
     int backup;
     /* runtime */
     uint32_t active;           /* connections busy with a request */
+    void *fcgi_wait, *fcgi_wait_tail; /* FastCGI requests on new connections not answered
+                                * yet, oldest first: perhaps in the application's accept
+                                * queue (csrc/handlers/fastcgi.c, unqueue()) */
     uint32_t fails;
     uint64_t fail_start;       /* monotonic ms of the first failure counted */
     uint64_t down_until;       /* passive: skipped until then */

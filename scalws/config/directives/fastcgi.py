@@ -36,6 +36,12 @@ KEYS = ("upstream", "connect", "root", "index", "split_path_info", "check_script
         "send_timeout", "retries", "headers", "buffer_size")
 UNAVAILABLE = {"cache": "'cache' is not available on fastcgi routes in this version of scalws"}
 IMPLICIT_PREFIX = "fastcgi:"
+# A FastCGI group's pooled connections live shortly unless the file says
+# otherwise: PHP-FPM gives each open connection a child, so a connection
+# kept idle (or kept busy by one worker) holds a child another worker's new
+# connection may be waiting for (docs/operations.md, FastCGI).
+FASTCGI_KEEPALIVE_TIMEOUT = 1.0
+FASTCGI_KEEPALIVE_TIME = 1.0
 
 # Parameters the handler computes; `params` may still override them (sent
 # last, the application keeps the last value), but these ones cannot be
@@ -138,6 +144,11 @@ def mark_groups(ctx, upstreams: dict) -> None:
     for group in upstreams.values():
         if group.name.startswith(IMPLICIT_PREFIX):
             group.protocol = "fastcgi"
+        if group.protocol == "fastcgi":
+            if "keepalive_timeout" not in group.written:
+                group.keepalive_timeout = FASTCGI_KEEPALIVE_TIMEOUT
+            if "keepalive_time" not in group.written:
+                group.keepalive_time = FASTCGI_KEEPALIVE_TIME
 
 
 def _connect(ctx, node, path):

@@ -524,7 +524,8 @@ def _upstream(ctx, knode, node, path, name):
 
     if not fields.ok:
         return None
-    return Upstream(name=name, servers=servers, mark=ctx.mark(knode), **values)
+    return Upstream(name=name, servers=servers, mark=ctx.mark(knode), written=tuple(keys),
+                    **values)
 
 
 def _group_tls(ctx, keys, path, servers, secure):
