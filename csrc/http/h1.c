@@ -29,8 +29,8 @@ static void h1_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
 }
 
 /* Answers an error page and marks the connection to close after it. */
-static void conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_t *r,
-                       int head_only)
+void h1_conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_t *r,
+                   int head_only)
 {
     const sws_respond_t *resp = &e->rsp.err[err_index(status)];
     hc->close_after = 1;
@@ -146,13 +146,13 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 size_t scan = e->core.lim.max_uri_bytes + 64 < avail ? e->core.lim.max_uri_bytes + 64
                                                                      : avail;
                 int line_done = memchr(buf + off, '\n', scan) != NULL;
-                conn_error(e, hc, line_done ? 431 : 414, NULL, 0);
+                h1_conn_error(e, hc, line_done ? 431 : 414, NULL, 0);
                 return len;
             }
             return off;
         }
         if (n < 0) {
-            conn_error(e, hc, n == SWS_PARSE_VERSION ? 505 : n == SWS_PARSE_TOO_MANY_HEADERS ? 431 : 400,
+            h1_conn_error(e, hc, n == SWS_PARSE_VERSION ? 505 : n == SWS_PARSE_TOO_MANY_HEADERS ? 431 : 400,
                        NULL, 0);
             return len;
         }
@@ -165,11 +165,11 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
         r.method_id = method;
         int head_only = method == SWS_M_HEAD;
         if ((size_t)n > e->core.lim.max_header_bytes) {
-            conn_error(e, hc, r.target_len > e->core.lim.max_uri_bytes ? 414 : 431, &r, head_only);
+            h1_conn_error(e, hc, r.target_len > e->core.lim.max_uri_bytes ? 414 : 431, &r, head_only);
             return len;
         }
         if (r.target_len > e->core.lim.max_uri_bytes) {
-            conn_error(e, hc, 414, &r, head_only);
+            h1_conn_error(e, hc, 414, &r, head_only);
             return len;
         }
         sws_request_info_t info;
@@ -190,11 +190,11 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 status = 400;
         }
         if (status) {
-            conn_error(e, hc, status, &r, head_only);
+            h1_conn_error(e, hc, status, &r, head_only);
             return len;
         }
         if (info.has_content_length && info.content_length > e->core.lim.max_body_bytes) {
-            conn_error(e, hc, 413, &r, head_only); /* before reading any of it */
+            h1_conn_error(e, hc, 413, &r, head_only); /* before reading any of it */
             return len;
         }
         const char *path;
@@ -207,7 +207,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
              * "/a/../b", "//b" and "/%62" reach the route of "/b". */
             ssize_t nl = sws_normalize_path(path, path_len, e->h1.path);
             if (nl < 0) {
-                conn_error(e, hc, 400, &r, head_only);
+                h1_conn_error(e, hc, 400, &r, head_only);
                 return len;
             }
             path = e->h1.path;
@@ -237,7 +237,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                                   rdr->host_len
                             : h1_respond_size(e, resp) + 32;
         if (need > OUT_BUF / 2) {
-            conn_error(e, hc, 414, &r, head_only); /* a Location that long is not worth making */
+            h1_conn_error(e, hc, 414, &r, head_only); /* a Location that long is not worth making */
             return len;
         }
 
@@ -444,7 +444,7 @@ static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
         /* RFC 9110 §15.5.9: the head did not arrive in time. */
         elog(e, SWS_L_INFO, "client timed out reading the request head");
         tl_unlink(e, &c->tn);
-        conn_error(e, hc, 408, NULL, 0);
+        h1_conn_error(e, hc, 408, NULL, 0);
         if (out_flush(e, c) < 0) {
             conn_close(e, c);
             return;

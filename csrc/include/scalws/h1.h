@@ -113,6 +113,10 @@ SWS_INTERNAL size_t h1_respond_size(const sws_engine_t *e, const void *resp);
  * handler took it (hc->x set; *took = the input bytes it consumed: what
  * follows is the next request), or a status to answer now (the rest of
  * the body, if any, is then read past as for any answered request). */
+/* Answers the error page of `status` (logged for r, which may be NULL) and
+ * marks the connection to close after it. */
+SWS_INTERNAL void h1_conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_t *r,
+                                int head_only);
 SWS_INTERNAL int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req,
                             const sws_request_info_t *info, const sws_handler_t *h, char *body,
                             size_t len, size_t *took);
