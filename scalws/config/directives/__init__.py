@@ -8,15 +8,16 @@ its entry here. Nothing in this package imports compiled code.
 """
 from __future__ import annotations
 
-from . import proxy, respond, static
+from . import app, proxy, respond, static
 
 # Handler kinds this version can configure: route key -> compile function.
 HANDLERS = {
     "respond": respond.compile,
     "static": static.compile,
     "proxy": proxy.compile,
+    "app": app.compile,
 }
 
 # Handler kinds the design names but this version does not have yet; a route
 # using one is refused with a clear message rather than "unknown key".
-UNAVAILABLE_HANDLERS = ("fastcgi", "app", "cache")
+UNAVAILABLE_HANDLERS = ("fastcgi", "cache")
