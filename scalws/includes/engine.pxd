@@ -150,6 +150,7 @@ cdef extern from "scalws/engine.h" nogil:
         const char *resp_set
         size_t resp_set_len
         size_t buffer_size
+        int unavailable_503
 
     ctypedef struct sws_cidr_t:
         int family
