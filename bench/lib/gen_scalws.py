@@ -16,7 +16,10 @@ one for its RSA measurement).
 """
 import argparse
 import json
+import os
 import sys
+
+APPS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps")
 
 
 def q(s):
@@ -65,6 +68,7 @@ def build(a):
     hello = {"respond": {"status": 200, "body": "hello world", "content_type": "text/plain"}}
     static = {"static": {"root": a.www}}
     upstreams = {}
+    apps = {}
     listen = [f"{h}:{a.http_port}" for h in a.addr]
     site = {"listen": listen}
     s = a.scenario
@@ -89,12 +93,22 @@ def build(a):
         route = {"proxy": {"upstream": "up", "cache": {"max_size": "256m"}}}
     elif s == "php":
         route = {"fastcgi": {"connect": f"127.0.0.1:{a.php_port}", "root": a.www}}
+    elif s in ("node", "python") and os.environ.get("SCALWS_APPS", "managed") == "managed":
+        # ScalWS runs the app itself (`apps:`), one worker pinned to
+        # CPU_LOAD like the node / uvicorn the other servers proxy to (the
+        # same bench/apps file); SCALWS_APPS=external proxies to those.
+        app = {"workers": 1, "dir": APPS, "cpus": [int(os.environ.get("CPU_LOAD", "1"))]}
+        if s == "python":
+            app["asgi"] = "hello_asgi:app"
+            app["allocator"] = os.environ.get("SCALWS_APP_ALLOCATOR", "system")
+        else:
+            app["command"] = ["node", "hello.js"]
+        apps[s] = app
+        route = {"app": s}
     elif s == "node":
         upstreams["node"] = {"servers": [f"127.0.0.1:{a.node_port}"], "keepalive": 64}
         route = {"proxy": {"upstream": "node"}}
     elif s == "python":
-        # The other servers proxy to the same external uvicorn on CPU_LOAD;
-        # ScalWS does the same here (not a managed `app:`) so all compare alike.
         upstreams["pyapp"] = {"servers": [f"127.0.0.1:{a.pyapp_port}"], "keepalive": 64}
         route = {"proxy": {"upstream": "pyapp"}}
     else:
@@ -113,6 +127,8 @@ def build(a):
     cfg["limits"] = limits
     if upstreams:
         cfg["upstreams"] = upstreams
+    if apps:
+        cfg["apps"] = apps
     cfg["sites"] = [site]
     return cfg
 
