@@ -279,3 +279,16 @@ def test_app_that_exits_at_start_stops_scalwsd(server):
     log = srv.log()
     assert "app api[0] stderr: no database" in log, log
     assert "app 'api' worker 0 exited with code 2 before it was ready" in log, log
+
+
+def test_reload_whose_apps_cannot_start_keeps_the_old_ones(server):
+    srv = server(conf(asgi()))
+    (pid,) = app_pids(srv.port, 2)
+    with open(srv.config_path) as f:
+        text = f.read()
+    with open(srv.config_path, "w") as f:
+        f.write(text.replace('asgi: "asgi_app:app"', 'command: [sh, -c, "exit 4"]'))
+    srv.kill(signal.SIGHUP)
+    srv.wait_log("reload failed, keeping the current configuration: app 'api' worker 0 "
+                 "exited with code 4 before it was ready")
+    assert app_pids(srv.port, 4) == {pid}
