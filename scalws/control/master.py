@@ -14,6 +14,10 @@ to fork from. It never imports compiled code before it forks.
 
 Signals: TERM/INT graceful stop, QUIT fast stop, HUP reload, USR1 reopen logs,
 CHLD reap and restart.
+
+Managed apps (`apps:`) are children too, started before the web workers
+and stopped after them; scalws/control/apps.py supervises them and this
+loop calls it after every wakeup (ADR 0010).
 """
 from __future__ import annotations
 
@@ -37,7 +41,6 @@ SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
            signal.SIGUSR1, signal.SIGCHLD}
 READY_TIMEOUT = 10.0      # a new worker must report ready within this
 QUICK_DEATH = 2.0         # a worker dying younger than this counts as a crash loop
-MAX_BACKOFF = 10.0
 MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
 
 
@@ -504,8 +507,7 @@ class Master:
                 continue
             lived = time.monotonic() - slot.started
             slot.quick_deaths = slot.quick_deaths + 1 if lived < QUICK_DEATH else 0
-            delay = 0.0 if slot.quick_deaths <= 1 else \
-                min(MAX_BACKOFF, 0.1 * 2 ** (slot.quick_deaths - 1))
+            delay = apps_mod.backoff(slot.quick_deaths)  # one policy for workers and apps
             log.error("worker %d (pid %d) %s; restarting%s", slot.index, pid,
                       _describe_status(status), f" in {delay:.1f}s (crash loop)" if delay else "")
             slot.pid = 0
