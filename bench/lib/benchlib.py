@@ -43,7 +43,7 @@ def cmd_render(a):
 
 # --------------------------------------------------------------- /proc
 def proc_table():
-    """pid -> (ppid, ticks incl. reaped children)."""
+    """pid -> (ppid, ticks incl. reaped children, process group)."""
     table = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -57,18 +57,22 @@ def proc_table():
         # rest[0] = state (field 3); utime..cstime are fields 14..17
         ppid = int(rest[1])
         ticks = sum(int(x) for x in rest[11:15])
-        table[int(d)] = (ppid, ticks)
+        table[int(d)] = (ppid, ticks, int(rest[2]))
     return table
 
 
 def tree(root, table):
+    """ROOT and its descendants, less those that lead a process group of
+    their own below ROOT: scalwsd's managed app workers (setpgid), which
+    are the application, as the uvicorn or node the other servers proxy to
+    is, and is not counted for them either."""
     children = {}
-    for pid, (ppid, _) in table.items():
+    for pid, (ppid, *_) in table.items():
         children.setdefault(ppid, []).append(pid)
     out, todo = [], [root]
     while todo:
         p = todo.pop()
-        if p in table:
+        if p in table and (p == root or table[p][2] != p):
             out.append(p)
             todo.extend(children.get(p, []))
     return out

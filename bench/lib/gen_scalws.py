@@ -19,6 +19,8 @@ import json
 import os
 import sys
 
+APPS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps")
+
 
 def q(s):
     """A YAML double-quoted scalar (JSON strings are valid YAML)."""
@@ -66,6 +68,7 @@ def build(a):
     hello = {"respond": {"status": 200, "body": "hello world", "content_type": "text/plain"}}
     static = {"static": {"root": a.www}}
     upstreams = {}
+    apps = {}
     listen = [f"{h}:{a.http_port}" for h in a.addr]
     site = {"listen": listen}
     s = a.scenario
@@ -95,12 +98,22 @@ def build(a):
         upstreams["php"] = {"servers": [f"127.0.0.1:{a.php_port}"], "keepalive": 64}
         keep = os.environ.get("BENCH_FCGI_KEEP_CONN", "1") != "0"
         route = {"fastcgi": {"upstream": "php", "root": a.www, "keep_conn": keep}}
+    elif s in ("node", "python") and os.environ.get("SCALWS_APPS", "managed") == "managed":
+        # ScalWS runs the app itself (`apps:`), one worker pinned to
+        # CPU_LOAD like the node / uvicorn the other servers proxy to (the
+        # same bench/apps file); SCALWS_APPS=external proxies to those.
+        app = {"workers": 1, "dir": APPS, "cpus": [int(os.environ.get("CPU_LOAD", "1"))]}
+        if s == "python":
+            app["asgi"] = "hello_asgi:app"
+            app["allocator"] = os.environ.get("SCALWS_APP_ALLOCATOR", "system")
+        else:
+            app["command"] = ["node", "hello.js"]
+        apps[s] = app
+        route = {"app": s}
     elif s == "node":
         upstreams["node"] = {"servers": [f"127.0.0.1:{a.node_port}"], "keepalive": 64}
         route = {"proxy": {"upstream": "node"}}
     elif s == "python":
-        # The other servers proxy to the same external uvicorn on CPU_LOAD;
-        # ScalWS does the same here (not a managed `app:`) so all compare alike.
         upstreams["pyapp"] = {"servers": [f"127.0.0.1:{a.pyapp_port}"], "keepalive": 64}
         route = {"proxy": {"upstream": "pyapp"}}
     else:
@@ -119,6 +132,8 @@ def build(a):
     cfg["limits"] = limits
     if upstreams:
         cfg["upstreams"] = upstreams
+    if apps:
+        cfg["apps"] = apps
     cfg["sites"] = [site]
     return cfg
 

@@ -257,6 +257,12 @@ static int rearm_request(px_t *x)
     return 0;
 }
 
+/* 502, or 503 on an app's route: its workers are down or restarting. */
+static int px_unreachable(const px_t *x)
+{
+    return x->p->unavailable_503 ? 503 : 502;
+}
+
 /* Answers the client with an error page in place of the upstream's
  * response, and ends the proxied request. */
 static int px_answer_error(sws_engine_t *e, px_t *x, int status)
@@ -331,7 +337,7 @@ static int px_fail_why(sws_engine_t *e, px_t *x, int kind, int err, const char *
         return px_answer_error(e, x, kind == F_READ_TIMEOUT || kind == F_CONNECT_TIMEOUT ||
                                              kind == F_SEND_TIMEOUT || kind == F_TLS_TIMEOUT
                                          ? 504
-                                         : 502);
+                                         : kind == F_CONNECT ? px_unreachable(x) : 502);
     /* Mid-body: the client must see the truncation, never a complete-looking
      * response: what is pending goes out, then the connection ends. */
     x->status = x->status ? x->status : 502;
@@ -353,7 +359,7 @@ static int px_attempt(sws_engine_t *e, px_t *x)
         if (i < 0) {
             elog(e, SWS_L_ERROR, "no live upstreams in \"%s\" while proxying \"%.*s %.*s\"", up->name,
                  x->method_len, x->what, x->target_len, x->what + x->method_len);
-            return px_answer_error(e, x, 502);
+            return px_answer_error(e, x, px_unreachable(x));
         }
         sws_upstream_server_t *s = &up->servers[i];
         if (i < 64)
@@ -370,7 +376,7 @@ static int px_attempt(sws_engine_t *e, px_t *x)
                 srv_fail(e, up, s);
                 if (px_retry_ok(e, x, F_CONNECT, 0))
                     continue;
-                return px_answer_error(e, x, 502);
+                return px_answer_error(e, x, px_unreachable(x));
             }
             s->active++;
         }

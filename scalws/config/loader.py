@@ -36,7 +36,7 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .directives import HANDLERS, UNAVAILABLE_HANDLERS, fastcgi, proxy, tls
+from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, fastcgi, proxy, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .model import Config, Limits, Listen, LogConfig, Route, Site
@@ -63,10 +63,10 @@ BUSY_POLL_AUTO = 50e-6
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
             "pid", "log", "limits", "batch_window", "busy_poll", "trusted_proxies",
-            "tls_tickets", "upstreams", "sites")
+            "tls_tickets", "upstreams", "apps", "sites")
 # Keys of the design (DESIGN.md) that this version does not implement yet.
 TOP_UNAVAILABLE = {k: _NOT_AVAILABLE.format(k)
-                   for k in ("status", "instances", "apps")}
+                   for k in ("status", "instances")}
 LOG_KEYS = ("access", "format", "error", "level", "buffer", "flush")
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
 SITE_KEYS = ("listen", "server_names", "tls", "routes")
@@ -96,6 +96,9 @@ class _Context:
         self.fastcgi_refs: list = []           # the ones made by fastcgi routes
         self.upstream_names: set = set()       # every name under `upstreams`
         self.implicit_upstreams: dict = {}     # "url:ADDRESS" -> Upstream
+        # Managed apps (directives/app.py): names under `apps`, routes' refs.
+        self.app_names: set = set()
+        self.app_refs: list = []               # [(name, node, key path)]
 
     # -- reporting ---------------------------------------------------------
 
@@ -594,11 +597,15 @@ def _walk_document(ctx: _Context, root) -> Config:
     if "upstreams" in keys:
         upstreams = proxy.compile_upstreams(ctx, keys["upstreams"][1], "upstreams")
 
+    if "apps" in keys:
+        cfg.apps = app.compile_apps(ctx, keys["apps"][1], cfg)
+
     if ctx.require(keys, root, "", "sites"):
         cfg.sites = _sites(ctx, keys["sites"][1])
     # After the sites: routes name groups, and `url:` adds implicit ones.
     cfg.upstreams = proxy.check_references(ctx, upstreams)
     fastcgi.mark_groups(ctx, cfg.upstreams)
+    app.check_references(ctx, cfg)
     return cfg
 
 

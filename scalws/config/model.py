@@ -158,6 +158,7 @@ class Config:
     upstreams: dict = field(default_factory=dict)  # name -> Upstream (reverse proxy)
     trusted_proxies: list = field(default_factory=list)  # CIDR strings whose X-Forwarded-* we believe
     tickets: TicketKeys = field(default_factory=TicketKeys)
+    apps: dict = field(default_factory=dict)  # name -> App (managed applications)
     # Problems that do not refuse the file (a certificate expiring soon):
     # (file, line, column, key path, message), printed by --check-config and
     # logged at start and reload.
@@ -270,6 +271,31 @@ class Proxy:
     request_headers: list = field(default_factory=list)   # [(name, value)]; value None = remove
     response_headers: list = field(default_factory=list)  # [(name, value)]; value None = remove
     buffer_size: int = 64 * 1024           # bytes buffered per direction per proxied request
+    unavailable_503: bool = False          # an `app:` route: no worker up -> 503 + Retry-After
+
+
+# ---- managed applications (config half: directives/app.py; runtime: control/apps.py) ----
+
+@dataclass
+class App:
+    """An application the master runs and supervises: `workers` processes,
+    each listening on its own unix socket (made by the master, per reload
+    generation), proxied to from `app:` routes through the implicit
+    upstream group "app:<name>" (its servers are filled in by the master)."""
+    name: str
+    argv: list                             # resolved command line, without the socket
+    asgi: Optional[str] = None             # "module:callable" (run by uvicorn); None: argv is a command
+    dir: str = ""                          # working folder (absolute)
+    workers: int = 1
+    env: dict = field(default_factory=dict)  # added to the clean environment
+    user: Optional[str] = None             # None: the master's user (unchanged)
+    restart: str = "always"                # "always" | "on-failure" | "never"
+    start_timeout: float = 10.0            # until the socket accepts connections
+    stop_timeout: float = 10.0             # TERM, then KILL after this
+    allocator: str = "system"              # "system" | "jemalloc" | "mimalloc"
+    preload: Optional[str] = None          # LD_PRELOAD path for the allocator
+    cpus: list = field(default_factory=list)  # CPU ids the workers are pinned to; [] = no pinning
+    mark: Mark = ("<default>", 0, 0)
 
 
 @dataclass

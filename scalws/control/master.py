@@ -14,6 +14,10 @@ to fork from. It never imports compiled code before it forks.
 
 Signals: TERM/INT graceful stop, QUIT fast stop, HUP reload, USR1 reopen logs,
 CHLD reap and restart.
+
+Managed apps (`apps:`) are children too, started before the web workers
+and stopped after them; scalws/control/apps.py supervises them and this
+loop calls it after every wakeup (ADR 0010).
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import time
 
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
+from scalws.control import apps as apps_mod
 from scalws.control import sdnotify, tlskeeper
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
@@ -36,7 +41,6 @@ SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
            signal.SIGUSR1, signal.SIGCHLD}
 READY_TIMEOUT = 10.0      # a new worker must report ready within this
 QUICK_DEATH = 2.0         # a worker dying younger than this counts as a crash loop
-MAX_BACKOFF = 10.0
 MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
 
 
@@ -89,6 +93,7 @@ class Master:
         self.keepers = {}          # pid -> Generation it keeps
         self.keeper_pid = 0        # the current generation's keeper
         self.keeper_restart_at = None
+        self.apps = apps_mod.Apps()  # managed applications (control/apps.py)
 
     # ---- sockets -----------------------------------------------------------
     def _bind(self, listen):
@@ -179,6 +184,8 @@ class Master:
                         s.close()
             for fd in self._ready_fds:
                 os.close(fd)  # siblings' readiness pipes
+            for fd in self.apps.child_fds():
+                os.close(fd)  # the apps' output pipes
             worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd, slot.tls)  # never returns
         os.close(wfd)
         self._ready_fds.add(rfd)
@@ -239,6 +246,8 @@ class Master:
                 for s in socks:
                     s.close()
             for fd in self._ready_fds:
+                os.close(fd)
+            for fd in self.apps.child_fds():
                 os.close(fd)
             tlskeeper.run(config, tls, self.errlog, wfd)  # never returns
         os.close(wfd)
@@ -311,6 +320,7 @@ class Master:
         self._tune_sysctls()
         for w in cfg.warnings:
             log.warning("%s", w)
+        self._start_apps(cfg)
         self.tls = self._tls_generation(cfg)
         self.keeper_pid = self._start_keeper(cfg, self.tls)
         self.slots, ready = self._start_generation(cfg, self.tls)
@@ -323,7 +333,8 @@ class Master:
         sdnotify.ready(f"{ready} of {cfg.workers} workers ready, listening on {addrs}")
         try:
             while True:
-                if self.stopping and not self.children and not self.keepers:
+                if self.stopping and not self.children and not self.keepers \
+                        and not self.apps.alive():
                     break
                 timeout = self._next_timeout()
                 info = signal.sigtimedwait(SIGNALS, timeout)
@@ -332,8 +343,10 @@ class Master:
                 self._reap()
                 self._restart_due()
                 self._check_stop_deadline()
+                self.apps.tick({s.gen for s in self.children.values()}, self.stopping)
         finally:
             self._close_keys(list(self.sockets))
+            self.apps.cleanup()
             if cfg.pid:
                 try:
                     os.unlink(cfg.pid)
@@ -349,6 +362,9 @@ class Master:
             times.append(self.keeper_restart_at)
         if self.stop_deadline:
             times.append(self.stop_deadline)
+        apps_due = self.apps.next_timeout()
+        if apps_due is not None:
+            times.append(now + apps_due)
         if not times:
             return 1.0
         return max(0.0, min(min(times) - now, 1.0))
@@ -376,6 +392,7 @@ class Master:
             for pid in self.keepers:
                 self._stop_keeper(pid)
             self._close_listeners()
+            self.apps.stop_all(fast=True)
         elif sig == signal.SIGHUP:
             if not self.stopping:
                 sdnotify.reloading()
@@ -385,6 +402,18 @@ class Master:
             self.errlog.reopen()
             log.log(NOTICE, "reopening logs (SIGUSR1)")
             self._signal_slots(self.children.values(), signal.SIGUSR1)
+
+    # ---- managed apps (control/apps.py) --------------------------------------
+    def _start_apps(self, cfg):
+        """At startup: every app ready before the web workers start, or
+        scalwsd refuses to start."""
+        try:
+            procs = self.apps.start(cfg)
+        except apps_mod.AppError as exc:
+            self.apps.cleanup()
+            raise StartupError(f"{exc}; not starting") from None
+        self.apps.assign(cfg, procs)
+        self.apps.current = procs
 
     def _close_listeners(self):
         """On stop, as nginx's master does: once the workers have closed their
@@ -415,6 +444,13 @@ class Master:
         old = list(self.slots.values())
         for w in new.warnings:
             log.warning("%s", w)
+        # The apps' new workers are ready before any web worker points at them.
+        try:
+            app_procs = self.apps.start(new)
+        except apps_mod.AppError as exc:
+            log.error("reload failed, keeping the current configuration: %s", exc)
+            return "reload failed, serving the previous configuration"
+        self.apps.assign(new, app_procs)
         tls = self._tls_generation(new)
         keeper = self._start_keeper(new, tls)
         slots, ready = self._start_generation(new, tls)
@@ -425,7 +461,10 @@ class Master:
                 s.stopping = True
             self._signal_slots(slots.values(), signal.SIGQUIT)
             self._stop_keeper(keeper)
+            self.apps.stop(app_procs)
             return "reload failed, serving the previous configuration"
+        # The apps' old workers stop once the old web workers have drained.
+        self.apps.commit(app_procs, self.gen)
         for s in old:
             s.stopping = True
         self._signal_slots(old, signal.SIGTERM)
@@ -455,6 +494,8 @@ class Master:
             if pid in self.keepers:
                 self._keeper_exited(pid, status)
                 continue
+            if self.apps.exited(pid, status):
+                continue
             slot = self.children.pop(pid, None)
             if slot is None:
                 continue
@@ -466,8 +507,7 @@ class Master:
                 continue
             lived = time.monotonic() - slot.started
             slot.quick_deaths = slot.quick_deaths + 1 if lived < QUICK_DEATH else 0
-            delay = 0.0 if slot.quick_deaths <= 1 else \
-                min(MAX_BACKOFF, 0.1 * 2 ** (slot.quick_deaths - 1))
+            delay = apps_mod.backoff(slot.quick_deaths)  # one policy for workers and apps
             log.error("worker %d (pid %d) %s; restarting%s", slot.index, pid,
                       _describe_status(status), f" in {delay:.1f}s (crash loop)" if delay else "")
             slot.pid = 0

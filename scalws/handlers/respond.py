@@ -68,4 +68,8 @@ def error_page(status: int, server: str | None) -> Prebuilt:
             f"</body>\r\n</html>\r\n").encode()
     # 405 comes from static routes, which answer GET and HEAD (RFC 9110 §15.5.6).
     headers = (("Allow", "GET, HEAD"),) if status == 405 else ()
+    # 503 comes from an app's route while its workers are down or
+    # restarting (the master restarts them within a second or backs off).
+    if status == 503:
+        headers = (("Retry-After", "1"),)
     return build(status, body, headers, "text/html", server)

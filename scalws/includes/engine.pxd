@@ -152,6 +152,7 @@ cdef extern from "scalws/engine.h" nogil:
         const char *resp_set
         size_t resp_set_len
         size_t buffer_size
+        int unavailable_503
 
     ctypedef struct regex_t:
         pass

@@ -207,7 +207,7 @@ cdef class Engine:
                     self._fill_static(&self.statics[n], route.handler)
                     self.handlers[n].kind = SWS_H_STATIC
                     self.handlers[n].data = &self.statics[n]
-                elif route.kind == "proxy":
+                elif route.kind in ("proxy", "app"):  # an app: a proxy to its workers
                     self._fill_proxy(&self.proxies[n], route.handler)
                     self.handlers[n].kind = SWS_H_PROXY
                     self.handlers[n].data = &self.proxies[n]
@@ -611,6 +611,7 @@ cdef class Engine:
         p.resp_set = b
         p.resp_set_len = len(b)
         p.buffer_size = cfg.buffer_size
+        p.unavailable_503 = cfg.unavailable_503
 
     cdef _fill_fastcgi(self, sws_fastcgi_t *f, cfg):
         """Compiles a config.model.FastCGI; its upstream group is built already."""

@@ -502,7 +502,7 @@ def test_unknown_nested_key(tmp_path):
     """) == "F:4:42: sites[0].routes[0].respond.bdy: unknown key 'bdy'; did you mean 'body'?"
 
 
-@pytest.mark.parametrize("key", ["apps", "status", "instances"])
+@pytest.mark.parametrize("key", ["status", "instances"])
 def test_unavailable_top_level_keys(tmp_path, key):
     assert one_problem(tmp_path, SITE + f"{key}: {{}}\n") == \
         f"F:5:1: {key}: '{key}' is not available in this version of scalws"
@@ -792,7 +792,7 @@ def route_problem(tmp_path, route):
 @pytest.mark.parametrize("route, expected", [
     ("{respond: 204}", "F:4:9: sites[0].routes[0].path: required key is missing"),
     ("{path: /}", "F:4:9: sites[0].routes[0]: a route needs a handler: one of respond, static, "
-     "proxy, fastcgi"),
+     "proxy, fastcgi, app"),
     ("{path: /, respond: 204, static: {root: /srv}}",
      "F:4:33: sites[0].routes[0].static: a route takes exactly one handler, found "
      "'respond' and 'static'"),
@@ -814,8 +814,8 @@ def route_problem(tmp_path, route):
      "F:4:79: sites[0].routes[0].fastcgi.params.REQUEST_URI: REQUEST_URI is computed for each "
      "request and cannot be fixed for a route"),
     ("{path: /, app: shop}",
-     "F:4:19: sites[0].routes[0].app: handler 'app' is not available in this "
-     "version of scalws"),
+     "F:4:24: sites[0].routes[0].app: unknown app 'shop': no apps are defined (add it "
+     "under the top-level key apps)"),
     ("{path: /, cache: {}}",
      "F:4:19: sites[0].routes[0].cache: handler 'cache' is not available in this "
      "version of scalws"),

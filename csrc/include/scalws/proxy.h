@@ -44,6 +44,10 @@ typedef struct {
     const char *resp_set;
     size_t resp_set_len;
     size_t buffer_size;            /* upstream read buffer: the response head must fit */
+    /* A managed app's route (`app:`): no server to take the request (none
+     * live, or every connect refused: its workers are down or restarting)
+     * answers 503 with Retry-After instead of 502. */
+    int unavailable_503;
 } sws_proxy_t;
 
 /* Starts proxying req (with req->rid set) through r; body[0..n) is the

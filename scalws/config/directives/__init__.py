@@ -8,7 +8,7 @@ its entry here. Nothing in this package imports compiled code.
 """
 from __future__ import annotations
 
-from . import fastcgi, proxy, respond, static
+from . import app, fastcgi, proxy, respond, static
 
 # Handler kinds this version can configure: route key -> compile function.
 HANDLERS = {
@@ -16,8 +16,9 @@ HANDLERS = {
     "static": static.compile,
     "proxy": proxy.compile,
     "fastcgi": fastcgi.compile,
+    "app": app.compile,
 }
 
 # Handler kinds the design names but this version does not have yet; a route
 # using one is refused with a clear message rather than "unknown key".
-UNAVAILABLE_HANDLERS = ("app", "cache")
+UNAVAILABLE_HANDLERS = ("cache",)
