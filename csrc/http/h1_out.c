@@ -449,11 +449,12 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     if (!x->req_done) {
         ssize_t used = x_deframe(e, x, body, len, &n, &done);
         if (used < 0) {
+            int too_large = x->rdec.total > e->core.lim.max_body_bytes;
             req->rid = NULL; /* it lived in x */
             req->rid_len = 0;
             free(x);
-            hc->close_after = 1; /* the body's framing is lost */
-            return 400;
+            hc->close_after = 1; /* the body's framing is lost, or it is not read further */
+            return too_large ? 413 : 400;
         }
         *took = (size_t)used;
     }
