@@ -73,9 +73,14 @@ srv_version() {
     esac
 }
 
-scalws_gen() {  # scalws_gen SCENARIO OUTFILE
-    local args=() a
+scalws_gen() {  # scalws_gen SCENARIO OUTFILE [SERVER]
+    local args=() a top=${SCALWS_TOP:-}
     for a in $S_ADDRS; do args+=(--addr "$a"); done
+    # SCALWS_TOP / SCALWS_BASE_TOP: JSON top-level keys added to scalws's /
+    # scalws-base's configuration, to compare one build with itself, e.g.
+    # SCALWSD_BASE=.venv/bin/scalwsd SCALWS_BASE_TOP='{"sandbox": "off"}'
+    [ "${3:-}" = scalws-base ] && top=${SCALWS_BASE_TOP:-}
+    [ -n "$top" ] && args+=(--top "$top")
     "$BENCH_PY" "$BENCH_DIR/lib/gen_scalws.py" "$1" --www "$WWW" "${args[@]}" \
         --http-port "$HTTP_PORT" --https-port "$HTTPS_PORT" --up-port "$UP_PORT" \
         --php-port "$PHP_PORT" --node-port "$NODE_PORT" --pyapp-port "$PYAPP_PORT" \
@@ -94,7 +99,7 @@ srv_supports() {
             # scenario's generated config is either accepted or not (yet).
             local d="$RUN_DIR/scalws-check"
             mkdir -p "$d"
-            scalws_gen "$scen" "$d/$scen.yaml"
+            scalws_gen "$scen" "$d/$scen.yaml" "$srv"
             if ! "$b" --check-config "$d/$scen.yaml" >"$d/$scen.check.log" 2>&1; then
                 log "scalws --check-config refused $scen: $(head -c 300 "$d/$scen.check.log" | tr '\n' ' ')"
                 if grep -q "http2" "$d/$scen.check.log"; then
@@ -193,7 +198,7 @@ srv_start() {
             cmd=("$LIGHTTPD" -D -f "$S_DIR/lighttpd.conf")
             ;;
         scalws | scalws-base)
-            scalws_gen "$scen" "$S_DIR/scalws.yaml" || return 1
+            scalws_gen "$scen" "$S_DIR/scalws.yaml" "$srv" || return 1
             cmd=("$(srv_binary "$srv")" --config "$S_DIR/scalws.yaml")
             ;;
         *) die "unknown server $srv" ;;
