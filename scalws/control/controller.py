@@ -473,7 +473,7 @@ class Controller:
                 cur = None
             if cur is not None:
                 prev, inst.prev = inst.prev, (now, cur)
-                if not prev or not isinstance(prev[1], dict):
+                if not prev or "busy_ns" not in prev[1]:
                     return None
                 busy = (cur["busy_ns"] - prev[1]["busy_ns"]) / 1e9
                 idle = (cur["idle_ns"] - prev[1]["idle_ns"]) / 1e9

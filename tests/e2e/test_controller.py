@@ -303,3 +303,37 @@ def test_cgroup_detect(tmp_path):
     assert cgroups.detect(str(tmp_path)).version == 1
     (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
     assert cgroups.detect(str(tmp_path)).version == 2
+
+
+def test_sample_uses_the_stats_counters(tmp_path):
+    """With scalws.control.stats (the shared-memory counters), busy share and
+    p99 come from its read(); hysteresis: `samples` hot samples, then one
+    scale-up, then the cooldown."""
+    from scalws.control.controller import Controller as Ctl
+    text = ("instances: {min: 1, max: 2, cpus: [0, 1], samples: 2, scale_up_p99: 100ms, "
+            "cooldown: 60s}\nlog: {error: \"" + str(tmp_path / "e.log") + "\"}\n"
+            "sites:\n  - listen: [\"127.0.0.1:1\"]\n    routes: [{path: /, respond: {status: 200}}]\n")
+    cfg = load_config_text(text)
+    ctl = Ctl(cfg, str(tmp_path / "c.yaml"))
+    seq = iter(range(100))
+
+    class FakeStats:
+        @staticmethod
+        def read(path):
+            n = next(seq)
+            # 10% busy, but requests slow: every new one in the 0.5 s bucket
+            return {"busy_ns": n * 10**8, "idle_ns": n * 9 * 10**8,
+                    "request_duration": {"buckets": [(0.01, 0), (0.5, 10 * n), (5.0, 10 * n)],
+                                         "sum_seconds": 0.0, "count": 10 * n}}
+
+    ctl.stats = FakeStats
+    inst = ctl.instances[0]
+    open(inst.stats_path, "w").close()
+    inst.state, inst.pid = "ready", 1
+    ups = []
+    ctl.scale_up = lambda why: ups.append(why) or True
+    for t in range(5):
+        ctl.sample(float(t))
+    assert len(ups) == 1 and "p99 0.5s >= 0.1s for 2 samples" in ups[0], ups
+    inst.pid = 0
+    ctl._cleanup()
