@@ -1,4 +1,4 @@
-"""Entry points: `scalwsd` and (reserved) `scalws-controller`.
+"""Entry points: `scalwsd` and `scalws-controller` (scalws/control/controller.py).
 
 Exit codes: 0 success; 1 configuration refused (--check-config, or at start);
 2 usage; 3 the server could not start (bind failed, ...).
@@ -6,6 +6,7 @@ Exit codes: 0 success; 1 configuration refused (--check-config, or at start);
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from scalws import __version__
@@ -84,6 +85,13 @@ def scalwsd_main(argv=None) -> int:
         print("scalwsd: no --config given: serving the built-in default site on "
               "http://127.0.0.1:8080/", file=sys.stderr)
 
+    if config.instances is not None and not os.environ.get("SCALWS_INSTANCE"):
+        f, line, col = config.instances.mark
+        print(f"{f}:{line}:{col}: instances: this configuration runs several instances: "
+              f"start it with `scalws-controller --config {args.config}` (or remove "
+              f"'instances' to run one scalwsd)", file=sys.stderr)
+        return 1
+
     from scalws.control.master import Master, StartupError
     try:
         return Master(config, args.config).run()
@@ -93,8 +101,8 @@ def scalwsd_main(argv=None) -> int:
 
 
 def controller_main(argv=None) -> int:
-    print("scalws-controller: not available in this version; run scalwsd", file=sys.stderr)
-    return 2
+    from scalws.control.controller import main
+    return main(argv)
 
 
 if __name__ == "__main__":

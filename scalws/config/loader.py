@@ -39,7 +39,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, fastcgi, proxy, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
-from .model import Config, Limits, Listen, LogConfig, Route, Site
+from .model import Config, Instances, Limits, Listen, LogConfig, Route, Site
 from .units import DURATION_HINT, SIZE_HINT, format_size, parse_duration, parse_size
 
 __all__ = ["load_config", "load_config_text", "default_config", "ConfigError"]
@@ -63,10 +63,10 @@ BUSY_POLL_AUTO = 50e-6
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
             "pid", "log", "limits", "batch_window", "busy_poll", "trusted_proxies",
-            "tls_tickets", "upstreams", "apps", "sites")
+            "tls_tickets", "upstreams", "apps", "instances", "sites")
 # Keys of the design (DESIGN.md) that this version does not implement yet.
 TOP_UNAVAILABLE = {k: _NOT_AVAILABLE.format(k)
-                   for k in ("status", "instances")}
+                   for k in ("status",)}
 LOG_KEYS = ("access", "format", "error", "level", "buffer", "flush")
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
 SITE_KEYS = ("listen", "server_names", "tls", "routes")
@@ -600,13 +600,157 @@ def _walk_document(ctx: _Context, root) -> Config:
     if "apps" in keys:
         cfg.apps = app.compile_apps(ctx, keys["apps"][1], cfg)
 
+    if "instances" in keys:
+        cfg.instances = _instances(ctx, keys["instances"][1], keys.get("workers"))
+        if cfg.instances is not None:
+            cfg.workers = cfg.instances.cpus_per_instance
+
     if ctx.require(keys, root, "", "sites"):
         cfg.sites = _sites(ctx, keys["sites"][1])
+        if cfg.instances is not None:
+            _instances_listens(ctx, cfg.sites)
     # After the sites: routes name groups, and `url:` adds implicit ones.
     cfg.upstreams = proxy.check_references(ctx, upstreams)
     fastcgi.mark_groups(ctx, cfg.upstreams)
     app.check_references(ctx, cfg)
     return cfg
+
+
+INSTANCE_KEYS = tuple(k for k in Instances.__dataclass_fields__ if k != "mark")
+
+
+def _instances(ctx, node, workers):
+    """`instances:` (scalws-controller): counts, CPUs, limits and the
+    autoscaling thresholds; None after an error in it."""
+    keys = ctx.mapping(node, "instances", INSTANCE_KEYS)
+    if keys is None:
+        return None
+    n = len(ctx.problems)
+    ins = Instances(mark=ctx.mark(node))
+    if workers is not None:
+        ctx.error(workers[0], "workers", "under 'instances' each instance runs "
+                  "instances.cpus_per_instance workers: remove 'workers'")
+    for name in ("min", "max", "cpus_per_instance", "samples", "scale_up_queue"):
+        if name in keys:
+            value = ctx.integer(keys[name][1], f"instances.{name}", 1, MAX_WORKERS)
+            if value is not None:
+                setattr(ins, name, value)
+    if "max" not in keys:
+        ins.max = ins.min
+    elif ins.max < ins.min:
+        ctx.error(keys["max"][1], "instances.max",
+                  f"must be at least instances.min ({ins.min}), got {ins.max}")
+    usable = _usable_cpus()
+    ins.cpus = usable
+    if "cpus" in keys:
+        cpus = _cpu_list(ctx, keys["cpus"][1], "instances.cpus")
+        if cpus is not None:
+            ins.cpus = cpus
+    need = ins.max * ins.cpus_per_instance
+    if len(ins.cpus) < need:
+        where = keys["cpus"][1] if "cpus" in keys else node
+        ctx.error(where, "instances.cpus", f"instances.max x cpus_per_instance = {need} "
+                  f"CPUs, but {len(ins.cpus)} are given ({_cpu_text(ins.cpus)})")
+    if "memory_limit" in keys:
+        ins.memory_limit = ctx.size(keys["memory_limit"][1], "instances.memory_limit",
+                                    lo=16 * 1024 * 1024)
+    if "cpu_quota" in keys:
+        ins.cpu_quota = _fraction(ctx, keys["cpu_quota"][1], "instances.cpu_quota",
+                                  hi=float(ins.cpus_per_instance), what="CPUs")
+    for name in ("scale_up_busy", "scale_down_busy"):
+        if name in keys:
+            value = _fraction(ctx, keys[name][1], f"instances.{name}", hi=1.0)
+            if value is not None:
+                setattr(ins, name, value)
+    if ins.scale_down_busy >= ins.scale_up_busy:
+        where = keys.get("scale_down_busy", keys.get("scale_up_busy", (node, node)))[1]
+        ctx.error(where, "instances.scale_down_busy", "must be below instances.scale_up_busy "
+                  f"({ins.scale_down_busy:.0%} >= {ins.scale_up_busy:.0%})")
+    if "scale_up_p99" in keys:
+        ins.scale_up_p99 = ctx.duration(keys["scale_up_p99"][1], "instances.scale_up_p99",
+                                        positive=True)
+    for name in ("sample_interval", "cooldown", "start_timeout"):
+        if name in keys:
+            value = ctx.duration(keys[name][1], f"instances.{name}", lo=0.05 if name ==
+                                 "sample_interval" else 0.0, hi=3600.0)
+            if value is not None:
+                setattr(ins, name, value)
+    return ins if len(ctx.problems) == n else None
+
+
+def _instances_listens(ctx, sites):
+    """Several instances share a TCP port with SO_REUSEPORT; a unix socket
+    cannot be shared that way (docs/operations.md, "scalws-controller")."""
+    for i, site in enumerate(sites):
+        for j, listen in enumerate(site.listen):
+            if listen.kind == "unix":
+                f, line, col = listen.mark
+                ctx.error((line, col), f"sites[{i}].listen[{j}]", "a unix socket cannot "
+                          "be shared by several instances: under 'instances' listen on "
+                          "TCP addresses only")
+
+
+def _fraction(ctx, node, path, hi, what=None):
+    """`75%` or `0.75` (or, with `what`, a number of CPUs such as 1.5 or 150%)."""
+    kind = ctx.kind(node)
+    value = None
+    if kind in ("int", "float"):
+        value = float(_CONSTRUCTOR.construct_yaml_float(node))
+    elif kind == "str" and node.value.endswith("%"):
+        try:
+            value = float(node.value[:-1]) / 100
+        except ValueError:
+            value = None
+    if value is None or value <= 0 or value > hi:
+        bound = f"{hi:g} {what}" if what else "100%"
+        ctx.error(node, path, f"expected a percentage such as 75% or a fraction above 0 "
+                  f"and at most {bound}, got {ctx.describe(node)}")
+        return None
+    return value
+
+
+def _cpu_list(ctx, node, path):
+    """`[0, 1, 2]` or "0-3,6": CPU ids this machine has, each once."""
+    ids = []
+    kind = ctx.kind(node)
+    if kind == "seq":
+        for item in node.value:
+            v = ctx.integer(item, path, 0, 65535)
+            if v is None:
+                return None
+            ids.append(v)
+    elif kind in ("str", "int"):
+        try:
+            for part in str(node.value).split(","):
+                a, _, b = part.strip().partition("-")
+                lo, hi = int(a), int(b or a)
+                if hi < lo:
+                    raise ValueError
+                ids.extend(range(lo, hi + 1))
+        except ValueError:
+            ctx.error(node, path, f"expected a list of CPU ids or a range such as "
+                      f"\"0-3,6\", got {ctx.describe(node)}")
+            return None
+    else:
+        ctx.error(node, path, f"expected a list of CPU ids or a range such as \"0-3\", "
+                  f"got {ctx.describe(node)}")
+        return None
+    if len(set(ids)) != len(ids):
+        ctx.error(node, path, "names a CPU twice")
+        return None
+    have = os.cpu_count() or 1
+    bad = [c for c in ids if c >= have]
+    if bad:
+        ctx.error(node, path, f"this machine has CPUs 0-{have - 1}, not {_cpu_text(bad)}")
+        return None
+    if not ids:
+        ctx.error(node, path, "must name at least one CPU")
+        return None
+    return ids
+
+
+def _cpu_text(ids) -> str:
+    return ",".join(str(c) for c in ids)
 
 
 def _busy_poll(ctx, node):

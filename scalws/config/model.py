@@ -159,10 +159,32 @@ class Config:
     trusted_proxies: list = field(default_factory=list)  # CIDR strings whose X-Forwarded-* we believe
     tickets: TicketKeys = field(default_factory=TicketKeys)
     apps: dict = field(default_factory=dict)  # name -> App (managed applications)
+    instances: Optional["Instances"] = None  # `instances:` (scalws-controller only)
     # Problems that do not refuse the file (a certificate expiring soon):
     # (file, line, column, key path, message), printed by --check-config and
     # logged at start and reload.
     warnings: list = field(default_factory=list)
+
+
+@dataclass
+class Instances:
+    """`instances:`: what scalws-controller runs (docs/configuration.md,
+    docs/adr/0013-controller.md). Fractions are 0..1, times seconds."""
+    min: int = 1
+    max: int = 1
+    cpus_per_instance: int = 1
+    cpus: list = field(default_factory=list)   # CPU ids shared out, in order
+    memory_limit: Optional[int] = None         # bytes per instance; None = no limit
+    cpu_quota: Optional[float] = None          # CPUs' worth per instance (cfs quota); None = none
+    scale_up_busy: float = 0.75                # busy fraction of the instances' CPUs
+    scale_down_busy: float = 0.30
+    scale_up_queue: int = 128                  # queued connections on the listeners, in all
+    scale_up_p99: Optional[float] = None       # seconds; None = not a signal
+    samples: int = 3                           # consecutive samples before acting
+    sample_interval: float = 2.0
+    cooldown: float = 30.0                     # after a scale action, before the next
+    start_timeout: float = 15.0                # an instance's READY, after start or HUP
+    mark: Mark = ("<default>", 0, 0)
 
 
 @dataclass
