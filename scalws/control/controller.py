@@ -457,7 +457,10 @@ class Controller:
             sdnotify.ready("reload failed")
             return
         self.config, self.ins = new, ni
-        self.reload_queue = [i for i in self.instances if i.state in ("ready", "reloading")]
+        # With apps, one still starting may have read the old apps.json: it
+        # is reloaded too, once ready.
+        states = ("ready", "reloading") + (("starting",) if self.app_retiring else ())
+        self.reload_queue = [i for i in self.instances if i.state in states]
         log.log(NOTICE, "reloading %s: %d instances, one at a time", self.path,
                 len(self.reload_queue))
         while len(self.running()) < self.ins.min and self.scale_up("instances.min"):
@@ -469,6 +472,8 @@ class Controller:
         if self.reloading is not None or self.stopping:
             return
         while self.reload_queue:
+            if self.reload_queue[0].state == "starting":
+                return            # HUP'd once ready
             inst = self.reload_queue.pop(0)
             if inst.state == "ready":
                 inst.state = "reloading"
