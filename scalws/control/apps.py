@@ -30,10 +30,18 @@ own loop (poll(), called at least every POLL seconds while apps run):
 no thread, so forking stays safe. Each line goes to the error log as
 `app NAME[I] stdout: ...` (info) or `stderr:` (warn), cut at MAX_LINE bytes;
 a partial last line is flushed when the worker exits.
+
+Under scalws-controller the controller runs the apps once for all instances
+(the controller's own Apps) and names their sockets in a JSON file,
+{"generation": N, "apps": {NAME: [SOCKET, ...]}} (write_sockets()); each
+instance's master gets its path in $SCALWS_APP_SOCKETS and makes an Apps
+with sockets_file=PATH: it starts no app, and assign() points the app
+groups at the sockets the file names (read again on every reload).
 """
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pwd
 import select
@@ -103,9 +111,11 @@ class Proc:
 
 
 class Apps:
-    """Every app worker of every generation, for the master."""
+    """Every app worker of every generation, for the master (or, with
+    `sockets_file`, none: the controller runs them)."""
 
-    def __init__(self):
+    def __init__(self, sockets_file=None):
+        self.sockets_file = sockets_file
         self.gen = 0
         self.current = []          # [Proc] of the generation the web workers use
         self.procs = {}            # pid -> Proc, every live worker
@@ -150,7 +160,7 @@ class Apps:
         each worker accepts connections; returns its [Proc] (not yet
         current: see commit()). Raises AppError after killing them if one
         cannot start."""
-        if not config.apps:
+        if not config.apps or self.sockets_file:
             return []
         rundir = self._rundir(config)
         self.gen += 1
@@ -292,12 +302,34 @@ class Apps:
 
     def assign(self, config, procs):
         """Points config's app groups at `procs`' sockets (before the web
-        workers of `config` are forked)."""
+        workers of `config` are forked); with sockets_file, at the sockets
+        it names (AppError when it lacks an app of `config`)."""
+        if self.sockets_file:
+            self._assign_external(config)
+            return
         for name in config.apps:
             config.upstreams[group_name(name)].servers = [
                 UpstreamServer(address=f"unix:{p.sock}", kind="unix", path=p.sock,
                                max_fails=0, mark=p.app.mark)
                 for p in procs if p.app.name == name]
+
+    def _assign_external(self, config):
+        if not config.apps:
+            return
+        try:
+            with open(self.sockets_file) as f:
+                socks = json.load(f)["apps"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise AppError(f"cannot read the app sockets from {self.sockets_file}: {exc}") \
+                from None
+        for name, app in config.apps.items():
+            if not socks.get(name):
+                raise AppError(f"app '{name}' is not run by scalws-controller yet (not in "
+                               f"{self.sockets_file}): reload the controller (HUP)")
+            config.upstreams[group_name(name)].servers = [
+                UpstreamServer(address=f"unix:{path}", kind="unix", path=path,
+                               max_fails=0, mark=app.mark)
+                for path in socks[name]]
 
     def commit(self, procs, web_gen):
         """`procs` become current; the generation before retires once every
@@ -493,4 +525,17 @@ class Apps:
         log.log(20 if stream == "stdout" else 30, "%s %s: %s", p.tag, stream, text)
 
 
-__all__ = ["Apps", "AppError", "backoff", "NOTICE"]
+def write_sockets(path, procs, gen):
+    """Names `procs`' sockets in `path` for the instances (replaced
+    atomically: a master reading it sees the old file or the new)."""
+    apps = {}
+    for p in procs:
+        apps.setdefault(p.app.name, []).append(p.sock)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"generation": gen, "apps": apps}, f)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+__all__ = ["Apps", "AppError", "backoff", "write_sockets", "NOTICE"]

@@ -32,6 +32,16 @@ reload, RELOADING=1 when a reload begins.
   present). `samples` hot samples in a row add an instance, `samples` cold
   ones remove the highest one, at most once per `cooldown`.
 
+Managed apps (`apps:`) run once, here, for every instance (apps.py's
+supervision: ready before the instances start, restarts with backoff,
+output to the error log). Their sockets are named in <rundir>/apps.json,
+whose path each instance gets in $SCALWS_APP_SOCKETS: its master starts no
+app and points its `app:NAME` groups at those sockets. HUP starts a new
+generation of the apps and waits until it is ready, rewrites the file, then
+reloads the instances one at a time; the old generation stops once every
+instance has reloaded and the web workers that were running before its
+reload have exited. TERM: the instances drain first, then the apps stop.
+
 Logs: the controller writes to the configured error log (logs.py); the
 instances' masters and workers write to the same file, each line with its
 pid.
@@ -57,6 +67,7 @@ from scalws.control.logs import NOTICE, ErrorLog, log
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
            signal.SIGUSR1, signal.SIGCHLD)
+RETIRE_GRACE = 10.0        # old app workers stop at most shutdown_timeout + this after a reload
 QUICK_DEATH = 5.0          # an instance dying younger than this counts as a crash loop
 FAST_STOP = 5.0            # QUIT: then KILL
 PR_SET_CHILD_SUBREAPER = 36
@@ -173,6 +184,9 @@ class Controller:
         self.cooldown_until = 0.0
         self.next_sample = 0.0
         self.last_queue = 0
+        self.apps = apps_mod.Apps()    # the managed apps, once for all instances
+        self.apps_file = os.path.join(self.rundir, "apps.json")
+        self.app_retiring = []         # [[procs, web worker pids to outlive, deadline]]
 
     # ---- instances -----------------------------------------------------------
     def _argv(self, inst):
@@ -196,7 +210,7 @@ class Controller:
                 log.warning("instance %d: cannot set up its cgroup (%s); running it "
                             "without cpu and memory limits", inst.slot, exc)
         env = dict(os.environ, SCALWS_INSTANCE=str(inst.slot),
-                   NOTIFY_SOCKET=inst.notify_path)
+                   NOTIFY_SOCKET=inst.notify_path, SCALWS_APP_SOCKETS=self.apps_file)
         argv = self._argv(inst)
         cg = self.cgroup if inst.cgroup else None
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
@@ -301,13 +315,15 @@ class Controller:
             if pid == 0:
                 return
             self.orphans.discard(pid)
+            if self.apps.exited(pid, status):
+                continue
             inst = next((i for i in self.instances if i.pid == pid), None)
             if inst is None:
                 continue
             inst.pid = 0
             how = apps_mod.describe_status(status)
             # Its workers, when the master died first, are ours now.
-            known = {i.pid for i in self.instances}
+            known = {i.pid for i in self.instances} | set(self.apps.procs)
             self.orphans.update(p for p in _children(os.getpid()) if p not in known)
             if self.stopping or inst.state == "stopping":
                 log.info("instance %d (pid %d) %s", inst.slot, pid, how)
@@ -374,6 +390,37 @@ class Controller:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
+        if fast:
+            self.apps.stop_all(fast=True)
+
+    # ---- managed apps (apps.py), once for every instance ------------------------
+    def _start_apps(self, config):
+        """A new generation of every app, ready; then the instances are told
+        its sockets (apps.json). Raises apps.AppError."""
+        procs = self.apps.start(config)
+        apps_mod.write_sockets(self.apps_file, procs, self.apps.gen)
+        old, self.apps.current = self.apps.current, procs
+        if old:
+            # Stopped once every instance has reloaded (_reload_step adds the
+            # web workers each one had before) and those workers are gone.
+            self.app_retiring.append([old, set(), None])
+
+    def _retire_apps(self, now):
+        if not self.app_retiring or self.reload_queue or self.reloading is not None:
+            return
+        keep = []
+        for entry in self.app_retiring:
+            procs, pids, deadline = entry
+            pids &= {p for p in pids if os.path.exists(f"/proc/{p}")}
+            if entry[2] is None:
+                entry[2] = deadline = now + self.config.shutdown_timeout + RETIRE_GRACE
+            if pids and now < deadline:
+                keep.append(entry)
+                continue
+            log.info("app generation %d retired: stopping its %d worker(s)",
+                     procs[0].gen, len(procs))
+            self.apps.stop(procs)
+        self.app_retiring = keep
 
     def reload(self):
         """HUP: read the file again, then reload the instances one at a time."""
@@ -402,8 +449,18 @@ class Controller:
             for inst in self.instances:
                 if not inst.alive:
                     inst.cgroup = False
+        try:
+            self._start_apps(new)
+        except apps_mod.AppError as exc:
+            log.error("reload failed, the instances and apps keep their configuration: %s",
+                      exc)
+            sdnotify.ready("reload failed")
+            return
         self.config, self.ins = new, ni
-        self.reload_queue = [i for i in self.instances if i.state in ("ready", "reloading")]
+        # With apps, one still starting may have read the old apps.json: it
+        # is reloaded too, once ready.
+        states = ("ready", "reloading") + (("starting",) if self.app_retiring else ())
+        self.reload_queue = [i for i in self.instances if i.state in states]
         log.log(NOTICE, "reloading %s: %d instances, one at a time", self.path,
                 len(self.reload_queue))
         while len(self.running()) < self.ins.min and self.scale_up("instances.min"):
@@ -415,11 +472,17 @@ class Controller:
         if self.reloading is not None or self.stopping:
             return
         while self.reload_queue:
+            if self.reload_queue[0].state == "starting":
+                return            # HUP'd once ready
             inst = self.reload_queue.pop(0)
             if inst.state == "ready":
                 inst.state = "reloading"
                 inst.deadline = time.monotonic() + self.ins.start_timeout
                 self.reloading = inst
+                old_workers = set(_children(inst.pid))
+                for entry in self.app_retiring:
+                    if entry[2] is None:
+                        entry[1] |= old_workers
                 log.info("instance %d (pid %d): reloading", inst.slot, inst.pid)
                 self._signal(inst, signal.SIGHUP)
                 return
@@ -559,12 +622,19 @@ class Controller:
                 self.cgroup = None
         elif self.ins.memory_limit or self.ins.cpu_quota:
             log.warning("no cgroup hierarchy found: memory_limit and cpu_quota are not applied")
+        try:
+            self._start_apps(self.config)
+        except apps_mod.AppError as exc:
+            log.critical("%s; not starting", exc)
+            signal.set_wakeup_fd(-1)
+            self._cleanup()
+            return 3
         for inst in self.instances[:self.ins.min]:
             self.start(inst)
         try:
             while True:
                 if self.stopping and not any(i.alive for i in self.instances) \
-                        and not self.orphans:
+                        and not self.orphans and not self.apps.alive():
                     break
                 now = time.monotonic()
                 timeout = 1.0 if self.started else 0.1
@@ -573,7 +643,10 @@ class Controller:
                 for inst in self.instances:
                     if inst.restart_at:
                         timeout = min(timeout, max(0.0, inst.restart_at - now))
-                socks = [i.notify for i in self.instances]
+                apps_due = self.apps.next_timeout()
+                if apps_due is not None:
+                    timeout = min(timeout, apps_due)
+                socks = [i.notify for i in self.instances] + list(self.apps.pipes)
                 r, _, _ = select.select([rfd] + socks, [], [], timeout)
                 if rfd in r:
                     try:
@@ -592,6 +665,10 @@ class Controller:
                 if self.reload_queue or self.reloading:
                     self._was_reloading = True
                 self._reload_step()
+                self._retire_apps(now)
+                # Instances (and their killed masters' workers) drain first.
+                self.apps.tick({1} if self.orphans or any(i.alive for i in self.instances)
+                               else set(), self.stopping)
                 if not self.started and not self.stopping and \
                         all(i.state == "ready" for i in self.instances[:self.ins.min]):
                     self.started = True
@@ -610,6 +687,12 @@ class Controller:
         return self.exit_code
 
     def _cleanup(self):
+        for path in (self.apps_file, self.apps_file + ".tmp"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.apps.cleanup()
         for inst in self.instances:
             inst.notify.close()
             for path in (inst.notify_path, inst.stats_path):

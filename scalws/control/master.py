@@ -93,7 +93,10 @@ class Master:
         self.keepers = {}          # pid -> Generation it keeps
         self.keeper_pid = 0        # the current generation's keeper
         self.keeper_restart_at = None
-        self.apps = apps_mod.Apps()  # managed applications (control/apps.py)
+        # Managed applications (control/apps.py); under scalws-controller it
+        # runs them and $SCALWS_APP_SOCKETS names their sockets.
+        self.apps = apps_mod.Apps(os.environ.get("SCALWS_APP_SOCKETS")
+                                  if os.environ.get("SCALWS_INSTANCE") else None)
 
     # ---- sockets -----------------------------------------------------------
     def _bind(self, listen):
@@ -409,10 +412,10 @@ class Master:
         scalwsd refuses to start."""
         try:
             procs = self.apps.start(cfg)
+            self.apps.assign(cfg, procs)
         except apps_mod.AppError as exc:
             self.apps.cleanup()
             raise StartupError(f"{exc}; not starting") from None
-        self.apps.assign(cfg, procs)
         self.apps.current = procs
 
     def _close_listeners(self):
@@ -447,10 +450,10 @@ class Master:
         # The apps' new workers are ready before any web worker points at them.
         try:
             app_procs = self.apps.start(new)
+            self.apps.assign(new, app_procs)
         except apps_mod.AppError as exc:
             log.error("reload failed, keeping the current configuration: %s", exc)
             return "reload failed, serving the previous configuration"
-        self.apps.assign(new, app_procs)
         tls = self._tls_generation(new)
         keeper = self._start_keeper(new, tls)
         slots, ready = self._start_generation(new, tls)

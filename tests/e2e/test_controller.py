@@ -90,8 +90,9 @@ def cpus_allowed(pid) -> str:
 class Load:
     """Clients in threads, one connection per request; counts failures."""
 
-    def __init__(self, port, threads=1, pause=0.0):
-        self.port, self.pause = port, pause
+    def __init__(self, port, threads=1, pause=0.0, path="/"):
+        self.port, self.pause, self.path = port, pause, path
+        self.pids = set()  # first words of the bodies (the test app's pid)
         self.ok = 0
         self.failed = []
         self.stop_ev = threading.Event()
@@ -100,12 +101,14 @@ class Load:
             t.start()
 
     def _run(self):
-        req = b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        req = f"GET {self.path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode()
         while not self.stop_ev.is_set():
             try:
-                got = statuses(raw(self.port, req))
+                data = raw(self.port, req)
+                got = statuses(data)
                 if got == [200]:
                     self.ok += 1
+                    self.pids.add(data.split(b"\r\n\r\n", 1)[1].split(b" ", 1)[0])
                 else:
                     self.failed.append(got)
             except OSError as exc:
@@ -185,6 +188,99 @@ def test_pinned_cgroups_restart_rolling_reload_and_stop(tmp_path):
         assert not any(os.path.exists(f"/proc/{m}") for m in before)
         if HAVE_V1:
             assert not os.path.exists(f"{V1_ROOT}/cpu/{name}")
+    finally:
+        c.stop()
+    assert "Traceback" not in c.log()
+
+
+APPS = os.path.join(ROOT, "tests", "e2e", "apps")
+
+
+def cmdline(pid) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+def app_pids(port, n=40) -> set:
+    """The test app's pids seen by `n` requests, each on a new connection
+    (SO_REUSEPORT spreads them over both instances' workers)."""
+    req = b"GET /api/pid HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    pids = set()
+    for _ in range(n):
+        data = raw(port, req)
+        assert statuses(data) == [200], data
+        pids.add(int(data.split(b"\r\n\r\n", 1)[1].split()[0]))
+    return pids
+
+
+@pytest.mark.timeout(120)
+def test_apps_run_once_for_all_instances(tmp_path):
+    c = Controller(tmp_path, "instances: {{min: 2, max: 2, cpus_per_instance: 1, "
+                   "cpus: [0, 1]}}\n" + f"""\
+apps:
+  api: {{{{asgi: "asgi_app:app", dir: "{APPS}", workers: 2}}}}
+""" + SITE.replace("routes:\n", "routes:\n      - {{path: /api/, app: api}}\n"),
+                   ["--no-cgroups"])
+    try:
+        c.wait_log("scalws-controller started: 2 instances ready", timeout=30)
+        kids = c.masters()
+        uvicorns = [p for p in kids if b"uvicorn" in cmdline(p)]
+        masters = [p for p in kids if p not in uvicorns]
+        assert len(uvicorns) == 2 and len(masters) == 2, [cmdline(p) for p in kids]
+        # The instances run no app of their own.
+        for m in masters:
+            assert not any(b"uvicorn" in cmdline(w) for w in children(m))
+        assert c.log().count("app api[0] started") == 1
+        assert c.log().count("app api[1] started") == 1
+        # Both instances reach the same two app processes.
+        assert app_pids(c.port) == set(uvicorns)
+
+        # A killed app worker is restarted once, by the controller.
+        os.kill(uvicorns[0], signal.SIGKILL)
+        c.wait_log("killed by signal 9 (SIGKILL); restarting")
+        c.wait_log("started (pid", count=3)
+        c.wait_log("ready (pid", count=3 + 2)    # 3 app workers, 2 instances
+        time.sleep(0.5)
+        assert c.log().count("restarting") == 1, c.log()
+        killed = uvicorns[0]
+        uvicorns = [p for p in c.masters() if b"uvicorn" in cmdline(p)]
+        assert len(uvicorns) == 2 and killed not in uvicorns
+        assert app_pids(c.port) == set(uvicorns)
+
+        # HUP: one new app generation, a rolling reload, no failed request,
+        # then the old app workers stop.
+        load = Load(c.port, threads=2, path="/api/pid")
+        time.sleep(0.3)
+        c.proc.send_signal(signal.SIGHUP)
+        c.wait_log("reload done: every instance reloaded", timeout=30)
+        c.wait_log("app generation 1 retired", timeout=30)
+        deadline = time.monotonic() + 15
+        while any(os.path.exists(f"/proc/{p}") for p in uvicorns) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        ok, failed = load.stop()
+        assert not failed and ok > 0, failed
+        assert not any(os.path.exists(f"/proc/{p}") for p in uvicorns)
+        assert c.log().count("generation 2, socket") == 2
+        new = [p for p in c.masters() if b"uvicorn" in cmdline(p)]
+        assert len(new) == 2 and set(new).isdisjoint(uvicorns)
+        assert app_pids(c.port) == set(new)
+        assert {int(p) for p in load.pids} <= set(uvicorns) | set(new)
+
+        # TERM: the instances drain, then the apps stop.
+        masters = [p for p in c.masters() if p not in new]
+        assert c.stop() == 0, c.log()
+        log = c.log()
+        assert "scalws-controller stopped" in log
+        assert not any(os.path.exists(f"/proc/{p}") for p in masters + new)
+        last_instance = max(log.rfind(f"instance {i} (pid {m})") for i in (0, 1)
+                            for m in masters)
+        first_app = min(log.find(f"(pid {p}, generation 2)") for p in new)
+        assert 0 < last_instance < first_app, log
     finally:
         c.stop()
     assert "Traceback" not in c.log()
