@@ -158,7 +158,9 @@ void update_time(sws_engine_t *e)
 {
     sws_core_t *k = &e->core;
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    /* The fine clock (vDSO, as mono_ns), not the coarse one: busy and idle
+     * intervals are microseconds long, under a coarse tick (1-4 ms). */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     k->now = ns / 1000000u;
     if (k->clock_ns) { /* busy or idle since the previous reading (core.h) */

@@ -174,12 +174,14 @@ def _empty_hist(le):
 def read(source) -> dict:
     """The block at `source` (a path, or a mapping/buffer) summed over its
     workers, with each worker's own numbers in "workers"."""
-    if isinstance(source, (str, bytes, os.PathLike)):
-        with open(source, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            with mmap.mmap(f.fileno(), size, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
-                return read(mm)
-    buf = memoryview(source)
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:  # a few pages: one read is a snapshot enough
+            return read(f.read())
+    with memoryview(source) as buf:
+        return _read(buf)
+
+
+def _read(buf) -> dict:
     magic, version, header_size, n_workers, slot_sz, n_routes, n_groups, n_buckets, \
         layout_len, created = HEADER.unpack_from(buf, 0)
     if magic != MAGIC or version != VERSION or n_buckets != N_BUCKETS:

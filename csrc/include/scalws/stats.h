@@ -24,9 +24,9 @@
 #include <stdint.h>
 
 /* Upper bounds of the duration buckets, in microseconds (1 ms ... 10 s);
- * the last bucket is +Inf. Durations are the core's millisecond clock
- * (CLOCK_MONOTONIC_COARSE: 1-4 ms resolution), so the first buckets say
- * "within one or two clock ticks". Same table in stats.py (BUCKETS). */
+ * the last bucket is +Inf. Durations are in the core's milliseconds
+ * (`now`, read once per pass), so the first bucket says "within the
+ * millisecond". Same table in stats.py (LE_SECONDS). */
 #define SWS_STATS_BOUNDS 13
 #define SWS_STATS_BUCKETS (SWS_STATS_BOUNDS + 1)
 static const uint64_t sws_stats_le_us[SWS_STATS_BOUNDS] = {
