@@ -11,7 +11,18 @@
 
 #include "context.h"
 
-static void after_pass(sws_engine_t *e) { sws_alog_maybe_flush(e); }
+/* The connection gauges of the shared counters: two stores per pass. */
+static void stats_gauges(sws_engine_t *e)
+{
+    e->core.st->conns_active = e->core.cnt.active;
+    e->core.st->conns_idle = e->core.tl[TL_KEEPALIVE].n;
+}
+
+static void after_pass(sws_engine_t *e)
+{
+    sws_alog_maybe_flush(e);
+    stats_gauges(e);
+}
 
 sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *errors_,
                              int worker_id)
@@ -92,6 +103,18 @@ void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
     e->core.elog_level = level;
 }
 
+void sws_engine_set_stats(sws_engine_t *e, void *slot, uint32_t n_routes)
+{
+    /* A worker that replaces a dead one continues its slot's counters, so
+     * sums over workers never go back; its gauges start again. */
+    sws_stats_head_t *st = slot;
+    st->conns_active = st->conns_idle = st->conns_tls_active = 0;
+    st->pid = (uint64_t)getpid();
+    e->core.st = st;
+    e->core.st_routes = (sws_hist_t *)(st + 1);
+    e->core.st_n_routes = n_routes;
+}
+
 const sws_counters_t *sws_engine_counters(const sws_engine_t *e) { return &e->core.cnt; }
 
 int sws_engine_run(sws_engine_t *e) { return sws_core_run(e); }
@@ -106,6 +129,8 @@ void sws_engine_tick(sws_engine_t *e)
     sws_core_bury(e);
     sws_net_tick(e);
     sws_alog_maybe_flush(e);
+    stats_gauges(e);
+    e->core.waiting = 1; /* the tick runs from uvloop's wait: counted idle */
 }
 
 void sws_engine_shutdown(sws_engine_t *e)

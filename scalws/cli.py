@@ -47,6 +47,10 @@ def _parser():
     p.add_argument("-c", "--config", metavar="FILE", help="run with this configuration file")
     p.add_argument("-t", "--check-config", metavar="FILE", nargs="?", const="",
                    help="validate FILE (or the --config file) like `nginx -t`; exit 0 or 1")
+    p.add_argument("--stats-file", metavar="PATH",
+                   help="share the counters (status: /metrics) in a file at PATH, "
+                        "created at start and removed at exit, for other readers "
+                        "(scalws.control.stats.read)")
     p.add_argument("-v", "--version", action=_VersionAction,
                    help="print the version and how this build was made, and exit")
     return p
@@ -94,7 +98,7 @@ def scalwsd_main(argv=None) -> int:
 
     from scalws.control.master import Master, StartupError
     try:
-        return Master(config, args.config).run()
+        return Master(config, args.config, stats_file=args.stats_file).run()
     except StartupError as exc:
         print(f"scalwsd: [emerg] {exc}", file=sys.stderr)
         return 3

@@ -50,7 +50,7 @@ HEADERS = {
     "core.h": "core",
     "http1.h": "leaves", "path.h": "leaves", "httpcond.h": "leaves", "router.h": "leaves",
     "httpdate.h": "leaves", "filecache.h": "leaves", "sni.h": "leaves",
-    "fcgi.h": "leaves",
+    "fcgi.h": "leaves", "stats.h": "leaves",
 }
 
 

@@ -38,7 +38,9 @@ int sws_core_init(sws_engine_t *e, const sws_limits_t *limits, int worker_id)
     k->ready_fd = -1;
     k->elog_level = SWS_L_NOTICE;
     k->wall = -1;
+    k->st = &k->st_own; /* until the engine is given a shared slot */
     update_time(e);
+    k->waiting = 1; /* set-up until the first pass is not loop work */
     return 0;
 }
 
@@ -155,8 +157,22 @@ void sws_engine_now(uint64_t *mono_ms, time_t *wall)
 void update_time(sws_engine_t *e)
 {
     sws_core_t *k = &e->core;
-    time_t wall;
-    sws_engine_now(&k->now, &wall);
+    struct timespec ts;
+    /* The fine clock (vDSO, as mono_ns), not the coarse one: busy and idle
+     * intervals are microseconds long, under a coarse tick (1-4 ms). */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    k->now = ns / 1000000u;
+    if (k->clock_ns) { /* busy or idle since the previous reading (core.h) */
+        if (k->waiting)
+            k->st->idle_ns += ns - k->clock_ns;
+        else
+            k->st->busy_ns += ns - k->clock_ns;
+    }
+    k->clock_ns = ns;
+    k->waiting = 0;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    time_t wall = ts.tv_sec;
     if (wall != k->wall) {
         k->wall = wall;
         sws_http_date(wall, k->date);
@@ -204,6 +220,7 @@ void tl_unlink(sws_engine_t *e, sws_tnode_t *c)
         l->tail = c->tprev;
     c->tprev = c->tnext = NULL;
     c->tlist = TL_NONE;
+    l->n--;
 }
 
 void tl_set(sws_engine_t *e, sws_tnode_t *c, int which)
@@ -219,6 +236,7 @@ void tl_set(sws_engine_t *e, sws_tnode_t *c, int which)
     else
         l->head = c;
     l->tail = c;
+    l->n++;
 }
 
 void sws_core_expire(sws_engine_t *e)

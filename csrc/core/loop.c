@@ -112,8 +112,9 @@ static int run_pass(sws_engine_t *e, int n)
 }
 
 /* Sleeps the batching window; 0, or -1 if a signal cut it short. */
-static int batch_sleep(const sws_engine_t *e)
+static int batch_sleep(sws_engine_t *e)
 {
+    e->core.waiting = 1; /* idle time, for the busy/idle counters */
     struct timespec ts = {0, (long)e->core.lim.batch_window_us * 1000L};
     return nanosleep(&ts, NULL);
 }
@@ -122,7 +123,9 @@ int sws_core_run(sws_engine_t *e)
 {
     if (batch_due(e))
         batch_sleep(e);
-    return run_pass(e, -1);
+    int n = run_pass(e, -1);
+    e->core.waiting = 1; /* back to the caller's loop, to wait */
+    return n;
 }
 
 int sws_core_serve(sws_engine_t *e, int max_ms)
@@ -159,6 +162,7 @@ int sws_core_serve(sws_engine_t *e, int max_ms)
                 if (e->core.now >= end)
                     break;
             }
+            e->core.waiting = 1; /* until run_pass's clock reading: idle */
             n = epoll_wait(e->core.epfd, e->core.ev, EV_BATCH, (int)(end - e->core.now));
             if (idle0)
                 spin_adapt(e, n > 0 ? mono_ns() - idle0 : UINT64_MAX);
@@ -169,6 +173,9 @@ int sws_core_serve(sws_engine_t *e, int max_ms)
         }
         total += run_pass(e, n);
     }
+    /* Back to uvloop, which blocks until the next event: idle until the
+     * next clock reading (a signal's Python handler counts there too). */
+    e->core.waiting = 1;
     return total;
 }
 

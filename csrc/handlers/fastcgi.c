@@ -643,6 +643,7 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
         uc->owner = x;
         uc->ops = &fx_uc_ops;
         uc->requests++;
+        uc->up->st->requests++;
         x->uc = uc;
         x->heard = 0;
         if (uc->requests == 1)

@@ -383,6 +383,7 @@ static int px_attempt(sws_engine_t *e, px_t *x)
         uc->owner = x;
         uc->ops = &px_uc_ops;
         uc->requests++;
+        uc->up->st->requests++;
         x->uc = uc;
         x->rs = RS_HEAD;
         x->rlen = x->last_len = 0;

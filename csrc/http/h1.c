@@ -38,8 +38,9 @@ void h1_conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_
         return; /* output backed up: close after it without this answer */
     h1_resp_begin(hc, r ? r->minor : 1, head_only, 0);
     sws_respond_answer(e, &hc->resp, resp);
-    access_log(e, &hc->c, r, resp->status, hc->r_sent,
-               hc->in_head || r ? e->core.now - hc->req_start : 0);
+    uint64_t ms = hc->in_head || r ? e->core.now - hc->req_start : 0;
+    access_log(e, &hc->c, r, resp->status, hc->r_sent, ms);
+    sws_stats_request(&e->core, 0, resp->status, ms);
     e->core.cnt.requests++;
     e->core.cnt.errors_4xx_close++;
 }
@@ -223,6 +224,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
         hc->r_site = site;
         r.site = site;
         const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
+        hc->r_route = h && h->stat_id <= UINT16_MAX ? (uint16_t)h->stat_id : 0;
         const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->rsp.err[SWS_ERR_404];
         const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->st.fc ? h->data : NULL;
         const sws_handler_t *pxc = h && (h->kind == SWS_H_PROXY || h->kind == SWS_H_FASTCGI) ? h : NULL;
@@ -292,6 +294,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
         }
         e->core.cnt.requests++;
         access_log(e, c, &r, hc->r_status, hc->r_sent, e->core.now - hc->req_start);
+        sws_stats_request(&e->core, hc->r_route, hc->r_status, e->core.now - hc->req_start);
         if (!keepalive || hc->close_after) {
             hc->close_after = 1;
             return len;
@@ -382,6 +385,8 @@ static void conn_read(sws_engine_t *e, h1conn_t *hc)
     sws_conn_t *c = &hc->c;
     size_t len = conn_unstash(e, c), last_len = len;
     ssize_t got = conn_recv(c, e->net.in + len, e->net.in_cap - len);
+    if (got > 0)
+        e->core.st->bytes_in += (uint64_t)got;
     if (got <= 0) {
         if (got < 0 && errno == EAGAIN) {
             conn_settle(e, hc, e->net.in, len);

@@ -313,6 +313,7 @@ static void h1_finish(sws_engine_t *e, sws_resp_t *r, int how)
     sws_conn_t *c = &hc->c;
     h1x_t *x = hc->x;
     access_log(e, c, &x->log, hc->r_status, hc->r_sent, e->core.now - hc->req_start);
+    sws_stats_request(&e->core, hc->r_route, hc->r_status, e->core.now - hc->req_start);
     e->core.cnt.requests++;
     hc->x = NULL;
     int close = how == SWS_FIN_ABORT || !hc->r_keep || hc->r_close || hc->r_close_delim ||
@@ -501,6 +502,8 @@ void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events)
     int body_open = !x->req_done || x->tunnel;
     size_t room = body_open ? e->net.in_cap : e->net.in_cap - c->stash_len;
     ssize_t got = conn_recv(c, e->net.in, room);
+    if (got > 0)
+        e->core.st->bytes_in += (uint64_t)got;
     if (got < 0 && errno == EAGAIN)
         return;
     if (got <= 0) {
@@ -563,6 +566,8 @@ void h1_x_closing(sws_engine_t *e, h1conn_t *hc)
      * closed") when no answer had started. */
     access_log(e, &hc->c, &x->log, x->started ? hc->r_status : 499, hc->r_sent,
                e->core.now - hc->req_start);
+    sws_stats_request(&e->core, hc->r_route, x->started ? hc->r_status : 499,
+                      e->core.now - hc->req_start);
     e->core.cnt.requests++;
     free(x);
 }

@@ -176,6 +176,7 @@ int out_flush(sws_engine_t *e, sws_conn_t *c)
             out_discard(e);
             return -1;
         }
+        e->core.st->bytes_out += (uint64_t)w;
         size_t n = (size_t)w;
         while (niov > 0 && n >= iov->iov_len) {
             n -= iov->iov_len;
@@ -207,6 +208,7 @@ int pend_send(sws_engine_t *e, sws_conn_t *c)
         ssize_t w = c->tr->sendv(c, p->iov + p->idx, cnt);
         if (w < 0)
             return errno == EAGAIN ? 1 : -1;
+        e->core.st->bytes_out += (uint64_t)w;
         tl_set(e, &c->tn, TL_SEND); /* progress restarts the send timeout */
         size_t n = (size_t)w;
         while (p->idx < p->niov && n >= p->iov[p->idx].iov_len)
@@ -253,6 +255,7 @@ int conn_send_file(sws_engine_t *e, sws_conn_t *c)
         if (w == 0)
             return -1;
         if (w > 0) {
+            e->core.st->bytes_out += (uint64_t)w;
             c->file_off += (uint64_t)w;
             c->file_left -= (uint64_t)w;
             if (c->corked) {
@@ -311,8 +314,10 @@ void conn_close(sws_engine_t *e, sws_conn_t *c)
 {
     c->proto->closing(e, c);
     tl_unlink(e, &c->tn);
-    if (c->tls)
+    if (c->tls) {
+        e->core.st->conns_tls_active--;
         sws_tls_conn_free(e, c);
+    }
     close(c->fd); /* also removes it from the epoll set */
     free(c->stash);
     free(c->pend);

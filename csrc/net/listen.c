@@ -178,6 +178,11 @@ static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
         }
         e->core.cnt.accepted++;
         e->core.cnt.active++;
+        e->core.st->conns_accepted++;
+        if (l->tls) {
+            e->core.st->conns_tls_accepted++;
+            e->core.st->conns_tls_active++;
+        }
         l->proto->open(e, c, l->conf);
     }
 }

@@ -679,6 +679,7 @@ static void tls_handshake(sws_engine_t *e, void *obj, uint32_t events)
         e->core.cnt.errors_4xx_close++;
         SSL_free(s);
         c->tls = NULL;
+        e->core.st->conns_tls_active--; /* no longer a TLS connection */
         c->tr = &sws_plain_transport;
         c->ev.handler = c->proto->event;
         conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);

@@ -115,6 +115,7 @@ int sws_up_pick(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, uint64_t has
 void srv_fail(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *s)
 {
     e->core.cnt.upstream_errors++;
+    up->st->errors++;
     /* A group of one has nowhere else to go: never mark it down (nginx). */
     if (up->n_servers < 2 || !s->max_fails)
         return;
@@ -180,6 +181,8 @@ int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
     if (!nu)
         return -ENOMEM;
     e->up.upstreams = nu;
+    if (!u->st)
+        u->st = &e->up.st_none;
     if (u->balance == SWS_BAL_HASH) {
         size_t total = 0;
         for (size_t i = 0; i < u->n_servers; i++)

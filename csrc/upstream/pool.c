@@ -223,6 +223,15 @@ void sws_up_tick(sws_engine_t *e)
             uc->ops->expire(e, uc, dkind);
         uc = e->up.upconns;
     }
+    /* The health gauges of the shared counters: this worker's view. */
+    for (size_t i = 0; i < e->up.n_upstreams; i++) {
+        sws_upstream_t *up = e->up.upstreams[i];
+        uint64_t down = 0;
+        for (size_t k = 0; k < up->n_servers; k++)
+            down += up->servers[k].hc_down || up->servers[k].down_until > e->core.now;
+        up->st->servers_down = down;
+        up->st->servers_up = up->n_servers - down;
+    }
     if (e->core.shutting_down)
         return;
     for (size_t i = 0; i < e->up.n_upstreams; i++) {

@@ -63,10 +63,10 @@ BUSY_POLL_AUTO = 50e-6
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
             "pid", "log", "limits", "batch_window", "busy_poll", "trusted_proxies",
-            "tls_tickets", "upstreams", "apps", "instances", "sites")
-# Keys of the design (DESIGN.md) that this version does not implement yet.
-TOP_UNAVAILABLE = {k: _NOT_AVAILABLE.format(k)
-                   for k in ("status",)}
+            "tls_tickets", "upstreams", "apps", "instances", "sites", "status")
+# Keys of the design (DESIGN.md) that this version does not implement yet
+# (none today; the mechanism stays for the next ones).
+TOP_UNAVAILABLE: dict = {}
 LOG_KEYS = ("access", "format", "error", "level", "buffer", "flush")
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
 SITE_KEYS = ("listen", "server_names", "tls", "routes")
@@ -590,6 +590,9 @@ def _walk_document(ctx: _Context, root) -> Config:
         cfg.trusted_proxies = proxy.compile_trusted_proxies(
             ctx, keys["trusted_proxies"][1], "trusted_proxies")
 
+    if "status" in keys:
+        cfg.status = _status(ctx, keys["status"][1])
+
     if "tls_tickets" in keys:
         cfg.tickets = tls.compile_tickets(ctx, keys["tls_tickets"][1], "tls_tickets")
 
@@ -1075,6 +1078,39 @@ def _listen(ctx, node, path):
             ctx.error(node, path, f"unknown listen option '{word}'{hint}")
             ok = False
     return listen if ok else None
+
+
+STATUS_KEYS = ("listen", "allow", "file")
+
+
+def _status(ctx, node):
+    """`status: {listen: "127.0.0.1:9145", allow: [CIDRs], file: PATH}`
+    (docs/configuration.md, "status")."""
+    from scalws.config.model import Status
+    st = Status(mark=ctx.mark(node))
+    if ctx.kind(node) == "null":  # `status:` alone: the defaults
+        return st
+    if ctx.kind(node) != "map":
+        ctx.error(node, "status", "expected a mapping such as {listen: \"127.0.0.1:9145\"}, "
+                  f"got {ctx.describe(node)}")
+        return None
+    keys = ctx.mapping(node, "status", STATUS_KEYS)
+    if "listen" in keys:
+        lnode = keys["listen"][1]
+        text = ctx.scalar_text(lnode, "status.listen")
+        if text is not None:
+            try:
+                host, port = _host_port(text.strip())
+                if text.strip().startswith(":") or text.strip().isdigit():
+                    host = "127.0.0.1"  # loopback unless an address is given
+                st.host, st.port = host, port
+            except ValueError as e:
+                ctx.error(lnode, "status.listen", str(e))
+    if "allow" in keys:
+        st.allow = proxy.compile_trusted_proxies(ctx, keys["allow"][1], "status.allow")
+    if "file" in keys:
+        st.file = ctx.path(keys["file"][1], "status.file")
+    return st
 
 
 def _host_port(addr: str):

@@ -160,6 +160,7 @@ class Config:
     tickets: TicketKeys = field(default_factory=TicketKeys)
     apps: dict = field(default_factory=dict)  # name -> App (managed applications)
     instances: Optional["Instances"] = None  # `instances:` (scalws-controller only)
+    status: "Status | None" = None  # the metrics listener (`status:`), None: none
     # Problems that do not refuse the file (a certificate expiring soon):
     # (file, line, column, key path, message), printed by --check-config and
     # logged at start and reload.
@@ -184,6 +185,16 @@ class Instances:
     sample_interval: float = 2.0
     cooldown: float = 30.0                     # after a scale action, before the next
     start_timeout: float = 15.0                # an instance's READY, after start or HUP
+
+
+@dataclass
+class Status:
+    """The `status:` listener (scalws/control/statusd.py): /metrics and
+    /status over the shared counters (scalws/control/stats.py)."""
+    host: str = "127.0.0.1"
+    port: int = 9145
+    allow: list = field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])  # CIDR strings
+    file: str | None = None              # the counters file (else --stats-file, else anonymous)
     mark: Mark = ("<default>", 0, 0)
 
 

@@ -32,7 +32,8 @@ import time
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import sdnotify, tlskeeper
+from scalws.control import sdnotify, statusd, tlskeeper
+from scalws.control import stats as stats_mod
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
 from scalws.control.tlsshared import Generation, Tickets, has_tls
@@ -62,11 +63,12 @@ def _describe_status(status: int) -> str:
 class Slot:
     """Worker `index` of generation `gen`."""
 
-    def __init__(self, index, gen, config, tls):
+    def __init__(self, index, gen, config, tls, stats=None):
         self.index = index
         self.gen = gen
         self.config = config
         self.tls = tls             # tlsshared.Generation: ticket keys and OCSP slots
+        self.stats = stats         # stats.Block of its generation: the worker writes its slot
         self.pid = 0
         self.started = 0.0
         self.quick_deaths = 0
@@ -75,9 +77,17 @@ class Slot:
 
 
 class Master:
-    def __init__(self, config, config_path=None):
+    def __init__(self, config, config_path=None, stats_file=None):
         self.config = config
         self.path = config_path
+        # The shared counters (stats.py, ADR 0011): the current generation's
+        # block, the status listener's socket and process (statusd.py).
+        self.stats_file = stats_file
+        self.stats = None
+        self.status_sock = None
+        self.statusd = {}          # pid -> Block it serves
+        self.statusd_pid = 0
+        self.statusd_restart_at = None
         self.errlog = ErrorLog(config.log.error, config.log.level)
         self.sockets = {}          # listen key -> [socket per worker] (unix: one, shared)
         self.slots = {}            # index -> Slot of the current generation
@@ -189,7 +199,10 @@ class Master:
                 os.close(fd)  # siblings' readiness pipes
             for fd in self.apps.child_fds():
                 os.close(fd)  # the apps' output pipes
-            worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd, slot.tls)  # never returns
+            if self.status_sock is not None:
+                self.status_sock.close()
+            worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd, slot.tls,
+                           slot.stats.slot(slot.index) if slot.stats else None)  # never returns
         os.close(wfd)
         self._ready_fds.add(rfd)
         slot.pid = pid
@@ -221,9 +234,9 @@ class Master:
             os.close(fd)
         return ready
 
-    def _start_generation(self, config, tls):
+    def _start_generation(self, config, tls, stats=None):
         self.gen += 1
-        slots = {i: Slot(i, self.gen, config, tls) for i in range(config.workers)}
+        slots = {i: Slot(i, self.gen, config, tls, stats) for i in range(config.workers)}
         fds = [self._spawn(s) for s in slots.values()]
         ready = self._await_ready(fds)
         return slots, ready
@@ -261,6 +274,68 @@ class Master:
             log.warning("the TLS keeper (pid %d) did not finish its first round in %gs; "
                         "starting the workers anyway", pid, READY_TIMEOUT)
         return pid
+
+    # ---- the shared counters and the status process -------------------------
+    def _stats_block(self, config):
+        """A new counters block for `config`'s workers, before they fork."""
+        path = self.stats_file or (config.status.file if config.status else None)
+        try:
+            return stats_mod.Block(config, config.workers, path)
+        except OSError as exc:
+            raise StartupError(f"cannot create the counters file {path}: "
+                               f"{exc.strerror or exc}") from exc
+
+    def _bind_status(self, config):
+        st = config.status
+        if st is None:
+            return None
+        family = socket.AF_INET6 if ":" in st.host else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((st.host, st.port))
+            s.listen(64)
+        except OSError as exc:
+            s.close()
+            f, line, col = st.mark
+            raise StartupError(f"{f}:{line}:{col}: status.listen '{st.host}:{st.port}': "
+                               f"cannot bind: {exc.strerror or exc}") from exc
+        s.setblocking(False)
+        return s
+
+    def _start_statusd(self, config, block):
+        """Forks the status process serving `block`; returns its pid (0: no
+        `status:` listener)."""
+        if config.status is None or self.status_sock is None:
+            return 0
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(rfd)
+            for socks in self.sockets.values():  # it serves only its own socket
+                for s in socks:
+                    s.close()
+            for fd in self._ready_fds:
+                os.close(fd)
+            for fd in self.apps.child_fds():
+                os.close(fd)
+            statusd.run(block.mm, config.status.allow, self.status_sock, self.errlog, wfd)
+        os.close(wfd)
+        self._ready_fds.add(rfd)
+        self.statusd[pid] = block
+        log.info("status process started (pid %d), listening on %s:%d", pid,
+                 config.status.host, config.status.port)
+        self._await_ready([rfd])
+        return pid
+
+    def _statusd_exited(self, pid, status):
+        self.statusd.pop(pid)
+        if pid != self.statusd_pid or self.stopping:
+            log.info("status process (pid %d) %s", pid, _describe_status(status))
+            return
+        log.error("status process (pid %d) %s; restarting in 1s", pid, _describe_status(status))
+        self.statusd_pid = 0
+        self.statusd_restart_at = time.monotonic() + 1.0
 
     def _stop_keeper(self, pid):
         if pid:
@@ -326,7 +401,10 @@ class Master:
         self._start_apps(cfg)
         self.tls = self._tls_generation(cfg)
         self.keeper_pid = self._start_keeper(cfg, self.tls)
-        self.slots, ready = self._start_generation(cfg, self.tls)
+        self.stats = self._stats_block(cfg)
+        self.status_sock = self._bind_status(cfg)
+        self.statusd_pid = self._start_statusd(cfg, self.stats)
+        self.slots, ready = self._start_generation(cfg, self.tls, self.stats)
         if cfg.pid:
             with open(cfg.pid, "w") as f:
                 f.write(f"{os.getpid()}\n")
@@ -337,7 +415,7 @@ class Master:
         try:
             while True:
                 if self.stopping and not self.children and not self.keepers \
-                        and not self.apps.alive():
+                        and not self.statusd and not self.apps.alive():
                     break
                 timeout = self._next_timeout()
                 info = signal.sigtimedwait(SIGNALS, timeout)
@@ -350,6 +428,8 @@ class Master:
         finally:
             self._close_keys(list(self.sockets))
             self.apps.cleanup()
+            if self.stats is not None:
+                self.stats.remove()
             if cfg.pid:
                 try:
                     os.unlink(cfg.pid)
@@ -363,6 +443,8 @@ class Master:
         times = [s.restart_at for s in self.slots.values() if s.restart_at]
         if self.keeper_restart_at:
             times.append(self.keeper_restart_at)
+        if self.statusd_restart_at:
+            times.append(self.statusd_restart_at)
         if self.stop_deadline:
             times.append(self.stop_deadline)
         apps_due = self.apps.next_timeout()
@@ -382,7 +464,7 @@ class Master:
                 sdnotify.stopping()
                 self.stop_deadline = time.monotonic() + self.config.shutdown_timeout + 2.0
                 self._signal_slots(self.children.values(), signal.SIGTERM)
-                for pid in self.keepers:
+                for pid in list(self.keepers) + list(self.statusd):
                     self._stop_keeper(pid)
                 self._close_listeners()
         elif sig == signal.SIGQUIT:
@@ -392,7 +474,7 @@ class Master:
             self.stopping = "fast"
             self.stop_deadline = time.monotonic() + 2.0
             self._signal_slots(self.children.values(), signal.SIGQUIT)
-            for pid in self.keepers:
+            for pid in list(self.keepers) + list(self.statusd):
                 self._stop_keeper(pid)
             self._close_listeners()
             self.apps.stop_all(fast=True)
@@ -456,7 +538,14 @@ class Master:
             return "reload failed, serving the previous configuration"
         tls = self._tls_generation(new)
         keeper = self._start_keeper(new, tls)
-        slots, ready = self._start_generation(new, tls)
+        try:
+            block = self._stats_block(new)
+        except StartupError as exc:
+            log.error("reload failed, keeping the current configuration: %s", exc)
+            self._stop_keeper(keeper)
+            self.apps.stop(app_procs)
+            return "reload failed, serving the previous configuration"
+        slots, ready = self._start_generation(new, tls, block)
         if ready < new.workers:
             log.error("reload: only %d of %d new workers became ready; keeping the old ones",
                       ready, new.workers)
@@ -478,6 +567,7 @@ class Master:
         self.keeper_pid = keeper
         self.keeper_restart_at = None
         self.tls = tls
+        self._reload_status(new, block)
         if new.log.error != self.config.log.error or new.log.level != self.config.log.level:
             self.errlog = ErrorLog(new.log.error, new.log.level)
         self.config = new
@@ -485,6 +575,25 @@ class Master:
         self._close_keys(stale)
         log.log(NOTICE, "reloaded %s: %d workers (generation %d)", self.path, new.workers, self.gen)
         return f"{new.workers} workers ready (generation {self.gen})"
+
+    def _reload_status(self, new, block):
+        """After a reload: the new generation's block is the one served; the
+        status listener is bound again only when its address changed (a
+        bind error keeps the old one, logged)."""
+        self.stats = block
+        self._stop_keeper(self.statusd_pid)  # TERM; it is reaped as any child
+        self.statusd_pid = 0
+        old = self.config.status
+        if new.status is None or old is None or (old.host, old.port) != (new.status.host,
+                                                                          new.status.port):
+            if self.status_sock is not None:
+                self.status_sock.close()
+                self.status_sock = None
+            try:
+                self.status_sock = self._bind_status(new)
+            except StartupError as exc:
+                log.error("reload: %s; no status listener", exc)
+        self.statusd_pid = self._start_statusd(new, block)
 
     def _reap(self):
         while True:
@@ -496,6 +605,9 @@ class Master:
                 return
             if pid in self.keepers:
                 self._keeper_exited(pid, status)
+                continue
+            if pid in self.statusd:
+                self._statusd_exited(pid, status)
                 continue
             if self.apps.exited(pid, status):
                 continue
@@ -533,6 +645,9 @@ class Master:
         if self.keeper_restart_at and self.keeper_restart_at <= now:
             self.keeper_restart_at = None
             self.keeper_pid = self._start_keeper(self.config, self.tls)
+        if self.statusd_restart_at and self.statusd_restart_at <= now:
+            self.statusd_restart_at = None
+            self.statusd_pid = self._start_statusd(self.config, self.stats)
         for slot in self.slots.values():
             if slot.restart_at is not None and slot.restart_at <= now and not slot.pid:
                 fd = self._spawn(slot)

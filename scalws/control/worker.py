@@ -47,7 +47,7 @@ def _drop_privileges(user: str):
 
 
 class Worker:
-    def __init__(self, config, index, cpu, sockets, errlog, ready_fd, tls=None):
+    def __init__(self, config, index, cpu, sockets, errlog, ready_fd, tls=None, stats=None):
         self.config = config
         self.index = index
         self.cpu = cpu
@@ -55,6 +55,7 @@ class Worker:
         self.errlog = errlog
         self.ready_fd = ready_fd
         self.tls = tls              # tlsshared.Generation
+        self.stats = stats          # its slot of the shared counters (control/stats.py)
         self.engine = None
         self.loop = None
         self.access_fd = -1
@@ -86,7 +87,7 @@ class Worker:
         self.loop = uvloop.new_event_loop()
         asyncio.set_event_loop(self.loop)
         try:
-            self.engine = Engine(cfg, self.index, self.tls)
+            self.engine = Engine(cfg, self.index, self.tls, self.stats)
         except ValueError as exc:  # a certificate that no longer loads, ...
             raise StartupError(str(exc)) from None
         for key, sock in self.sockets:
@@ -154,10 +155,10 @@ class Worker:
         self.loop.stop()
 
 
-def run(config, index, cpu, sockets, errlog, ready_fd, tls=None) -> "NoReturn":
+def run(config, index, cpu, sockets, errlog, ready_fd, tls=None, stats=None) -> "NoReturn":
     code = 0
     try:
-        code = Worker(config, index, cpu, sockets, errlog, ready_fd, tls).run()
+        code = Worker(config, index, cpu, sockets, errlog, ready_fd, tls, stats).run()
     except StartupError as exc:
         try:
             log.critical("worker %d cannot start: %s", index, exc)

@@ -107,9 +107,13 @@ cdef extern from "scalws/engine.h" nogil:
         int backup
         const char *tls_name
 
+    ctypedef struct sws_stats_group_t:
+        uint64_t requests
+
     ctypedef struct sws_upstream_t:
         const char *name
         sws_upstream_server_t *servers
+        sws_stats_group_t *st
         size_t n_servers
         int balance
         int hash_key
@@ -196,6 +200,7 @@ cdef extern from "scalws/engine.h" nogil:
     ctypedef struct sws_handler_t:
         int kind
         void *data
+        uint32_t stat_id
 
     ctypedef struct sws_mime_entry_t:
         const char *ext
@@ -287,3 +292,11 @@ cdef extern from "scalws/engine.h" nogil:
     void sws_engine_close_all(sws_engine_t *e)
     void sws_engine_flush(sws_engine_t *e)
     const sws_counters_t *sws_engine_counters(const sws_engine_t *e)
+    void sws_engine_set_stats(sws_engine_t *e, void *slot, uint32_t n_routes)
+    uint64_t sws_stats_slot_size(uint64_t n_routes, uint64_t n_groups)
+    ctypedef struct sws_stats_head_t:
+        uint64_t requests
+    ctypedef struct sws_hist_t:
+        uint64_t count
+    enum:
+        SWS_STATS_BUCKETS

@@ -111,11 +111,15 @@ cdef class Engine:
     cdef object _on_drained
     cdef bint _stopping
     cdef bint _started
+    cdef size_t _stats                # this worker's counters slot (sws_stats_head_t)
+    cdef size_t _nroutes
 
-    def __cinit__(self, config, int worker_id, tls=None):
+    def __cinit__(self, config, int worker_id, tls=None, stats=None):
         """`tls`: the master's shared TLS memory (scalws.control.tlsshared
         .Generation): ticket keys and OCSP slots; None: no tickets, no
-        stapling (tests that build an engine alone)."""
+        stapling (tests that build an engine alone). `stats`: a writable
+        buffer, this worker's slot of the master's counters block
+        (scalws.control.stats); None: a private one."""
         cdef sws_limits_t lim
         cdef sws_respond_t errors_[SWS_ERR_COUNT]
         self._keep = []
@@ -162,6 +166,7 @@ cdef class Engine:
         line = f"Server: {server}\r\n".encode("latin-1") if server else b""
         self._keep.append(line)
         sws_engine_set_server(self.e, line, len(line))
+        self._set_stats(config, stats)
         self._build_upstreams(config)
         self._build_router(config, server)
         self._build_tls(config, tls)
@@ -176,6 +181,23 @@ cdef class Engine:
                 max([st.memory_cache_max for st in statics] + [0]))
             if rc < 0:
                 raise MemoryError()
+
+    cdef _set_stats(self, config, stats):
+        """Points the engine at its counters slot (csrc/include/scalws/stats.h):
+        routes get ids in config order, groups their part in
+        config.upstreams order, the order the master wrote in the header."""
+        cdef unsigned char[::1] view
+        n_routes = sum(len(site.routes) for site in config.sites)
+        size = sws_stats_slot_size(n_routes, len(config.upstreams))
+        if stats is None:
+            stats = bytearray(size)
+        view = stats
+        if len(view) < size:
+            raise ValueError(f"stats slot of {len(view)} bytes, the layout needs {size}")
+        self._keep.append(view)
+        self._stats = <size_t>&view[0]
+        self._nroutes = n_routes
+        sws_engine_set_stats(self.e, <void *>self._stats, n_routes)
 
     cdef _fill(self, sws_respond_t *r, pre):
         self._keep.append(pre)
@@ -217,6 +239,7 @@ cdef class Engine:
                     self.handlers[n].data = &self.fastcgis[n]
                 else:
                     raise ValueError(f"handler {route.kind!r} has no runtime in this build")
+                self.handlers[n].stat_id = n + 1  # the route's counters: index in config order
                 b = route.pattern.encode()
                 rc = sws_site_add_route(site, _MATCH[route.match], b, len(b), &self.handlers[n])
                 if rc != 0:
@@ -521,6 +544,10 @@ cdef class Engine:
                 u.hc_n_expect = len(h.expect_status)
             if cfg.tls is not None:
                 u.tls = self._uptls(name, cfg.tls)
+            # The group's counters follow the routes' histograms in the slot.
+            u.st = <sws_stats_group_t *>(self._stats + sizeof(sws_stats_head_t)
+                                         + self._nroutes * sizeof(sws_hist_t)
+                                         + len(self._upstreams) * 4 * sizeof(uint64_t))
             if sws_engine_add_upstream(self.e, u) != 0:
                 raise MemoryError()
             self._upstreams[name] = <size_t>u
@@ -810,6 +837,12 @@ def ocsp_publish(mm, unsigned int slot, bytes der, long long expires):
         raise IndexError("no such OCSP slot")
     sws_tls_ocsp_publish(<sws_ocsp_slot_t *>(&view[0] + slot * SWS_OCSP_SLOT),
                          <const unsigned char *><const char *>der, len(der), expires)
+
+
+def stats_layout():
+    """Sizes scalws/control/stats.py must agree with."""
+    return {"head": sizeof(sws_stats_head_t), "hist": sizeof(sws_hist_t),
+            "buckets": SWS_STATS_BUCKETS, "slot_1_1": sws_stats_slot_size(1, 1)}
 
 
 def tls_layout():

@@ -502,12 +502,6 @@ def test_unknown_nested_key(tmp_path):
     """) == "F:4:42: sites[0].routes[0].respond.bdy: unknown key 'bdy'; did you mean 'body'?"
 
 
-@pytest.mark.parametrize("key", ["status"])
-def test_unavailable_top_level_keys(tmp_path, key):
-    assert one_problem(tmp_path, SITE + f"{key}: {{}}\n") == \
-        f"F:5:1: {key}: '{key}' is not available in this version of scalws"
-
-
 def test_site_tls_without_a_tls_listener(tmp_path):
     # (The tls block itself is tested in test_tls_config.py.)
     out = problems(tmp_path, """\

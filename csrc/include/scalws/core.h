@@ -22,6 +22,7 @@
 #include <sys/epoll.h>
 
 #include "scalws/httpdate.h"
+#include "scalws/stats.h"
 
 #define SWS_INTERNAL __attribute__((visibility("hidden")))
 
@@ -99,6 +100,7 @@ typedef struct sws_tnode {
 typedef struct {
     sws_tnode_t *head, *tail;
     uint32_t ms;
+    uint32_t n;                /* entries: the idle-connections gauge reads TL_KEEPALIVE's */
 } tlist_t;
 
 /* The core's part of the engine (e->core). */
@@ -137,6 +139,18 @@ typedef struct {
     void (*on_expire)(sws_engine_t *e, sws_tnode_t *n, int which);
     void (*after_pass)(sws_engine_t *e);
     struct epoll_event ev[EV_BATCH];
+
+    /* The shared counters (scalws/stats.h): this worker's slot, or st_own
+     * when the engine was given none; the per-route histograms (route id
+     * - 1; NULL when none). Busy and idle loop time: update_time adds the
+     * time since its previous reading to idle_ns when `waiting` (the loop
+     * was about to block), else to busy_ns; no clock read of its own. */
+    sws_stats_head_t *st;
+    sws_hist_t *st_routes;
+    uint32_t st_n_routes;
+    int waiting;
+    uint64_t clock_ns;         /* the coarse monotonic clock at the last update_time */
+    sws_stats_head_t st_own;
 } sws_core_t;
 
 /* core/core.c */
@@ -174,6 +188,21 @@ SWS_INTERNAL int sws_core_run(sws_engine_t *e);
 SWS_INTERNAL int sws_core_serve(sws_engine_t *e, int max_ms);
 /* One pass over what is ready now, without waiting; returns the events handled. */
 SWS_INTERNAL int sws_core_pass(sws_engine_t *e);
+
+/* A request answered (every path that writes an access-log line): its
+ * status class, its duration from the head's first byte (core ms), and its
+ * route (1-based id from sws_handler_t.stat_id; 0: no route). */
+static inline void sws_stats_request(sws_core_t *k, unsigned route, unsigned status, uint64_t ms)
+{
+    sws_stats_head_t *st = k->st;
+    unsigned cls = status / 100u - 1u;
+    st->requests++;
+    if (cls < 5)
+        st->status[cls]++;
+    sws_hist_add(&st->duration, ms);
+    if (route && route <= k->st_n_routes)
+        sws_hist_add(&k->st_routes[route - 1], ms);
+}
 
 /* Monotonic nanoseconds (vDSO: no system call). */
 static inline uint64_t mono_ns(void)

@@ -128,5 +128,9 @@ void sws_engine_close_all(sws_engine_t *e);
 void sws_engine_flush(sws_engine_t *e);
 
 const sws_counters_t *sws_engine_counters(const sws_engine_t *e);
+/* The worker's slot of the shared counters (scalws/stats.h), laid out for
+ * n_routes routes; it must outlive the engine. Upstream groups point at
+ * their own part (sws_upstream_t.st). */
+void sws_engine_set_stats(sws_engine_t *e, void *slot, uint32_t n_routes);
 
 #endif

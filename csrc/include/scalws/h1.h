@@ -45,6 +45,7 @@ typedef struct {
                                    only then: idle connections stay small) */
     uint32_t requests;
     uint16_t r_status;         /* the response being written */
+    uint16_t r_route;          /* its route's stat_id (0: none; ids over 65535 are not counted) */
     unsigned char state;       /* S_* */
     unsigned char chunked : 1, /* the body being read past is chunked */
         close_after : 1,       /* close once the output is out */

@@ -141,6 +141,7 @@ enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2, SWS_H_PROXY = 3, SWS_H_REDIRECT_HTTP
 typedef struct {
     int kind; /* SWS_H_* */
     void *data;
+    uint32_t stat_id; /* the route's counters (scalws/stats.h): index + 1; 0: none */
 } sws_handler_t;
 
 static inline void resp_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,

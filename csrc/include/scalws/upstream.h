@@ -99,6 +99,7 @@ typedef struct {
     const uint16_t *hc_expect; /* [lo, hi] pairs */
     size_t hc_n_expect;
     sws_uptls_t *tls;          /* NULL: plain TCP (or unix) */
+    sws_stats_group_t *st;     /* its shared counters (scalws/stats.h); NULL: e->up.st_none */
     /* runtime */
     uint64_t tls_handshakes;   /* completed, this worker */
     uint64_t tls_resumed;      /* of which resumed a session */
@@ -154,6 +155,7 @@ typedef struct {
     upconn_t *upconns;            /* every upstream connection: the tick scans deadlines */
     sws_upstream_t **upstreams;
     size_t n_upstreams;
+    sws_stats_group_t st_none;    /* the counters of groups added without a slot (C tests) */
 } sws_upstreams_t;
 
 /* upstream/pool.c */

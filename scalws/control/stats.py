@@ -1,0 +1,391 @@
+"""The shared counters block: made by the master, written by the workers,
+read by the status process (statusd.py) and by anyone who maps the file
+(the controller). Pure Python (mmap + struct): no compiled import, so the
+master may use it before it forks and a reader needs nothing of ScalWS's
+build. Issue 20; docs/adr/0011-counters.md.
+
+Layout (little-endian; every counter a uint64 at an 8-byte aligned offset):
+
+  header, HEADER bytes rounded up to a page:
+    0   magic   8s  b"SCALWSST"
+    8   version u32 (VERSION; a reader refuses another)
+    12  header_size u32  (where slot 0 starts; a multiple of 4096)
+    16  n_workers u32
+    20  slot_size u32    (a multiple of 4096: no two workers share a line)
+    24  n_routes u32
+    28  n_groups u32
+    32  n_buckets u32    (duration buckets, +Inf included)
+    36  layout_len u32   (bytes of the JSON below)
+    40  created u64      (unix seconds)
+    48  layout JSON: {"routes": [name, ...], "route_upstream": [group or null],
+        "upstreams": [name, ...], "le_seconds": [0.001, ..., 10.0],
+        "servers": [n per group]}
+  slot i (worker i) at header_size + i * slot_size, as
+  csrc/include/scalws/stats.h's structs:
+    head: HEAD_FIELDS (u64 each), then the request-duration histogram
+    routes: one histogram per route, in config order (sites, then routes)
+    groups: GROUP_FIELDS per upstream group, in config.upstreams order
+  a histogram: n_buckets non-cumulative counts, sum_ms, count.
+
+Each worker writes only its own slot, with plain aligned 64-bit stores;
+readers may read while it writes (a value may be a few increments old,
+never torn). A worker that replaces a dead one continues its slot, so
+totals never go back while the master lives. A reload (new routes) makes
+a new block: with a file, written beside it and renamed over it, so a
+reader that opens the path again sees the new one.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import time
+
+MAGIC = b"SCALWSST"
+VERSION = 1
+HEADER = struct.Struct("<8sIIIIIIIIQ")
+PAGE = 4096
+LE_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
+N_BUCKETS = len(LE_SECONDS) + 1
+HEAD_FIELDS = (["pid", "busy_ns", "idle_ns", "conns_accepted", "conns_active", "conns_idle",
+                "conns_tls_accepted", "conns_tls_active", "requests"]
+               + [f"status_{c}xx" for c in range(1, 6)]
+               + ["bytes_in", "bytes_out"]
+               # reserved for the cache (issue 17): zero until it exists
+               + ["cache_hits", "cache_misses", "cache_stale", "cache_bypass",
+                  "cache_stores", "cache_evictions", "cache_bytes", "cache_entries"]
+               + [f"reserved_{i}" for i in range(8)])
+HIST_WORDS = N_BUCKETS + 2
+HEAD_BYTES = 8 * (len(HEAD_FIELDS) + HIST_WORDS)
+GROUP_FIELDS = ["requests", "errors", "servers_up", "servers_down"]
+CLASSES = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+
+
+def _round(n):
+    return (n + PAGE - 1) // PAGE * PAGE
+
+
+def slot_size(n_routes, n_groups):
+    """As sws_stats_slot_size() in stats.h."""
+    return _round(HEAD_BYTES + n_routes * 8 * HIST_WORDS + n_groups * 8 * len(GROUP_FIELDS))
+
+
+def route_names(config):
+    """A name per route, in config order: the site's first server name (or
+    its first listen address) and the pattern, made unique."""
+    names, seen = [], set()
+    for site in config.sites:
+        host = next((n for n in site.server_names), None) or \
+            (site.listen[0].text if site.listen else "_")
+        for route in site.routes:
+            prefix = {"exact": "=", "prefix_noregex": "^~", "regex": "~",
+                      "regex_icase": "~*"}.get(route.match, "")
+            name = f"{host}{' ' + prefix + ' ' if prefix else ''}{route.pattern}"
+            base, i = name, 2
+            while name in seen:
+                name, i = f"{base}#{i}", i + 1
+            seen.add(name)
+            names.append(name)
+    return names
+
+
+def layout_of(config):
+    routes = [r for site in config.sites for r in site.routes]
+    return {"routes": route_names(config),
+            "route_upstream": [getattr(r.handler, "upstream", None)
+                               if r.kind in ("proxy", "app", "fastcgi") else None
+                               for r in routes],
+            "upstreams": list(config.upstreams),
+            "servers": [len(u.servers) for u in config.upstreams.values()],
+            "le_seconds": LE_SECONDS}
+
+
+class Block:
+    """The master's block for `n_workers` workers of `config`: an anonymous
+    shared mapping, or a file-backed one at `path` (made at a temporary
+    name and renamed over `path`, so readers never see half a header)."""
+
+    def __init__(self, config, n_workers, path=None):
+        self.layout = layout_of(config)
+        blob = json.dumps(self.layout).encode()
+        self.n_routes = len(self.layout["routes"])
+        self.n_groups = len(self.layout["upstreams"])
+        self.header_size = _round(HEADER.size + len(blob))
+        self.slot_size = slot_size(self.n_routes, self.n_groups)
+        self.n_workers = n_workers
+        size = self.header_size + n_workers * self.slot_size
+        self.path = path
+        if path:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.ftruncate(fd, size)
+                self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED)
+            finally:
+                os.close(fd)
+        else:
+            self.mm = mmap.mmap(-1, size)   # MAP_SHARED | MAP_ANONYMOUS
+        HEADER.pack_into(self.mm, 0, MAGIC, VERSION, self.header_size, n_workers,
+                         self.slot_size, self.n_routes, self.n_groups, N_BUCKETS,
+                         len(blob), int(time.time()))
+        self.mm[HEADER.size:HEADER.size + len(blob)] = blob
+        if path:
+            os.rename(tmp, path)
+
+    def slot(self, index):
+        """Worker `index`'s slot, a writable memoryview for the engine."""
+        off = self.header_size + index * self.slot_size
+        return memoryview(self.mm)[off:off + self.slot_size]
+
+    def remove(self):
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+# ---- reading --------------------------------------------------------------------
+
+
+def _hist(words, le):
+    """A histogram as read() gives it: cumulative buckets, +Inf last."""
+    cum, buckets = 0, []
+    for i, bound in enumerate(le + [float("inf")]):
+        cum += words[i]
+        buckets.append((bound, cum))
+    return {"buckets": buckets, "sum_seconds": words[N_BUCKETS] / 1000.0,
+            "count": words[N_BUCKETS + 1]}
+
+
+def _hist_add(a, b):
+    if a is None:
+        return {"buckets": list(b["buckets"]), "sum_seconds": b["sum_seconds"],
+                "count": b["count"]}
+    return {"buckets": [(le, x + y) for (le, x), (_, y) in zip(a["buckets"], b["buckets"])],
+            "sum_seconds": a["sum_seconds"] + b["sum_seconds"], "count": a["count"] + b["count"]}
+
+
+def _empty_hist(le):
+    return _hist([0] * HIST_WORDS, le)
+
+
+def read(source) -> dict:
+    """The block at `source` (a path, or a mapping/buffer) summed over its
+    workers, with each worker's own numbers in "workers"."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:  # a few pages: one read is a snapshot enough
+            return read(f.read())
+    with memoryview(source) as buf:
+        return _read(buf)
+
+
+def _read(buf) -> dict:
+    magic, version, header_size, n_workers, slot_sz, n_routes, n_groups, n_buckets, \
+        layout_len, created = HEADER.unpack_from(buf, 0)
+    if magic != MAGIC or version != VERSION or n_buckets != N_BUCKETS:
+        raise ValueError(f"not a ScalWS counters block of version {VERSION} "
+                         f"(magic {magic!r}, version {version})")
+    layout = json.loads(bytes(buf[HEADER.size:HEADER.size + layout_len]))
+    le = layout["le_seconds"]
+    nh = len(HEAD_FIELDS)
+    out = {"created": created, "workers": [], "busy_ns": 0, "idle_ns": 0, "requests": 0,
+           "connections_active": 0, "connections_idle": 0, "connections_accepted": 0,
+           "connections_tls_active": 0, "connections_tls_accepted": 0,
+           "requests_by_class": {c: 0 for c in CLASSES}, "bytes_in": 0, "bytes_out": 0,
+           "cache": {}, "request_duration": None, "routes": {}, "upstreams": {}}
+    route_hists = [None] * n_routes
+    groups = [[0] * len(GROUP_FIELDS) for _ in range(n_groups)]
+    downs = [0] * n_groups
+    for w in range(n_workers):
+        off = header_size + w * slot_sz
+        words = struct.unpack_from(f"<{slot_sz // 8}Q", buf, off)
+        head = dict(zip(HEAD_FIELDS, words[:nh]))
+        dur = _hist(words[nh:nh + HIST_WORDS], le)
+        out["workers"].append({
+            "worker": w, "pid": head["pid"], "busy_ns": head["busy_ns"],
+            "idle_ns": head["idle_ns"], "requests": head["requests"],
+            "connections_active": head["conns_active"], "connections_idle": head["conns_idle"]})
+        for key, field in (("busy_ns", "busy_ns"), ("idle_ns", "idle_ns"),
+                           ("requests", "requests"), ("connections_active", "conns_active"),
+                           ("connections_idle", "conns_idle"),
+                           ("connections_accepted", "conns_accepted"),
+                           ("connections_tls_active", "conns_tls_active"),
+                           ("connections_tls_accepted", "conns_tls_accepted"),
+                           ("bytes_in", "bytes_in"), ("bytes_out", "bytes_out")):
+            out[key] += head[field]
+        for c in CLASSES:
+            out["requests_by_class"][c] += head[f"status_{c}"]
+        for k in HEAD_FIELDS:
+            if k.startswith("cache_"):
+                out["cache"][k[6:]] = out["cache"].get(k[6:], 0) + head[k]
+        out["request_duration"] = _hist_add(out["request_duration"], dur)
+        base = nh + HIST_WORDS
+        for r in range(n_routes):
+            h = _hist(words[base + r * HIST_WORDS:base + (r + 1) * HIST_WORDS], le)
+            route_hists[r] = _hist_add(route_hists[r], h)
+        base += n_routes * HIST_WORDS
+        for g in range(n_groups):
+            gw = words[base + g * 4:base + g * 4 + 4]
+            groups[g][0] += gw[0]
+            groups[g][1] += gw[1]
+            if head["pid"]:
+                downs[g] = max(downs[g], gw[3])  # the worst view of any worker
+    if out["request_duration"] is None:
+        out["request_duration"] = _empty_hist(le)
+    for r, name in enumerate(layout["routes"]):
+        h = route_hists[r] or _empty_hist(le)
+        out["routes"][name] = {"requests": h["count"], "duration": h,
+                               "upstream": layout["route_upstream"][r]}
+    for g, name in enumerate(layout["upstreams"]):
+        # Duration of a group: of the client requests its routes answered.
+        dur = None
+        for r, up in enumerate(layout["route_upstream"]):
+            if up == name:
+                dur = _hist_add(dur, out["routes"][layout["routes"][r]]["duration"])
+        n = layout["servers"][g]
+        out["upstreams"][name] = {"requests": groups[g][0], "errors": groups[g][1],
+                                  "servers_up": n - downs[g], "servers_down": downs[g],
+                                  "duration": dur or _empty_hist(le)}
+    return out
+
+
+# ---- rendering ------------------------------------------------------------------
+
+
+def _esc(v):
+    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(d):
+    if not d:
+        return ""
+    return "{" + ",".join(f'{k}="{_esc(v)}"' for k, v in d.items()) + "}"
+
+
+def _num(v):
+    if v == float("inf"):
+        return "+Inf"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _sum_dicts(stats_dicts):
+    """Sums several read() results (several instances) into one."""
+    if len(stats_dicts) == 1:
+        return stats_dicts[0]
+    out = {"workers": [], "requests_by_class": {c: 0 for c in CLASSES}, "routes": {},
+           "upstreams": {}, "request_duration": None}
+    for key in ("busy_ns", "idle_ns", "requests", "connections_active", "connections_idle",
+                "connections_accepted", "connections_tls_active",
+                "connections_tls_accepted", "bytes_in", "bytes_out"):
+        out[key] = sum(s.get(key, 0) for s in stats_dicts)
+    for s in stats_dicts:
+        out["workers"] += s["workers"]
+        for c, n in s["requests_by_class"].items():
+            out["requests_by_class"][c] = out["requests_by_class"].get(c, 0) + n
+        out["request_duration"] = _hist_add(out["request_duration"], s["request_duration"])
+        for name, r in s["routes"].items():
+            o = out["routes"].setdefault(name, {"requests": 0, "duration": None})
+            o["requests"] += r["requests"]
+            o["duration"] = _hist_add(o["duration"], r["duration"])
+        for name, u in s["upstreams"].items():
+            o = out["upstreams"].setdefault(name, {"requests": 0, "errors": 0, "servers_up": 0,
+                                                   "servers_down": 0, "duration": None})
+            for k in ("requests", "errors", "servers_up", "servers_down"):
+                o[k] += u[k]
+            o["duration"] = _hist_add(o["duration"], u["duration"])
+    return out
+
+
+def render_prometheus(stats_dicts, instance_labels=None) -> str:
+    """The Prometheus text exposition format 0.0.4 of read() results, one
+    per instance: with `instance_labels` (a dict per instance) each
+    instance's series carry its labels; without, they are summed."""
+    if isinstance(stats_dicts, dict):
+        stats_dicts = [stats_dicts]
+    if instance_labels is None:
+        groups = [({}, _sum_dicts(stats_dicts))]
+    else:
+        groups = list(zip(instance_labels, stats_dicts))
+    lines = []
+
+    def family(name, mtype, help_, samples):
+        lines.append(f"# HELP {name} {help_}")
+        lines.append(f"# TYPE {name} {mtype}")
+        for inst, s in groups:
+            for suffix, labels, value in samples(s):
+                lines.append(f"{name}{suffix}{_labels({**inst, **labels})} {_num(value)}")
+
+    def hist(h, labels):
+        for le, n in h["buckets"]:
+            yield "_bucket", {**labels, "le": _num(le) if le != float("inf") else "+Inf"}, n
+        yield "_sum", labels, h["sum_seconds"]
+        yield "_count", labels, h["count"]
+
+    family("scalws_requests_total", "counter", "Requests answered, by status class.",
+           lambda s: (("", {"status_class": c}, n) for c, n in s["requests_by_class"].items()))
+    family("scalws_request_duration_seconds", "histogram",
+           "Time from a request head's first byte to its access-log line (1-4 ms clock).",
+           lambda s: hist(s["request_duration"], {}))
+    family("scalws_route_request_duration_seconds", "histogram",
+           "Request duration by route (config order names).",
+           lambda s: (x for name, r in s["routes"].items()
+                      for x in hist(r["duration"], {"route": name})))
+    family("scalws_connections", "gauge", "Open client connections.",
+           lambda s: [("", {"state": "active"}, s["connections_active"]),
+                      ("", {"state": "idle"}, s["connections_idle"])])
+    family("scalws_connections_by_protocol", "gauge", "Open client connections by protocol.",
+           lambda s: [("", {"protocol": "http1"},
+                       s["connections_active"] - s.get("connections_tls_active", 0)),
+                      ("", {"protocol": "http1_tls"}, s.get("connections_tls_active", 0))])
+    family("scalws_connections_accepted_total", "counter", "Client connections accepted.",
+           lambda s: [("", {}, s.get("connections_accepted", 0))])
+    family("scalws_received_bytes_total", "counter", "Bytes read from clients (after TLS).",
+           lambda s: [("", {}, s["bytes_in"])])
+    family("scalws_sent_bytes_total", "counter", "Bytes written to clients (before TLS).",
+           lambda s: [("", {}, s["bytes_out"])])
+    family("scalws_loop_busy_seconds_total", "counter",
+           "Worker loop time spent handling events.",
+           lambda s: (("", {"worker": str(w["worker"])}, w["busy_ns"] / 1e9)
+                      for w in s["workers"]))
+    family("scalws_loop_idle_seconds_total", "counter",
+           "Worker loop time spent waiting for events.",
+           lambda s: (("", {"worker": str(w["worker"])}, w["idle_ns"] / 1e9)
+                      for w in s["workers"]))
+    family("scalws_upstream_requests_total", "counter",
+           "Requests sent to an upstream group's servers (retries included).",
+           lambda s: (("", {"upstream": n}, u["requests"]) for n, u in s["upstreams"].items()))
+    family("scalws_upstream_errors_total", "counter",
+           "Failed attempts on an upstream group (connect, reset, timeout, bad answer).",
+           lambda s: (("", {"upstream": n}, u["errors"]) for n, u in s["upstreams"].items()))
+    family("scalws_upstream_servers", "gauge", "Servers of an upstream group up and down.",
+           lambda s: (x for n, u in s["upstreams"].items()
+                      for x in (("", {"upstream": n, "state": "up"}, u["servers_up"]),
+                                ("", {"upstream": n, "state": "down"}, u["servers_down"]))))
+    family("scalws_upstream_request_duration_seconds", "histogram",
+           "Duration of the client requests answered through an upstream group.",
+           lambda s: (x for n, u in s["upstreams"].items()
+                      for x in hist(u["duration"], {"upstream": n})))
+    return "\n".join(lines) + "\n"
+
+
+def render_json(stats_dicts, instance_labels=None) -> str:
+    """/status: the sum over instances (and each worker's busy/idle), or
+    one entry per instance with `instance_labels`."""
+    if isinstance(stats_dicts, dict):
+        stats_dicts = [stats_dicts]
+
+    def clean(v):  # JSON has no infinity: the last bucket's bound is "+Inf"
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return "+Inf" if v == float("inf") else v
+
+    if instance_labels is None:
+        return json.dumps(clean(_sum_dicts(stats_dicts)))
+    return json.dumps([{"labels": lab, "stats": clean(s)}
+                       for lab, s in zip(instance_labels, stats_dicts)])

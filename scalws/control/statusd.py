@@ -1,0 +1,112 @@
+"""The status process: serves /metrics (Prometheus text format 0.0.4) and
+/status (JSON) from the shared counters block (stats.py), so that the
+workers never do any work for a scrape (issue 20; ADR 0011).
+
+A child of the master, like the TLS keeper: forked with the block and the
+listening socket the master bound (a bind error is a start-up error with
+the config line; a restarted status process reuses the socket), supervised
+and restarted if it dies, replaced with the block of each new generation
+on reload. A small asyncio server of the standard library: HTTP/1.0 and
+1.1 GET/HEAD, one request per connection, clients outside `status.allow`
+refused with 403 before anything is read.
+"""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import signal
+import traceback
+
+from scalws.control import stats as stats_mod
+from scalws.control.logs import log
+
+HEAD_MAX = 8192
+READ_TIMEOUT = 5.0
+PROM_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class StatusServer:
+    def __init__(self, block_mm, allow):
+        self.mm = block_mm
+        self.allow = [ipaddress.ip_network(a, strict=False) for a in allow]
+
+    def allowed(self, peer) -> bool:
+        if not peer:
+            return False
+        try:
+            addr = ipaddress.ip_address(peer[0].split("%")[0])
+        except ValueError:
+            return False
+        if addr.version == 6 and addr.ipv4_mapped:
+            addr = addr.ipv4_mapped
+        return any(addr in net for net in self.allow)
+
+    def answer(self, method, target):
+        path = target.split("?", 1)[0]
+        if path == "/metrics":
+            body = stats_mod.render_prometheus([stats_mod.read(self.mm)]).encode()
+            return 200, "OK", PROM_TYPE, body
+        if path == "/status":
+            body = (stats_mod.render_json([stats_mod.read(self.mm)]) + "\n").encode()
+            return 200, "OK", "application/json", body
+        return 404, "Not Found", "text/plain", b"not found: try /metrics or /status\n"
+
+    async def handle(self, reader, writer):
+        try:
+            if not self.allowed(writer.get_extra_info("peername")):
+                status, reason, ctype, body = 403, "Forbidden", "text/plain", b"forbidden\n"
+                method = "GET"
+            else:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
+                if len(head) > HEAD_MAX:
+                    return
+                line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+                if len(line) != 3 or not line[2].startswith("HTTP/1."):
+                    status, reason, ctype, body = 400, "Bad Request", "text/plain", b"bad request\n"
+                    method = "GET"
+                elif line[0] not in ("GET", "HEAD"):
+                    status, reason, ctype, body = 405, "Method Not Allowed", "text/plain", b""
+                    method = line[0]
+                else:
+                    method = line[0]
+                    status, reason, ctype, body = self.answer(method, line[1])
+            writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                         + (b"" if method == "HEAD" else body))
+            await writer.drain()
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def serve(self, sock, ready_fd):
+        server = await asyncio.start_server(self.handle, sock=sock, limit=HEAD_MAX)
+        stop = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+            loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT,
+                                                    signal.SIGQUIT})
+        os.write(ready_fd, b"R")
+        os.close(ready_fd)
+        await stop
+        server.close()
+
+
+def run(block_mm, allow, sock, errlog, ready_fd) -> "NoReturn":
+    """In the forked child: serve until TERM; never returns."""
+    code = 0
+    try:
+        errlog.set_worker("status")
+        for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_IGN if sig != signal.SIGCHLD else signal.SIG_DFL)
+        asyncio.run(StatusServer(block_mm, allow).serve(sock, ready_fd))
+    except BaseException:
+        try:
+            log.critical("the status process failed:\n%s", traceback.format_exc())
+        finally:
+            code = 1
+    finally:
+        os._exit(code)
