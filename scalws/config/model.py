@@ -185,6 +185,7 @@ class Instances:
     sample_interval: float = 2.0
     cooldown: float = 30.0                     # after a scale action, before the next
     start_timeout: float = 15.0                # an instance's READY, after start or HUP
+    mark: Mark = ("<default>", 0, 0)
 
 
 @dataclass
