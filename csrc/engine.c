@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "scalws/sandbox.h"
 
 static void after_pass(sws_engine_t *e) { sws_alog_maybe_flush(e); }
 
@@ -90,6 +91,12 @@ void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
 {
     e->core.elog_fd = fd;
     e->core.elog_level = level;
+}
+
+int sws_engine_trap_sigsys(sws_engine_t *e)
+{
+    sws_core_t *k = &e->core;
+    return sws_sigsys_install(&k->elog_fd, k->err_time, SWS_ERR_TIME_LEN, k->worker_id);
 }
 
 const sws_counters_t *sws_engine_counters(const sws_engine_t *e) { return &e->core.cnt; }
