@@ -398,7 +398,11 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/http/fcgi.c",
           "csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
           "csrc/upstream/uptls.c",
+          "csrc/core/sandbox.c",
           "csrc/engine.c"]
+
+# csrc/core/sandbox.c's system call names, from this machine's kernel headers.
+subprocess.run([sys.executable, os.path.join(HERE, "tools", "gen_syscall_names.py")], check=True)
 
 extensions = [
     ext("scalws.http.parser", ["scalws/http/parser.pyx", "csrc/http/http1.c"]),

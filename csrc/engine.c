@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "scalws/sandbox.h"
 
 /* The connection gauges of the shared counters: two stores per pass. */
 static void stats_gauges(sws_engine_t *e)
@@ -113,6 +114,12 @@ void sws_engine_set_stats(sws_engine_t *e, void *slot, uint32_t n_routes)
     e->core.st = st;
     e->core.st_routes = (sws_hist_t *)(st + 1);
     e->core.st_n_routes = n_routes;
+}
+
+int sws_engine_trap_sigsys(sws_engine_t *e)
+{
+    sws_core_t *k = &e->core;
+    return sws_sigsys_install(&k->elog_fd, k->err_time, SWS_ERR_TIME_LEN, k->worker_id);
 }
 
 const sws_counters_t *sws_engine_counters(const sws_engine_t *e) { return &e->core.cnt; }

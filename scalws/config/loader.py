@@ -548,9 +548,13 @@ def _walk_document(ctx: _Context, root) -> Config:
                 cfg.user = name
 
     if "sandbox" in keys:
-        value = ctx.boolean(keys["sandbox"][1], "sandbox")
-        if value is not None:
-            cfg.sandbox = value
+        node = keys["sandbox"][1]
+        if ctx.kind(node) == "bool":
+            cfg.sandbox = "on" if ctx.boolean(node, "sandbox") else "off"
+        elif ctx.kind(node) == "str" and node.value == "required":
+            cfg.sandbox = "required"
+        else:
+            ctx.error(node, "sandbox", f"expected on, off or required, got {ctx.describe(node)}")
 
     if "server_header" in keys:
         cfg.server_header = _server_header(ctx, keys["server_header"][1])

@@ -141,7 +141,7 @@ class Config:
     workers: int = 1                       # resolved: "auto" -> CPUs we may use
     cpus: list = field(default_factory=list)  # CPU ids worker i is pinned to
     user: Optional[str] = None
-    sandbox: bool = False
+    sandbox: str = "on"                    # "on" | "off" | "required" (control/sandbox.py)
     server_header: Optional[str] = "scalws"  # None = no Server header
     shutdown_timeout: float = 30.0
     # With several proxied requests in flight to slow upstreams, poll every

@@ -53,6 +53,7 @@ import time
 
 from scalws.config.directives.app import clean_path, group_name
 from scalws.config.model import UpstreamServer
+from scalws.control import sandbox
 from scalws.control.logs import NOTICE, log
 
 POLL = 0.025               # readiness probes and output reads, seconds
@@ -122,6 +123,7 @@ class Apps:
         self.retiring = []         # [(web generation, [Proc])]: stop once older web workers are gone
         self.pipes = {}            # fd -> [Proc, "stdout" | "stderr", bytearray]
         self.rundir = None
+        self.sandbox_cfg = None    # the Config whose `sandbox:` applies to new workers
         self._private = False      # rundir made by us: removed at exit
 
     # ---- the sockets' folder -------------------------------------------------
@@ -163,6 +165,7 @@ class Apps:
         if not config.apps or self.sockets_file:
             return []
         rundir = self._rundir(config)
+        self.sandbox_cfg = config  # its `sandbox:` mode confines the app workers
         self.gen += 1
         procs = []
         for app in config.apps.values():
@@ -238,6 +241,8 @@ class Apps:
                     os.setgid(pw.pw_gid)
                     os.setuid(pw.pw_uid)
                 os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+                if self.sandbox_cfg is not None:  # the apps' looser profile (ADR 0012)
+                    sandbox.apply_app(self.sandbox_cfg, app, os.path.dirname(p.sock))
                 os.execve(argv[0], argv, env)
             except BaseException as exc:  # noqa: BLE001 - reported through the pipe
                 try:

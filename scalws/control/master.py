@@ -32,7 +32,7 @@ import time
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import sdnotify, statusd, tlskeeper
+from scalws.control import sandbox, sdnotify, statusd, tlskeeper
 from scalws.control import stats as stats_mod
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
@@ -393,6 +393,10 @@ class Master:
         cfg = self.config
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         sdnotify.setup()  # before any child exists: they must not inherit it
+        try:
+            sandbox.check(cfg)  # `required`: refuse; `on`: warn once, here
+        except sandbox.SandboxError as exc:
+            raise StartupError(f"{exc}; not starting") from None
         self._raise_nofile()
         self._ensure_sockets(cfg)
         self._tune_sysctls()
@@ -519,6 +523,11 @@ class Master:
             log.error("reload failed, keeping the current configuration:\n%s", exc)
             return "reload failed, serving the previous configuration"
         except OSError as exc:
+            log.error("reload failed, keeping the current configuration: %s", exc)
+            return "reload failed, serving the previous configuration"
+        try:
+            sandbox.check(new)
+        except sandbox.SandboxError as exc:
             log.error("reload failed, keeping the current configuration: %s", exc)
             return "reload failed, serving the previous configuration"
         try:

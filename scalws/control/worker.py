@@ -17,7 +17,7 @@ import pwd
 import signal
 import traceback
 
-from scalws.control import profiles
+from scalws.control import profiles, sandbox
 from scalws.control.logs import log
 
 # Exit status for "configuration is fine but this worker cannot start": the
@@ -59,6 +59,7 @@ class Worker:
         self.engine = None
         self.loop = None
         self.access_fd = -1
+        self.probe_fd = -1          # the sandbox's test hook (control/sandbox.py)
 
     def run(self) -> int:
         for sig in _ALL_SIGNALS:
@@ -84,8 +85,6 @@ class Worker:
 
         profiles.prepare()  # an instrumented build's, before `user:` applies
         cfg = self.config
-        self.loop = uvloop.new_event_loop()
-        asyncio.set_event_loop(self.loop)
         try:
             self.engine = Engine(cfg, self.index, self.tls, self.stats)
         except ValueError as exc:  # a certificate that no longer loads, ...
@@ -103,6 +102,17 @@ class Worker:
                                f"{exc.strerror or exc}") from exc
         if cfg.user:
             _drop_privileges(cfg.user)
+        self.probe_fd = sandbox.open_probe()
+        try:
+            done = sandbox.apply_worker(cfg, self.index, self.engine.trap_sigsys)
+        except sandbox.SandboxError as exc:
+            raise StartupError(str(exc)) from None
+        if done:
+            log.debug("worker %d: sandbox: %s", self.index, ", ".join(done))
+        # The loop after the sandbox: libuv's io_uring setup is refused
+        # (ENOSYS) there, and it falls back to plain epoll (ADR 0012).
+        self.loop = uvloop.new_event_loop()
+        asyncio.set_event_loop(self.loop)
 
         loop = self.loop
         loop.add_signal_handler(signal.SIGTERM, self.graceful_stop)
@@ -110,6 +120,8 @@ class Worker:
         loop.add_signal_handler(signal.SIGQUIT, self.fast_stop)
         loop.add_signal_handler(signal.SIGUSR1, self.reopen_logs)
         loop.add_signal_handler(signal.SIGHUP, lambda: None)
+        if self.probe_fd >= 0:
+            loop.add_signal_handler(signal.SIGUSR2, sandbox.run_probe, self.probe_fd, self.index)
         self.engine.start(loop)
         loop.call_soon(self._running)
         loop.run_forever()

@@ -719,6 +719,13 @@ cdef class Engine:
     def set_error_log(self, int fd, str level="notice"):
         sws_engine_set_error_log(self.e, fd, _LEVELS[level])
 
+    def trap_sigsys(self):
+        """Sandbox (ADR 0012): a system call the seccomp filter refuses is
+        logged by name to this engine's error log, then kills the worker."""
+        cdef int rc = sws_engine_trap_sigsys(self.e)
+        if rc < 0:
+            raise OSError(-rc, strerror(-rc))
+
     def start(self, loop):
         self.loop = loop
         loop.add_reader(sws_engine_fd(self.e), self._on_ready)

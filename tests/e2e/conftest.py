@@ -42,6 +42,7 @@ class Server:
     def start(self, wait=True, env=None):
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
+            os.environ.get("SCALWS_TEST_WRAP", "").split() +
             [sys.executable, "-m", "scalws", "--config", self.config_path],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
             env=None if env is None else {**os.environ, **env})

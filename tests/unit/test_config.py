@@ -173,7 +173,7 @@ def test_full_example(tmp_path):
     assert cfg.workers == 2
     assert cfg.cpus == sorted(os.sched_getaffinity(0))
     assert cfg.user == "root"
-    assert cfg.sandbox is False
+    assert cfg.sandbox == "off"
     assert cfg.server_header == "scalws/1"
     assert cfg.shutdown_timeout == 90.0
     assert cfg.pid == str(tmp_path / "run/scalws.pid")
@@ -226,7 +226,7 @@ def test_defaults_filled(tmp_path):
     cfg = load(tmp_path, SITE)
     affinity = sorted(os.sched_getaffinity(0))
     assert cfg.workers == len(affinity) and cfg.cpus == affinity
-    assert cfg.user is None and cfg.sandbox is False and cfg.pid is None
+    assert cfg.user is None and cfg.sandbox == "on" and cfg.pid is None
     assert cfg.server_header == "scalws"
     assert cfg.shutdown_timeout == 30.0
     assert cfg.log == type(cfg.log)()           # every log default
@@ -545,7 +545,8 @@ def test_non_string_key(tmp_path):
     ("workers: null", "F:1:10: workers: expected an integer (1..1024) or auto, got null"),
     ("user: nosuchuser-scalws", "F:1:7: user: no such user 'nosuchuser-scalws' on this system"),
     ("user: 0", "F:1:7: user: expected a string, got an integer 0"),
-    ("sandbox: maybe", "F:1:10: sandbox: expected on or off, got a string 'maybe'"),
+    ("sandbox: maybe", "F:1:10: sandbox: expected on, off or required, got a string 'maybe'"),
+    ("sandbox: 3", "F:1:10: sandbox: expected on, off or required, got an integer 3"),
     ("server_header: on", "F:1:16: server_header: expected a string or off, got a boolean (on)"),
     ("server_header: ''",
      "F:1:16: server_header: must not be empty (use off to send no Server header)"),

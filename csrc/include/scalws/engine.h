@@ -81,6 +81,11 @@ void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len);
 /* Error log for the engine's own messages: fd (-1 = stderr), level (SWS_L_*). */
 void sws_engine_set_error_log(sws_engine_t *e, int fd, int level);
 
+/* Sandboxed worker (ADR 0012): installs the SIGSYS handler that logs a
+ * seccomp violation to this engine's error log, then dies of SIGSYS.
+ * 0 or -errno. */
+int sws_engine_trap_sigsys(sws_engine_t *e);
+
 /* Registers an upstream group (health checks, hashing ring, pooled
  * connections closed at free); before the first request. 0 or -ENOMEM. */
 int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u);
