@@ -32,7 +32,7 @@ import time
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import sandbox, sdnotify, statusd, tlskeeper
+from scalws.control import caps, sandbox, sdnotify, statusd, tlskeeper
 from scalws.control import stats as stats_mod
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
@@ -372,6 +372,20 @@ class Master:
         log.log(NOTICE, "net.ipv4.tcp_migrate_req is 0: lowering `workers` on reload can "
                 "reset connections queued on removed sockets (see docs/operations.md)")
 
+    def _drop_caps(self, cfg):
+        """As root, once the sockets are bound, the sysctls set and the logs
+        open: keep only the capabilities of caps.KEEP (ADR 0012), before any
+        child is forked. `sandbox: off` keeps them all."""
+        if os.geteuid() != 0 or cfg.sandbox == "off":
+            return
+        try:
+            kept, bounding = caps.drop_master()
+        except OSError as exc:
+            log.warning("cannot lower the master's capabilities: %s", exc.strerror or exc)
+            return
+        log.info("master capabilities lowered to %s%s", ", ".join(caps.names(kept)) or "none",
+                 "" if bounding else " (the bounding set could not be lowered)")
+
     def _raise_nofile(self):
         """Each connection is a descriptor: lift the soft limit to the hard
         one (nginx's worker_rlimit_nofile), inherited by the workers, and say
@@ -400,6 +414,7 @@ class Master:
         self._raise_nofile()
         self._ensure_sockets(cfg)
         self._tune_sysctls()
+        self._drop_caps(cfg)
         for w in cfg.warnings:
             log.warning("%s", w)
         self._start_apps(cfg)
