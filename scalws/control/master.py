@@ -42,6 +42,7 @@ SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
            signal.SIGUSR1, signal.SIGCHLD}
 READY_TIMEOUT = 10.0      # a new worker must report ready within this
 QUICK_DEATH = 2.0         # a worker dying younger than this counts as a crash loop
+STOPPED_TIMEOUT = 2.0     # old workers confirm they stopped accepting within this
 MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
 
 
@@ -74,6 +75,7 @@ class Slot:
         self.quick_deaths = 0
         self.restart_at = None     # monotonic time of a pending restart
         self.stopping = False
+        self.ack_fd = None         # its pipe after "R": a graceful stop says "S" (no more accepts)
 
 
 class Master:
@@ -94,6 +96,7 @@ class Master:
         self.children = {}         # pid -> Slot (every generation)
         self.gen = 0
         self._ready_fds = set()    # read ends of readiness pipes not yet closed
+        self._ack_slots = {}       # those pipes -> their Slot
         self.stopping = None       # None, "graceful", "fast"
         self.stop_deadline = None
         # TLS: the ticket-key page (kept across reloads), the current
@@ -205,6 +208,8 @@ class Master:
                            slot.stats.slot(slot.index) if slot.stats else None)  # never returns
         os.close(wfd)
         self._ready_fds.add(rfd)
+        slot.ack_fd = rfd
+        self._ack_slots[rfd] = slot
         slot.pid = pid
         slot.started = time.monotonic()
         slot.restart_at = None
@@ -214,7 +219,8 @@ class Master:
 
     def _await_ready(self, fds, timeout=READY_TIMEOUT):
         """Waits until every worker whose pipe is in `fds` reported ready
-        (or died). Returns the number that reported ready."""
+        (or died). Returns the number that reported ready. The pipe of a
+        ready worker stays open (Slot.ack_fd: _await_stopped)."""
         pending = set(fds)
         ready = 0
         deadline = time.monotonic() + timeout
@@ -224,15 +230,41 @@ class Master:
                 break
             r, _, _ = select.select(list(pending), [], [], left)
             for fd in r:
+                pending.discard(fd)
                 if os.read(fd, 1) == b"R":
                     ready += 1
-                pending.discard(fd)
-                self._ready_fds.discard(fd)
-                os.close(fd)
+                else:
+                    self._drop_ack(fd)
         for fd in pending:
-            self._ready_fds.discard(fd)
-            os.close(fd)
+            self._drop_ack(fd)
         return ready
+
+    def _drop_ack(self, fd):
+        slot = self._ack_slots.pop(fd, None)
+        if slot is not None:
+            slot.ack_fd = None
+        self._ready_fds.discard(fd)
+        os.close(fd)
+
+    def _await_stopped(self, slots, timeout=STOPPED_TIMEOUT):
+        """After a graceful stop was asked of `slots`: waits until each says
+        it no longer accepts ("S", or its pipe closes as it exits), so that
+        a reload announces READY only once every new connection goes to the
+        new generation (old and new workers share the listening sockets)."""
+        pending = {s.ack_fd for s in slots if s.ack_fd is not None}
+        deadline = time.monotonic() + timeout
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.info("reload: %d old workers did not confirm they stopped accepting",
+                         len(pending))
+                break
+            r, _, _ = select.select(list(pending), [], [], left)
+            for fd in r:
+                pending.discard(fd)
+                self._drop_ack(fd)
+        for fd in pending:
+            self._drop_ack(fd)
 
     def _start_generation(self, config, tls, stats=None):
         self.gen += 1
@@ -584,6 +616,7 @@ class Master:
         for s in old:
             s.stopping = True
         self._signal_slots(old, signal.SIGTERM)
+        self._await_stopped(old)
         # The old generation's keeper goes; its workers keep the OCSP
         # responses it published until they finish (no refresh is needed
         # for that long).
@@ -638,6 +671,8 @@ class Master:
             slot = self.children.pop(pid, None)
             if slot is None:
                 continue
+            if slot.ack_fd is not None:
+                self._drop_ack(slot.ack_fd)
             if slot.stopping or self.stopping:
                 log.info("worker %d (pid %d, generation %d) %s", slot.index, pid, slot.gen,
                          _describe_status(status))

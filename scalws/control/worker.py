@@ -129,10 +129,21 @@ class Worker:
         return 0
 
     def _running(self):
-        """The loop's first callback: signals can be handled now."""
+        """The loop's first callback: signals can be handled now. The pipe
+        stays open: a graceful stop says on it when this worker has stopped
+        accepting ("S"), so that a reload reports READY only once no old
+        worker can take a new connection (master.reload)."""
         os.write(self.ready_fd, b"R")
-        os.close(self.ready_fd)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _ALL_SIGNALS)
+
+    def _not_accepting(self):
+        if self.ready_fd >= 0:
+            try:
+                os.write(self.ready_fd, b"S")
+            except OSError:
+                pass               # the master is gone or stopped listening: nothing to tell
+            os.close(self.ready_fd)
+            self.ready_fd = -1
 
     def _open_logs(self):
         cfg = self.config.log
@@ -155,7 +166,8 @@ class Worker:
         if self.loop.is_closed():
             return
         self.loop.call_later(self.config.shutdown_timeout, self._shutdown_timeout)
-        self.engine.shutdown(self.loop.stop)
+        self.engine.shutdown(self.loop.stop)  # no more accepts from here
+        self._not_accepting()
 
     def _shutdown_timeout(self):
         log.warning("worker %d: shutdown_timeout (%gs) reached, closing %d connections",
@@ -163,6 +175,7 @@ class Worker:
         self.fast_stop()
 
     def fast_stop(self):
+        self._not_accepting()
         self.engine.close_all()
         self.loop.stop()
 
