@@ -40,6 +40,7 @@ groups at the sockets the file names (read again on every reload).
 """
 from __future__ import annotations
 
+import encodings.ascii  # noqa: F401 - the child may need it after setuid, when this Python's folders are out of reach
 import errno
 import json
 import os

@@ -114,12 +114,37 @@ def _world_reachable(path):
     return True
 
 
-@pytest.mark.parametrize("user", ["", "    user: nobody\n"])
+# An app as `user: nobody` runs Debian's /usr/bin/python3 (the test's own
+# interpreter may live where nobody cannot reach it, such as /root) with a
+# tiny HTTP server on the socket it is given, answering its pid.
+_NOBODY_APP = (
+    "import os, socket\n"
+    "s = socket.socket(socket.AF_UNIX)\n"
+    "s.bind(os.environ['SCALWS_APP_SOCKET']); s.listen(64)\n"
+    "b = b'%d\\n' % os.getpid()\n"
+    "while True:\n"
+    "    c, _ = s.accept()\n"
+    "    try:\n"
+    "        if c.recv(65536):\n"
+    "            c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n' % len(b) + b)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    c.close()\n")
+
+
+def _nobody_app():
+    code = _NOBODY_APP.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f"""  api:
+    command: ["/usr/bin/python3", "-c", "{code}"]
+    dir: /
+    user: nobody
+"""
+
+
+@pytest.mark.parametrize("user", [False, True])
 def test_apps_start_under_the_lowered_master(server, user):
     from tests.e2e.test_apps import app_pids, asgi, conf
-    if user and not _world_reachable(sys.executable):
-        pytest.skip(f"{sys.executable} is not reachable by nobody (a folder above is not o+x)")
-    srv = server(conf(asgi(user)))
+    srv = server(conf(_nobody_app() if user else asgi()))
     assert caps.current(srv.pid)["CapEff"] == KEPT
     for pid in app_pids(srv.port, n=3):
         status = caps.current(pid)
