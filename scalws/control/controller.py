@@ -187,6 +187,11 @@ class Controller:
         self.apps = apps_mod.Apps()    # the managed apps, once for all instances
         self.apps_file = os.path.join(self.rundir, "apps.json")
         self.app_retiring = []         # [[procs, web worker pids to outlive, deadline]]
+        # The `status:` listener: the controller's, summed over the instances'
+        # counters files (their masters do not bind it); served by a child.
+        self.status_sock = None
+        self.statusd_pid = 0
+        self.statusd_restart_at = None
 
     # ---- instances -----------------------------------------------------------
     def _argv(self, inst):
@@ -317,13 +322,26 @@ class Controller:
             self.orphans.discard(pid)
             if self.apps.exited(pid, status):
                 continue
+            if pid == self.statusd_pid:
+                self.statusd_pid = 0
+                how = apps_mod.describe_status(status)
+                if self.stopping:
+                    log.info("status process (pid %d) %s", pid, how)
+                else:
+                    log.error("status process (pid %d) %s; restarting in 1s", pid, how)
+                    self.statusd_restart_at = time.monotonic() + 1.0
+                continue
             inst = next((i for i in self.instances if i.pid == pid), None)
             if inst is None:
                 continue
             inst.pid = 0
+            try:  # a killed master leaves it: the status listener would count it
+                os.unlink(inst.stats_path)
+            except OSError:
+                pass
             how = apps_mod.describe_status(status)
             # Its workers, when the master died first, are ours now.
-            known = {i.pid for i in self.instances} | set(self.apps.procs)
+            known = {i.pid for i in self.instances} | set(self.apps.procs) | {self.statusd_pid}
             self.orphans.update(p for p in _children(os.getpid()) if p not in known)
             if self.stopping or inst.state == "stopping":
                 log.info("instance %d (pid %d) %s", inst.slot, pid, how)
@@ -392,6 +410,87 @@ class Controller:
                 pass
         if fast:
             self.apps.stop_all(fast=True)
+        self._stop_statusd()
+
+    # ---- the status listener, summed over the instances ----------------------
+    def _bind_status(self, config):
+        """The `status.listen` socket, or None; raises OSError with the
+        config line."""
+        st = config.status
+        if st is None or self.stats is None:
+            return None
+        family = socket.AF_INET6 if ":" in st.host else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((st.host, st.port))
+            s.listen(64)
+        except OSError as exc:
+            s.close()
+            f, line, col = st.mark
+            raise OSError(f"{f}:{line}:{col}: status.listen '{st.host}:{st.port}': "
+                          f"cannot bind: {exc.strerror or exc}") from exc
+        s.setblocking(False)
+        return s
+
+    def _start_statusd(self):
+        """Forks the status process: every request reads each instance's
+        counters file again (statusd.instances_source)."""
+        self.statusd_restart_at = None
+        if self.status_sock is None or self.config.status is None or self.stopping:
+            return
+        from scalws.control import statusd
+        source = statusd.instances_source([({"instance": str(i.slot)}, i.stats_path)
+                                           for i in self.instances])
+        allow = self.config.status.allow
+        rfd, wfd = os.pipe()
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(rfd)
+                signal.set_wakeup_fd(-1)
+                for sig in SIGNALS:
+                    signal.signal(sig, signal.SIG_DFL)
+                for inst in self.instances:
+                    inst.notify.close()
+                for fd in self.apps.child_fds():
+                    os.close(fd)
+            except BaseException:  # noqa: statusd.run reports and exits
+                pass
+            statusd.run(source, allow, self.status_sock, self.errlog, wfd)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        os.close(wfd)
+        try:
+            select.select([rfd], [], [], 5.0)
+        finally:
+            os.close(rfd)
+        self.statusd_pid = pid
+        log.info("status process started (pid %d), listening on %s:%d, summing the "
+                 "instances", pid, self.config.status.host, self.config.status.port)
+
+    def _stop_statusd(self):
+        if self.statusd_pid:
+            try:
+                os.kill(self.statusd_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def _reload_status(self, old, new):
+        """After a reload: a new status process (its `allow`), bound again
+        only when the address changed."""
+        self._stop_statusd()   # reaped as any child; the new one starts now
+        self.statusd_pid = 0
+        if new.status is None or old is None or (old.host, old.port) != (new.status.host,
+                                                                          new.status.port):
+            if self.status_sock is not None:
+                self.status_sock.close()
+                self.status_sock = None
+            try:
+                self.status_sock = self._bind_status(new)
+            except OSError as exc:
+                log.error("reload: %s; no status listener", exc)
+        self._start_statusd()
 
     # ---- managed apps (apps.py), once for every instance ------------------------
     def _start_apps(self, config):
@@ -456,7 +555,8 @@ class Controller:
                       exc)
             sdnotify.ready("reload failed")
             return
-        self.config, self.ins = new, ni
+        old_status, self.config, self.ins = self.config.status, new, ni
+        self._reload_status(old_status, new)
         # With apps, one still starting may have read the old apps.json: it
         # is reloaded too, once ready.
         states = ("ready", "reloading") + (("starting",) if self.app_retiring else ())
@@ -623,18 +723,21 @@ class Controller:
         elif self.ins.memory_limit or self.ins.cpu_quota:
             log.warning("no cgroup hierarchy found: memory_limit and cpu_quota are not applied")
         try:
+            self.status_sock = self._bind_status(self.config)
             self._start_apps(self.config)
-        except apps_mod.AppError as exc:
+        except (apps_mod.AppError, OSError) as exc:
             log.critical("%s; not starting", exc)
             signal.set_wakeup_fd(-1)
             self._cleanup()
             return 3
+        self._start_statusd()
         for inst in self.instances[:self.ins.min]:
             self.start(inst)
         try:
             while True:
                 if self.stopping and not any(i.alive for i in self.instances) \
-                        and not self.orphans and not self.apps.alive():
+                        and not self.orphans and not self.apps.alive() \
+                        and not self.statusd_pid:
                     break
                 now = time.monotonic()
                 timeout = 1.0 if self.started else 0.1
@@ -643,6 +746,8 @@ class Controller:
                 for inst in self.instances:
                     if inst.restart_at:
                         timeout = min(timeout, max(0.0, inst.restart_at - now))
+                if self.statusd_restart_at:
+                    timeout = min(timeout, max(0.0, self.statusd_restart_at - now))
                 apps_due = self.apps.next_timeout()
                 if apps_due is not None:
                     timeout = min(timeout, apps_due)
@@ -666,6 +771,8 @@ class Controller:
                     self._was_reloading = True
                 self._reload_step()
                 self._retire_apps(now)
+                if self.statusd_restart_at and now >= self.statusd_restart_at:
+                    self._start_statusd()
                 # Instances (and their killed masters' workers) drain first.
                 self.apps.tick({1} if self.orphans or any(i.alive for i in self.instances)
                                else set(), self.stopping)
@@ -687,6 +794,9 @@ class Controller:
         return self.exit_code
 
     def _cleanup(self):
+        if self.status_sock is not None:
+            self.status_sock.close()
+            self.status_sock = None
         for path in (self.apps_file, self.apps_file + ".tmp"):
             try:
                 os.unlink(path)

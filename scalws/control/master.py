@@ -319,7 +319,9 @@ class Master:
 
     def _bind_status(self, config):
         st = config.status
-        if st is None:
+        # Under scalws-controller the status listener is the controller's,
+        # summed over the instances' counters files (ADR 0011).
+        if st is None or os.environ.get("SCALWS_INSTANCE"):
             return None
         family = socket.AF_INET6 if ":" in st.host else socket.AF_INET
         s = socket.socket(family, socket.SOCK_STREAM)

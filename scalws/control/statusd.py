@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import os
 import signal
 import traceback
@@ -26,9 +27,29 @@ READ_TIMEOUT = 5.0
 PROM_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+def instances_source(paths):
+    """A StatusServer source for scalws-controller: [(label dict, stats
+    file path)]; each file is read again on every request (a reload renames
+    a new file over the path), one missing or invalid at that moment is
+    skipped."""
+    def source():
+        dicts, labels = [], []
+        for lab, path in paths:
+            try:
+                dicts.append(stats_mod.read(path))
+            except Exception:  # noqa: gone, half-created or of another layout
+                continue
+            labels.append(lab)
+        return dicts, labels
+    return source
+
+
 class StatusServer:
-    def __init__(self, block_mm, allow):
-        self.mm = block_mm
+    def __init__(self, source, allow):
+        """`source`: the counters block (a mapping) of one scalwsd, or a
+        callable returning (list of stats dicts, list of label dicts) to be
+        summed (scalws-controller: one per running instance)."""
+        self.source = source
         self.allow = [ipaddress.ip_network(a, strict=False) for a in allow]
 
     def allowed(self, peer) -> bool:
@@ -44,13 +65,27 @@ class StatusServer:
 
     def answer(self, method, target):
         path = target.split("?", 1)[0]
+        if path not in ("/metrics", "/status"):
+            return 404, "Not Found", "text/plain", b"not found: try /metrics or /status\n"
+        if callable(self.source):
+            dicts, labels = self.source()
+        else:
+            dicts, labels = [stats_mod.read(self.source)], None
         if path == "/metrics":
-            body = stats_mod.render_prometheus([stats_mod.read(self.mm)]).encode()
+            # Summed: the same series with and without an `instance` label
+            # in one exposition would be two families of one name.
+            if not dicts:
+                return 503, "Service Unavailable", "text/plain", b"no instance running\n"
+            body = stats_mod.render_prometheus(dicts).encode()
             return 200, "OK", PROM_TYPE, body
-        if path == "/status":
-            body = (stats_mod.render_json([stats_mod.read(self.mm)]) + "\n").encode()
-            return 200, "OK", "application/json", body
-        return 404, "Not Found", "text/plain", b"not found: try /metrics or /status\n"
+        if labels is None:
+            text = stats_mod.render_json(dicts)
+        else:  # the sum, and each instance's own numbers
+            total = json.loads(stats_mod.render_json(dicts)) if dicts else None
+            text = json.dumps({"total": total,
+                               "instances": json.loads(stats_mod.render_json(dicts, labels))})
+        body = (text + "\n").encode()
+        return 200, "OK", "application/json", body
 
     async def handle(self, reader, writer):
         try:
@@ -95,14 +130,14 @@ class StatusServer:
         server.close()
 
 
-def run(block_mm, allow, sock, errlog, ready_fd) -> "NoReturn":
+def run(source, allow, sock, errlog, ready_fd) -> "NoReturn":
     """In the forked child: serve until TERM; never returns."""
     code = 0
     try:
         errlog.set_worker("status")
         for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_IGN if sig != signal.SIGCHLD else signal.SIG_DFL)
-        asyncio.run(StatusServer(block_mm, allow).serve(sock, ready_fd))
+        asyncio.run(StatusServer(source, allow).serve(sock, ready_fd))
     except BaseException:
         try:
             log.critical("the status process failed:\n%s", traceback.format_exc())

@@ -433,3 +433,42 @@ def test_sample_uses_the_stats_counters(tmp_path):
     assert len(ups) == 1 and "p99 0.5s >= 0.1s for 2 samples" in ups[0], ups
     inst.pid = 0
     ctl._cleanup()
+
+
+def test_status_listener_is_the_controllers_summed_over_instances(tmp_path):
+    """Issue 20 under the controller: the instances do not bind `status:`;
+    the controller serves /metrics and /status summed over their counters."""
+    import json
+    sport = free_port()
+    c = Controller(tmp_path, "instances: {{min: 2, max: 2, cpus_per_instance: 1, cpus: [0, 1]}}\n"
+                   f"status: {{{{listen: \"127.0.0.1:{sport}\"}}}}\n" + SITE, ["--no-cgroups"])
+    get = lambda path: raw(sport, f"GET {path} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+    try:
+        c.wait_log("scalws-controller started: 2 instances ready")
+        assert c.log().count("status process started") == 1, c.log()
+        n = 60
+        for _ in range(n):
+            assert statuses(raw(c.port, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")) \
+                == [200]
+        deadline = time.monotonic() + 10
+        while True:
+            data = get("/metrics")
+            assert statuses(data) == [200], data
+            text = data.split(b"\r\n\r\n", 1)[1].decode()
+            total = sum(int(float(m)) for m in re.findall(
+                r"^scalws_requests_total(?:\{[^}]*\})? (\S+)$", text, re.M))
+            if total == n or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert total == n, text
+        data = get("/status")
+        assert statuses(data) == [200], data
+        st = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        assert sorted(i["labels"]["instance"] for i in st["instances"]) == ["0", "1"], st
+        assert st["total"]["requests"] == n, st["total"]
+        assert sum(i["stats"]["requests"] for i in st["instances"]) == n
+        assert statuses(get("/nope")) == [404]
+        assert c.stop() == 0, c.log()
+    finally:
+        c.stop()
+    assert "Traceback" not in c.log()
