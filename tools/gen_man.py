@@ -208,6 +208,32 @@ def scalwsd_page() -> str:
     return "\n".join(out) + "\n"
 
 
+def controller_page() -> str:
+    from scalws.control.controller import _parser
+    parser = _parser()
+    out = _header("scalws-controller", 8, "System Administration")
+    out += [".SH NAME", "scalws-controller \\- run several scalwsd instances, pinned and autoscaled",
+            ".SH SYNOPSIS", "\\fBscalws-controller\\fR \\fB\\-\\-config\\fR \\fIFILE\\fR",
+            ".SH DESCRIPTION", _line(parser.description or ""),
+            ".PP",
+            _line("FILE is a scalwsd configuration with an `instances:` section "
+                  "(scalws.yaml(5)); what the controller does with it, its signals, "
+                  "cgroups, autoscaling and metrics are in scalwsd(8), section "
+                  "scalws-controller."),
+            ".SH OPTIONS"]
+    for action in parser._actions:
+        if not action.option_strings:
+            continue
+        flags = ", ".join(f"\\fB{_escape(o)}\\fR" + (f" \\fI{action.metavar}\\fR" if action.metavar else "")
+                          for o in action.option_strings)
+        out += [".TP", flags, _line(action.help or "")]
+    out += [".SH EXIT STATUS",
+            _line("0 after a stop; 1 configuration refused; 3 an instance could not start "
+                  "before the first were ready."),
+            ".SH SEE ALSO", "\\fBscalwsd\\fR(8), \\fBscalws.yaml\\fR(5)"]
+    return "\n".join(out) + "\n"
+
+
 def config_page() -> str:
     out = _header("scalws.yaml", 5, "File Formats")
     out += [".SH NAME", "scalws.yaml \\- ScalWS web server configuration",
@@ -224,10 +250,12 @@ def config_page() -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="folder for scalwsd.8 and scalws.yaml.5")
+    p.add_argument("--out", required=True,
+                   help="folder for scalwsd.8, scalws-controller.8 and scalws.yaml.5")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    for name, text in (("scalwsd.8", scalwsd_page()), ("scalws.yaml.5", config_page())):
+    for name, text in (("scalwsd.8", scalwsd_page()), ("scalws-controller.8", controller_page()),
+                       ("scalws.yaml.5", config_page())):
         with open(os.path.join(args.out, name), "w", encoding="utf-8") as f:
             f.write(text)
     return 0

@@ -55,6 +55,7 @@ chmod 755 /sbin/runlevel /usr/sbin/policy-rc.d
 
 step "files, user, log folder"
 [ -x /usr/sbin/scalwsd ] || fail "/usr/sbin/scalwsd missing"
+[ -x /usr/sbin/scalws-controller ] || fail "/usr/sbin/scalws-controller missing"
 dpkg-query -W -f='${Conffiles}\n' scalws | grep -q '^ /etc/scalws/scalws.yaml ' \
     || fail "/etc/scalws/scalws.yaml is not a conffile"
 getent passwd scalws | grep -q ':/usr/sbin/nologin$' || fail "no system user scalws"
@@ -66,6 +67,8 @@ getent group scalws >/dev/null || fail "no group scalws"
 [ -x /etc/init.d/scalws ] || fail "no init script"
 zcat /usr/share/man/man8/scalwsd.8.gz | grep -q '^\.TH "SCALWSD" "8"' || fail "man page scalwsd(8)"
 zcat /usr/share/man/man5/scalws.yaml.5.gz | grep -q '^\.TH "SCALWS.YAML" "5"' || fail "man page scalws.yaml(5)"
+zcat /usr/share/man/man8/scalws-controller.8.gz | grep -q '^\.TH "SCALWS-CONTROLLER" "8"' \
+    || fail "man page scalws-controller(8)"
 zcat /usr/share/man/man5/scalws.yaml.5.gz | grep -q '^\\fBshutdown_timeout\\fR$' || fail "scalws.yaml(5) lacks the keys"
 ls /usr/share/doc/scalws/configuration.md* /usr/share/doc/scalws/operations.md* \
    /usr/share/doc/scalws/copyright >/dev/null || fail "/usr/share/doc/scalws incomplete"
@@ -77,6 +80,7 @@ v=$(/usr/sbin/scalwsd --version)
 echo "$v" | grep -q "^scalwsd ${version%-*} (commit [0-9a-f]\{12\}\(-dirty\)\{0,1\}, gcc [0-9.]*, -march=x86-64-v2, PGO \(off\|on: trained .*\))$" \
     || fail "version: $v"
 /usr/sbin/scalwsd --check-config /etc/scalws/scalws.yaml >/dev/null || fail "the shipped config does not check"
+/usr/sbin/scalws-controller --help | grep -q -- "--config" || fail "scalws-controller --help"
 
 step "start (init script: as scalws, only CAP_NET_BIND_SERVICE, waits until ready)"
 /etc/init.d/scalws start >/dev/null || fail "init script start"
@@ -128,6 +132,7 @@ step "remove: server stopped, configuration and logs kept"
 dpkg -r scalws >/tmp/remove.log 2>&1 || { cat /tmp/remove.log; fail "dpkg -r"; }
 get http://127.0.0.1/ >/dev/null && fail "the server still answers after remove"
 [ ! -e /usr/sbin/scalwsd ] || fail "/usr/sbin/scalwsd left after remove"
+[ ! -e /usr/sbin/scalws-controller ] || fail "/usr/sbin/scalws-controller left after remove"
 [ ! -e /usr/lib/scalws ] || fail "/usr/lib/scalws left after remove: $(find /usr/lib/scalws | head -5)"
 [ -e /etc/scalws/scalws.yaml ] || fail "remove deleted the configuration"
 [ -d /var/log/scalws ] || fail "remove deleted the logs"
