@@ -104,6 +104,25 @@ def scalwsd_main(argv=None) -> int:
         return 3
 
 
+def controller_parser():
+    """scalws-controller's options (here, without the controller's imports:
+    tools/gen_man.py reads it where PyYAML may be missing)."""
+    p = argparse.ArgumentParser(
+        prog="scalws-controller",
+        description="Runs instances.min..max scalwsd instances of one configuration, "
+                    "each pinned to its CPUs and in its own cgroup, and scales between "
+                    "them (docs/operations.md).")
+    p.add_argument("-c", "--config", metavar="FILE", required=True,
+                   help="a scalwsd configuration with an `instances:` section")
+    p.add_argument("--cgroup-root", metavar="DIR",
+                   help="the cgroup file system (default $SCALWS_CGROUP_ROOT or /sys/fs/cgroup)")
+    p.add_argument("--cgroup-name", metavar="NAME", default="scalws",
+                   help="the controller's group under it (default scalws)")
+    p.add_argument("--no-cgroups", action="store_true",
+                   help="pin the instances but put them in no cgroup")
+    return p
+
+
 def controller_main(argv=None) -> int:
     from scalws.control.controller import main
     return main(argv)

@@ -209,8 +209,8 @@ def scalwsd_page() -> str:
 
 
 def controller_page() -> str:
-    from scalws.control.controller import _parser
-    parser = _parser()
+    from scalws.cli import controller_parser
+    parser = controller_parser()
     out = _header("scalws-controller", 8, "System Administration")
     out += [".SH NAME", "scalws-controller \\- run several scalwsd instances, pinned and autoscaled",
             ".SH SYNOPSIS", "\\fBscalws-controller\\fR \\fB\\-\\-config\\fR \\fIFILE\\fR",

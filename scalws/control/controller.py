@@ -48,7 +48,6 @@ pid.
 """
 from __future__ import annotations
 
-import argparse
 import ctypes
 import importlib.util
 import os
@@ -59,6 +58,7 @@ import sys
 import tempfile
 import time
 
+from scalws.cli import controller_parser
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
@@ -831,25 +831,8 @@ def _merge(acc, hist):
             "count": acc["count"] + hist["count"]}
 
 
-def _parser():
-    p = argparse.ArgumentParser(
-        prog="scalws-controller",
-        description="Runs instances.min..max scalwsd instances of one configuration, "
-                    "each pinned to its CPUs and in its own cgroup, and scales between "
-                    "them (docs/operations.md).")
-    p.add_argument("-c", "--config", metavar="FILE", required=True,
-                   help="a scalwsd configuration with an `instances:` section")
-    p.add_argument("--cgroup-root", metavar="DIR",
-                   help="the cgroup file system (default $SCALWS_CGROUP_ROOT or /sys/fs/cgroup)")
-    p.add_argument("--cgroup-name", metavar="NAME", default="scalws",
-                   help="the controller's group under it (default scalws)")
-    p.add_argument("--no-cgroups", action="store_true",
-                   help="pin the instances but put them in no cgroup")
-    return p
-
-
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    args = controller_parser().parse_args(argv)
     try:
         config = load_config(args.config)
     except ConfigError as exc:
