@@ -419,19 +419,8 @@ class Controller:
         st = config.status
         if st is None or self.stats is None:
             return None
-        family = socket.AF_INET6 if ":" in st.host else socket.AF_INET
-        s = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((st.host, st.port))
-            s.listen(64)
-        except OSError as exc:
-            s.close()
-            f, line, col = st.mark
-            raise OSError(f"{f}:{line}:{col}: status.listen '{st.host}:{st.port}': "
-                          f"cannot bind: {exc.strerror or exc}") from exc
-        s.setblocking(False)
-        return s
+        from scalws.control import statusd
+        return statusd.bind(st)
 
     def _start_statusd(self):
         """Forks the status process: every request reads each instance's

@@ -323,19 +323,10 @@ class Master:
         # summed over the instances' counters files (ADR 0011).
         if st is None or os.environ.get("SCALWS_INSTANCE"):
             return None
-        family = socket.AF_INET6 if ":" in st.host else socket.AF_INET
-        s = socket.socket(family, socket.SOCK_STREAM)
         try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((st.host, st.port))
-            s.listen(64)
+            return statusd.bind(st)
         except OSError as exc:
-            s.close()
-            f, line, col = st.mark
-            raise StartupError(f"{f}:{line}:{col}: status.listen '{st.host}:{st.port}': "
-                               f"cannot bind: {exc.strerror or exc}") from exc
-        s.setblocking(False)
-        return s
+            raise StartupError(str(exc)) from exc
 
     def _start_statusd(self, config, block):
         """Forks the status process serving `block`; returns its pid (0: no

@@ -17,6 +17,7 @@ import ipaddress
 import json
 import os
 import signal
+import socket
 import traceback
 
 from scalws.control import stats as stats_mod
@@ -42,6 +43,25 @@ def instances_source(paths):
             labels.append(lab)
         return dicts, labels
     return source
+
+
+def bind(st):
+    """The listening socket of `status:` (model.Status), non-blocking; an
+    OSError naming the config line when it cannot be bound. The master and
+    the controller both bind it this way."""
+    family = socket.AF_INET6 if ":" in st.host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((st.host, st.port))
+        s.listen(64)
+    except OSError as exc:
+        s.close()
+        f, line, col = st.mark
+        raise OSError(f"{f}:{line}:{col}: status.listen '{st.host}:{st.port}': "
+                      f"cannot bind: {exc.strerror or exc}") from exc
+    s.setblocking(False)
+    return s
 
 
 class StatusServer:
