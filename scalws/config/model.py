@@ -161,6 +161,7 @@ class Config:
     apps: dict = field(default_factory=dict)  # name -> App (managed applications)
     instances: Optional["Instances"] = None  # `instances:` (scalws-controller only)
     status: "Status | None" = None  # the metrics listener (`status:`), None: none
+    cache_zones: dict = field(default_factory=dict)  # name -> CacheZone (`cache_zones:` and implicit)
     # Problems that do not refuse the file (a certificate expiring soon):
     # (file, line, column, key path, message), printed by --check-config and
     # logged at start and reload.
@@ -305,6 +306,7 @@ class Proxy:
     request_headers: list = field(default_factory=list)   # [(name, value)]; value None = remove
     response_headers: list = field(default_factory=list)  # [(name, value)]; value None = remove
     buffer_size: int = 64 * 1024           # bytes buffered per direction per proxied request
+    cache: Optional["RouteCache"] = None   # `cache:` (issue 17); None: not cached
     unavailable_503: bool = False          # an `app:` route: no worker up -> 503 + Retry-After
 
 
@@ -350,3 +352,59 @@ class FastCGI:
     retries: int = 1
     response_headers: list = field(default_factory=list)  # [(name, value)]; value None = remove
     buffer_size: int = 64 * 1024           # the response head must fit
+    cache: Optional["RouteCache"] = None   # `cache:` (issue 17); None: not cached
+
+
+# ---- the response cache (config half: directives/cache.py; runtime: csrc/cache/) ----
+
+@dataclass
+class CacheZone:
+    """One shared-memory store (`cache_zones: NAME: {...}`, or the implicit
+    zone "route:<file>:<line>" of a route's `cache:` that gives max_size
+    instead of zone). The master maps it once for its life (reloads keep
+    it while name and max_size stay the same)."""
+    name: str
+    max_size: int = 64 << 20               # bytes of shared memory: entries, keys, heads, bodies
+    max_object_size: int = 8 << 20         # larger responses pass through uncached
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class CachePurge:
+    """PURGE requests on a cached route: the URL (`PURGE /a`), a prefix
+    (`PURGE /a/*`) or tags (`PURGE` with `Cache-Tag: t1 t2`)."""
+    allow: list = field(default_factory=list)  # CIDR strings; [] = trusted_proxies
+
+
+@dataclass
+class RouteCache:
+    """A proxy or fastcgi route's `cache:`. Times are seconds."""
+    zone: str                              # key into Config.cache_zones
+    max_object_size: Optional[int] = None  # None: the zone's; at most the zone's
+    # The key template, split at load: [("lit", "text") | ("var", "scheme" |
+    # "host" | "request_uri" | "uri" | "args" | "is_args" | "request_method")
+    # | ("http", "lowercase-name") | ("cookie", "name") | ("arg", "name")].
+    key: list = field(default_factory=lambda: [("var", "scheme"), ("var", "host"),
+                                               ("var", "request_uri")])
+    key_text: str = "$scheme$host$request_uri"
+    methods: list = field(default_factory=lambda: ["GET", "HEAD"])  # GET always; HEAD from GET
+    # Freshness for responses that give none (no s-maxage, max-age, Expires):
+    # [(status or 0 for "any", seconds)], first match wins; [] = heuristic
+    # freshness only where RFC 9111 4.2.2 allows it.
+    valid: list = field(default_factory=list)
+    # Request conditions (the same templates as key, each a list of parts):
+    # bypass = a non-empty value other than "0" answers from upstream
+    # without a lookup (the response may still be stored); no_store = the
+    # response is not stored.
+    bypass: list = field(default_factory=list)
+    no_store: list = field(default_factory=list)
+    # Response header fields whose cache meaning is ignored (lowercase):
+    # "cache-control", "expires", "set-cookie", "vary".
+    ignore: list = field(default_factory=list)
+    lock: bool = True                      # collapse concurrent misses for one key
+    lock_timeout: float = 5.0              # a waiter then goes upstream itself
+    stale_while_revalidate: float = 0.0    # route defaults; the response's Cache-Control wins
+    stale_if_error: float = 0.0
+    tag_headers: list = field(default_factory=lambda: ["cache-tag", "surrogate-key"])
+    purge: Optional[CachePurge] = None     # None: PURGE is not handled (goes upstream)
+    mark: Mark = ("<default>", 0, 0)
