@@ -6,6 +6,7 @@ exact message, its FILE:LINE:COLUMN and its key path.
 Sample files are inline; in expected problem lines the file is shown as F.
 """
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -591,7 +592,7 @@ def test_cache_zones_did_you_mean(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# The command line
+# The command line and the documentation
 
 def test_check_config_command(tmp_path):
     good = write(tmp_path, "cache_zones: {main: {max_size: 64m}}\n" + ZONES_TAIL)
@@ -607,3 +608,18 @@ def test_check_config_command(tmp_path):
     assert f"{bad}:7:56: sites[0].routes[0].proxy.cache.zone: unknown cache zone 'mian'; " \
         "did you mean 'main'?" in r.stderr + r.stdout
 
+
+def test_documented_cache_examples_load(tmp_path):
+    """The YAML of docs/configuration.md's cache_zones and cache sections loads."""
+    doc = open(os.path.join(ROOT, "docs/configuration.md")).read()
+    zones = doc[doc.index("### `cache_zones`"):doc.index("\n## Sites")]
+    route = doc[doc.index("### `cache`\n"):doc.index("\n### `app`")]
+    (block,) = re.findall(r"```yaml\n(.*?)```", zones, re.DOTALL)
+    cfg = load_config(write(tmp_path, block + ZONES_TAIL.replace("cache: main",
+                                                                 "cache: media")))
+    assert cfg.cache_zones["media"].max_object_size == 64 << 20
+    (block,) = re.findall(r"```yaml\n(.*?)```", route, re.DOTALL)
+    cfg = load_config(write(tmp_path, block.replace("/srv/app/public", str(tmp_path))))
+    api, img, php, static = (r.handler.cache for r in cfg.sites[0].routes)
+    assert (api.zone, php.zone, static.zone) == ("main", "main", "main")
+    assert img.zone in cfg.cache_zones and cfg.warnings == []
