@@ -36,7 +36,7 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, fastcgi, proxy, tls
+from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, cache, fastcgi, proxy, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .model import Config, Instances, Limits, Listen, LogConfig, Route, Site
@@ -63,7 +63,8 @@ BUSY_POLL_AUTO = 50e-6
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
             "pid", "log", "limits", "batch_window", "busy_poll", "trusted_proxies",
-            "tls_tickets", "upstreams", "apps", "instances", "sites", "status")
+            "tls_tickets", "upstreams", "cache_zones", "apps", "instances", "sites",
+            "status")
 # Keys of the design (DESIGN.md) that this version does not implement yet
 # (none today; the mechanism stays for the next ones).
 TOP_UNAVAILABLE: dict = {}
@@ -99,6 +100,13 @@ class _Context:
         # Managed apps (directives/app.py): names under `apps`, routes' refs.
         self.app_names: set = set()
         self.app_refs: list = []               # [(name, node, key path)]
+        # The response cache (directives/cache.py): routes may name a zone
+        # written anywhere, so names are checked after the walk.
+        self.cache_zone_names: set = set()     # every name under `cache_zones`
+        self.cache_refs: list = []             # [(name, node, path, RouteCache, its
+                                               #   max_object_size node or None)]
+        self.implicit_cache_zones: dict = {}   # "route:FILE:LINE" -> CacheZone
+        self.cache_purges: list = []           # [(node, path)] of purge relying on trusted_proxies
 
     # -- reporting ---------------------------------------------------------
 
@@ -604,6 +612,10 @@ def _walk_document(ctx: _Context, root) -> Config:
     if "upstreams" in keys:
         upstreams = proxy.compile_upstreams(ctx, keys["upstreams"][1], "upstreams")
 
+    zones = {}
+    if "cache_zones" in keys:
+        zones = cache.compile_zones(ctx, keys["cache_zones"][1], "cache_zones")
+
     if "apps" in keys:
         cfg.apps = app.compile_apps(ctx, keys["apps"][1], cfg)
 
@@ -620,6 +632,7 @@ def _walk_document(ctx: _Context, root) -> Config:
     cfg.upstreams = proxy.check_references(ctx, upstreams)
     fastcgi.mark_groups(ctx, cfg.upstreams)
     app.check_references(ctx, cfg)
+    cfg.cache_zones = cache.check_references(ctx, zones, cfg.trusted_proxies)
     return cfg
 
 
@@ -1270,8 +1283,14 @@ def _route(ctx, node, path):
     keys = ctx.mapping(node, path, _ROUTE_KEYS)
     if keys is None:
         return None
-    handlers = [name for name in keys if name != "path"]
     ok = True
+    # A refused key (cache: beside a handler, most likely) is reported for
+    # itself, not as a second handler.
+    for name in keys:
+        if name in UNAVAILABLE_HANDLERS:
+            ctx.error(keys[name][0], _join(path, name), UNAVAILABLE_HANDLERS[name])
+            ok = False
+    handlers = [name for name in keys if name != "path" and name not in UNAVAILABLE_HANDLERS]
     match = pattern = None
     if ctx.require(keys, node, path, "path"):
         parsed = _pattern(ctx, keys["path"][1], f"{path}.path")
@@ -1294,10 +1313,6 @@ def _route(ctx, node, path):
         ctx.error(keys[handlers[1]][0], _join(path, handlers[1]),
                   f"a route takes exactly one handler, found '{handlers[0]}' "
                   f"and '{handlers[1]}'")
-        ok = False
-    elif handlers[0] in UNAVAILABLE_HANDLERS:
-        ctx.error(keys[handlers[0]][0], _join(path, handlers[0]),
-                  f"handler '{handlers[0]}' is not available in this version of scalws")
         ok = False
     else:
         kind = handlers[0]

@@ -812,8 +812,11 @@ def route_problem(tmp_path, route):
      "F:4:24: sites[0].routes[0].app: unknown app 'shop': no apps are defined (add it "
      "under the top-level key apps)"),
     ("{path: /, cache: {}}",
-     "F:4:19: sites[0].routes[0].cache: handler 'cache' is not available in this "
-     "version of scalws"),
+     "F:4:19: sites[0].routes[0].cache: 'cache' is not a handler: it goes inside a proxy "
+     "or fastcgi route, as proxy: {upstream: NAME, cache: {zone: NAME}}"),
+    ("{path: /, respond: 204, cache: {zone: z}}",
+     "F:4:33: sites[0].routes[0].cache: 'cache' is not a handler: it goes inside a proxy "
+     "or fastcgi route, as proxy: {upstream: NAME, cache: {zone: NAME}}"),
     ("{path: /, repsond: 204}",
      "F:4:19: sites[0].routes[0].repsond: unknown key 'repsond'; did you mean 'respond'?"),
     ("{path: api/, respond: 204}",

@@ -158,8 +158,8 @@ sites:
     ("upstream: php\nroot: /tmp\nretries: -1\n",
      f"F:10:20: {P}.retries: must be between 0 and 100, got -1"),
     ("upstream: php\nroot: /tmp\ncache: on\n",
-     f"F:10:11: {P}.cache: 'cache' is not available on fastcgi routes in this version of "
-     "scalws"),
+     f"F:10:18: {P}.cache: expected a zone's name, off, or a mapping with zone (a name "
+     "under cache_zones) or max_size (a zone for this route alone); got a boolean (on)"),
 ])
 def test_each_refused_value_names_its_place(tmp_path, body, expected):
     assert one_problem(tmp_path, body) == expected

@@ -249,8 +249,8 @@ def test_upstream_written_after_sites_and_unused_groups(tmp_path):
 
 
 def test_bench_generator_config_parses(tmp_path):
-    """bench/lib/gen_scalws.py's proxy scenario loads; its cache-hit scenario
-    is refused for `cache` only."""
+    """bench/lib/gen_scalws.py's proxy scenario loads, and so does its
+    cache-hit scenario's `cache: {max_size: 256m}` (a zone of its own)."""
     out = subprocess.run(
         [sys.executable, os.path.join(ROOT, "bench/lib/gen_scalws.py"), "proxy",
          "--www", str(tmp_path), "--up-port", "9001"],
@@ -260,10 +260,14 @@ def test_bench_generator_config_parses(tmp_path):
     up = cfg.upstreams["up"]
     assert (up.keepalive, [s.address for s in up.servers]) == (64, ["127.0.0.1:9001"])
 
-    lines = problems_of(tmp_path, out.replace("upstream: \"up\"",
-                                              "upstream: \"up\"\n          cache: {max_size: 256m}"))
-    assert len(lines) == 1 and lines[0].endswith(
-        ": sites[0].routes[0].proxy.cache: 'cache' is not available in this version of scalws")
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench/lib/gen_scalws.py"), "cache-hit",
+         "--www", str(tmp_path), "--up-port", "9001"],
+        check=True, capture_output=True, text=True).stdout
+    cfg = load_config(write(tmp_path, out))
+    cache = cfg.sites[0].routes[0].handler.cache
+    assert cache.zone.startswith("route:") and list(cfg.cache_zones) == [cache.zone]
+    assert cfg.cache_zones[cache.zone].max_size == 256 << 20
 
 
 # --------------------------------------------------------------------------
@@ -286,12 +290,13 @@ def test_proxy_upstream_and_url_exclude_each_other(tmp_path):
         f"F:10:11: {P}.url: upstream and url exclude each other: give one"
 
 
-def test_proxy_cache_is_not_available(tmp_path):
-    assert route_problem(tmp_path, "upstream: api\ncache: {max_size: 256m}\n") == \
-        f"F:10:11: {P}.cache: 'cache' is not available in this version of scalws"
-    # alone, it is the only problem reported
-    assert route_problem(tmp_path, "cache: {}\n") == \
-        f"F:9:11: {P}.cache: 'cache' is not available in this version of scalws"
+def test_proxy_cache_is_compiled_by_the_cache_directive(tmp_path):
+    """(tests/unit/test_cache_config.py has the rest.)"""
+    cfg = load_config(write(tmp_path, ROUTE_HEAD + "          upstream: api\n"
+                            "          cache: {max_size: 256m}\n"))
+    assert cfg.sites[0].routes[0].handler.cache.zone == f"route:{tmp_path}/scalws.yaml:10"
+    assert route_problem(tmp_path, "upstream: api\ncache: 5\n").startswith(
+        f"F:10:18: {P}.cache: expected a zone's name, off, or a mapping")
 
 
 @pytest.mark.parametrize("key, hint", [

@@ -19,6 +19,9 @@ HANDLERS = {
     "app": app.compile,
 }
 
-# Handler kinds the design names but this version does not have yet; a route
-# using one is refused with a clear message rather than "unknown key".
-UNAVAILABLE_HANDLERS = ("cache",)
+# Route keys that are not handlers although one might write them as such,
+# -> the message that refuses them (rather than "unknown key").
+UNAVAILABLE_HANDLERS = {
+    "cache": "'cache' is not a handler: it goes inside a proxy or fastcgi route, as "
+             "proxy: {upstream: NAME, cache: {zone: NAME}}",
+}

@@ -28,13 +28,12 @@ from __future__ import annotations
 import re
 
 from ..model import FastCGI, Upstream
-from . import proxy, static
+from . import cache, proxy, static
 from .fields import Fields
 
 KEYS = ("upstream", "connect", "root", "index", "split_path_info", "check_script",
         "follow_symlinks", "keep_conn", "params", "connect_timeout", "read_timeout",
-        "send_timeout", "retries", "headers", "buffer_size")
-UNAVAILABLE = {"cache": "'cache' is not available on fastcgi routes in this version of scalws"}
+        "send_timeout", "retries", "headers", "buffer_size", "cache")
 IMPLICIT_PREFIX = "fastcgi:"
 # A FastCGI group's pooled connections live shortly unless the file says
 # otherwise: PHP-FPM gives each open connection a child, so a connection
@@ -62,7 +61,7 @@ def compile(ctx, node, path):
                   "as {connect: \"unix:/run/php/php8.2-fpm.sock\", root: /srv/www}; got "
                   f"{ctx.describe(node)}")
         return None
-    keys = ctx.mapping(node, path, KEYS, UNAVAILABLE)
+    keys = ctx.mapping(node, path, KEYS)
     if keys is None:
         return None
     fields = Fields()
@@ -113,6 +112,12 @@ def compile(ctx, node, path):
     if "buffer_size" in keys:
         put("buffer_size", ctx.size(keys["buffer_size"][1], _sub(path, "buffer_size"),
                                     4 << 10, 16 << 20))
+    if "cache" in keys:
+        rc = cache.compile(ctx, keys["cache"][0], keys["cache"][1], _sub(path, "cache"))
+        if rc is False:
+            fields.ok = False
+        elif rc is not None:
+            values["cache"] = rc
     if not fields.ok:
         return None
     return FastCGI(**values)

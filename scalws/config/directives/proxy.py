@@ -50,12 +50,13 @@ import re
 import socket
 
 from ..model import Health, Proxy, Upstream, UpstreamServer, UpstreamTLS
+from . import cache
 from .fields import Fields
 from .respond import header_value_problem, is_token
 
 KEYS = ("upstream", "url", "strip_prefix", "host", "connect_timeout",
-        "read_timeout", "send_timeout", "retries", "headers", "buffer_size", "tls")
-UNAVAILABLE = {"cache": "'cache' is not available in this version of scalws"}
+        "read_timeout", "send_timeout", "retries", "headers", "buffer_size", "tls",
+        "cache")
 HEADERS_KEYS = ("request", "response")
 HEADER_ACTIONS = ("set", "remove")
 
@@ -120,7 +121,7 @@ def compile(ctx, node, path):
                   "http://127.0.0.1:3000, or a mapping with upstream or url; "
                   f"got {ctx.describe(node)}")
         return None
-    keys = ctx.mapping(node, path, KEYS, UNAVAILABLE)
+    keys = ctx.mapping(node, path, KEYS)
     if keys is None:
         return None
     fields = Fields()
@@ -152,12 +153,9 @@ def compile(ctx, node, path):
             fields.ok = False
         else:
             values["upstream"], values["path_prefix"] = target
-    elif any(name not in UNAVAILABLE for name in _written(node)):
-        # (A mapping with only refused keys has had its problem reported.)
+    else:
         ctx.error(node, path, "expected the key upstream (a group's name) or url "
                   "(such as http://127.0.0.1:3000)")
-        fields.ok = False
-    else:
         fields.ok = False
 
     if "strip_prefix" in keys:
@@ -177,14 +175,15 @@ def compile(ctx, node, path):
     if "buffer_size" in keys:
         put("buffer_size", ctx.size(keys["buffer_size"][1], _sub(path, "buffer_size"),
                                     4 << 10, 16 << 20))
+    if "cache" in keys:
+        rc = cache.compile(ctx, keys["cache"][0], keys["cache"][1], _sub(path, "cache"))
+        if rc is False:
+            fields.ok = False
+        elif rc is not None:
+            values["cache"] = rc
     if not fields.ok:
         return None
     return Proxy(**values)
-
-
-def _written(node):
-    return [k.value for k, _ in node.value if hasattr(k, "value")
-            and isinstance(k.value, str)]
 
 
 def _looks_like_url(text):
