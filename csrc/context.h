@@ -11,6 +11,7 @@
 #include "scalws/engine.h"
 
 #include "scalws/accesslog.h"
+#include "scalws/cache.h"
 #include "scalws/fastcgi.h"
 #include "scalws/core.h"
 #include "scalws/h1.h"
@@ -35,6 +36,7 @@ struct sws_engine {
     sws_respond_state_t rsp;   /* csrc/handlers/respond.c */
     sws_static_state_t st;     /* csrc/handlers/static.c */
     sws_upstreams_t up;        /* csrc/upstream/ */
+    sws_cache_state_t ca;      /* csrc/handlers/cache.c */
 };
 
 #endif

@@ -32,6 +32,7 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
     if (!e)
         return NULL;
     e->core.epfd = -1;
+    e->ca.slot = -1;
     int rc = sws_core_init(e, limits, worker_id);
     if (rc < 0) {
         free(e);
@@ -59,6 +60,7 @@ void sws_engine_free(sws_engine_t *e)
     if (!e)
         return;
     sws_engine_close_all(e);
+    sws_cache_free(e);
     sws_up_free(e);
     sws_alog_free(e);
     sws_net_free(e);
@@ -90,6 +92,17 @@ int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid
     e->st.fc = sws_filecache_new(max_entries, valid_ms, mem_max);
     e->net.fc = e->st.fc; /* where net releases the file segments it sent */
     return e->st.fc ? 0 : -ENOMEM;
+}
+
+int sws_engine_set_cache(sws_engine_t *e, void *const *zones, const size_t *sizes, size_t n,
+                         void *registry, const int *efds)
+{
+    return sws_cache_init(e, zones, sizes, n, registry, efds);
+}
+
+const void *sws_engine_cache_zone(const sws_engine_t *e, size_t i)
+{
+    return i < e->ca.n_zones ? e->ca.zones[i] : NULL;
 }
 
 void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len)
@@ -133,6 +146,7 @@ void sws_engine_tick(sws_engine_t *e)
     update_time(e);
     sws_core_expire(e);
     sws_up_tick(e);
+    sws_cache_tick(e);
     sws_core_bury(e);
     sws_net_tick(e);
     sws_alog_maybe_flush(e);

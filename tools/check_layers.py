@@ -26,7 +26,8 @@ FLOORS = [
     ("protocol", ["csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/accesslog.c"]),
     ("handlers", ["csrc/handlers/respond.c", "csrc/handlers/static.c",
                   "csrc/handlers/autoindex.c", "csrc/handlers/proxy.c",
-                  "csrc/handlers/proxy_head.c", "csrc/handlers/fastcgi.c"]),
+                  "csrc/handlers/proxy_head.c", "csrc/handlers/fastcgi.c",
+                  "csrc/handlers/cache.c"]),
     ("upstream", ["csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
                   "csrc/upstream/uptls.c"]),
     ("net", ["csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c"]),
@@ -34,7 +35,8 @@ FLOORS = [
     # Leaves: pure functions over caller-owned memory; they call nothing of ours.
     ("leaves", ["csrc/http/http1.c", "csrc/http/path.c", "csrc/http/httpcond.c",
                 "csrc/http/router.c", "csrc/core/httpdate.c", "csrc/core/filecache.c",
-                "csrc/net/sni.c", "csrc/http/fcgi.c"]),
+                "csrc/net/sni.c", "csrc/http/fcgi.c", "csrc/http/cachecc.c",
+                "csrc/cache/store.c"]),
 ]
 
 
@@ -43,14 +45,14 @@ HEADERS = {
     "engine.h": "root",
     "h1.h": "protocol", "accesslog.h": "protocol",
     "response.h": "handlers", "respond.h": "handlers", "static.h": "handlers",
-    "proxy.h": "handlers", "fastcgi.h": "handlers",
+    "proxy.h": "handlers", "fastcgi.h": "handlers", "cache.h": "handlers",
     "upstream.h": "upstream",
     "net.h": "net",
     "tls.h": "net",
     "core.h": "core", "sandbox.h": "core",
     "http1.h": "leaves", "path.h": "leaves", "httpcond.h": "leaves", "router.h": "leaves",
     "httpdate.h": "leaves", "filecache.h": "leaves", "sni.h": "leaves",
-    "fcgi.h": "leaves", "stats.h": "leaves",
+    "fcgi.h": "leaves", "stats.h": "leaves", "cachecc.h": "leaves", "cachestore.h": "leaves",
 }
 
 

@@ -17,7 +17,6 @@
 /* The process's view of the registry, for a rebuild that must know which
  * fills are still alive (set by sws_cs_claim). */
 static sws_cs_registry_t *g_reg;
-static int (*g_alive)(int pid);
 
 static inline uint64_t *tagp(sws_cs_t *z, uint64_t b) { return (uint64_t *)((char *)z + b); }
 static inline uint64_t *nextp(sws_cs_t *z, uint64_t b) { return tagp(z, b + 8); }
@@ -171,10 +170,12 @@ static void format(sws_cs_t *z, size_t size)
 
 static int filler_alive(int filler)
 {
-    if (!filler || !g_reg || !g_alive)
+    /* a dead owner's slot keeps its pid until a process claims slots
+     * again (sws_cs_claim reaps it then): no system call here, the worker
+     * may be sandboxed */
+    if (!filler || !g_reg)
         return 0;
-    int pid = g_reg->pid[filler - 1];
-    return pid && g_alive(pid);
+    return g_reg->pid[filler - 1] != 0;
 }
 
 static void lru_push_head(sws_cs_t *z, sws_cent_t *ent)
@@ -390,22 +391,31 @@ int sws_cs_claim(sws_cs_registry_t *reg, int self_pid, sws_cs_t *const *zones, s
                  int (*alive)(int pid))
 {
     g_reg = reg;
-    g_alive = alive;
+    int mine = -1;
+    /* every slot whose process is gone is given back (a worker that was
+     * killed: its fills and references), then one is ours */
     for (int i = 0; i < SWS_CS_HOLDERS; i++) {
         int pid = reg->pid[i];
-        if (pid == self_pid)
-            return i;
-        if (pid && alive(pid))
+        if (pid == self_pid) {
+            mine = i;
             continue;
-        if (!__atomic_compare_exchange_n(&reg->pid[i], &pid, self_pid, 0, __ATOMIC_ACQ_REL,
+        }
+        if (!pid || alive(pid))
+            continue;
+        if (!__atomic_compare_exchange_n(&reg->pid[i], &pid, -1, 0, __ATOMIC_ACQ_REL,
                                          __ATOMIC_ACQUIRE))
-            continue;
-        if (pid)
-            for (size_t k = 0; k < n; k++)
-                sws_cs_reap(zones[k], i);
-        return i;
+            continue; /* another process is reclaiming it */
+        for (size_t k = 0; k < n; k++)
+            sws_cs_reap(zones[k], i);
+        __atomic_store_n(&reg->pid[i], 0, __ATOMIC_RELEASE);
     }
-    return -1;
+    for (int i = 0; mine < 0 && i < SWS_CS_HOLDERS; i++) {
+        int zero = 0;
+        if (__atomic_compare_exchange_n(&reg->pid[i], &zero, self_pid, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            mine = i;
+    }
+    return mine;
 }
 
 /* ---- the index ------------------------------------------------------------------------- */

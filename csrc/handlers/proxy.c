@@ -495,6 +495,10 @@ static void put_head(sws_engine_t *e, px_t *x, int status, const char *reason, s
             upg = h[i].value;
             upg_len = h[i].value_len;
         }
+        if (r->upstream_date && name_is(&h[i], "date", 4)) {
+            resp_field(e, r, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
+            continue; /* the cache's tee takes it (freshness, age) and drops it */
+        }
         if (resp_hop(&h[i]) || in_tokens(&h[i], tok, tlen, nt) ||
             dropped(&h[i], p->resp_drop, p->n_resp_drop))
             continue;

@@ -22,6 +22,7 @@ static void h1_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
 {
     h1conn_t *hc = (h1conn_t *)c;
     hc->resp.ops = &sws_h1_resp_ops;
+    hc->resp.upstream_date = 0;
     hc->vh = conf;
     hc->state = S_HEAD;
     tl_set(e, &c->tn, TL_HEADER); /* the first request has header_timeout to arrive */
@@ -234,7 +235,8 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
          * raw path, and a body up to COPY_BODY_MAX. */
         size_t need = st    ? STATIC_ANSWER_MAX + SWS_TLS_FIELDS_MAX + e->h1.server_line_len + st->extra_len +
                                   r.raw_len + r.target_len + COPY_BODY_MAX
-                      : pxc ? h1_respond_size(e, &e->rsp.err[SWS_ERR_504]) + 32
+                      : pxc ? h1_respond_size(e, &e->rsp.err[SWS_ERR_504]) + 32 +
+                                  (pxc->cache ? SWS_CACHE_ANSWER_MAX + e->h1.server_line_len : 0)
                       : rdr ? REDIRECT_SIZE + e->h1.server_line_len + r.host_len + r.target_len +
                                   rdr->host_len
                             : h1_respond_size(e, resp) + 32;
@@ -276,15 +278,22 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 answered_static = 1;
             }
         }
+        if (pxc && pxc->cache && !answered_static &&
+            sws_cache_answer(e, &hc->resp, &r, pxc) == SWS_CACHE_DONE) {
+            pxc = NULL; /* a hit (or a PURGE): answered like a static file */
+            answered_static = 1;
+        }
         if (pxc) {
             size_t took = 0;
             int answered = h1_x_start(e, hc, &r, &info, pxc, buf + off, len - off, &took);
             off += took; /* the body so far; what follows waits in the stash */
             if (hc->x)
                 return off;
-            /* answered at once (no live upstream, a bad body): an error page */
-            h1_resp_begin(hc, r.minor, head_only, keepalive && !hc->close_after);
-            sws_respond_answer(e, &hc->resp, &e->rsp.err[err_index(answered)]);
+            if (answered != SWS_ANSWERED) {
+                /* answered at once (no live upstream, a bad body): an error page */
+                h1_resp_begin(hc, r.minor, head_only, keepalive && !hc->close_after);
+                sws_respond_answer(e, &hc->resp, &e->rsp.err[err_index(answered)]);
+            }
             has_body = 0; /* h1_x_start left what remains of it to S_BODY */
         } else if (answered_static) {
         } else if (rdr) {

@@ -329,9 +329,12 @@ static void h1_finish(sws_engine_t *e, sws_resp_t *r, int how)
 
 static void h1_close(sws_engine_t *e, sws_resp_t *r) { conn_close(e, &H1(r)->c); }
 
+static void h1_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h) { conn_hold(&H1(r)->c, h); }
+
 const sws_resp_ops_t sws_h1_resp_ops = {
     h1_head, h1_field, h1_fields, h1_start_body, h1_data, h1_file, h1_hold_file, h1_hold_heap,
     h1_done, h1_attach, h1_flush, h1_backed_up, h1_want_body, h1_discard, h1_finish, h1_close,
+    h1_hold,
 };
 
 static size_t put_str(char *p, const char *s, size_t n)
@@ -461,9 +464,9 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     }
     hc->x = x;
     tl_unlink(e, &c->tn);
-    int status = h->kind == SWS_H_FASTCGI
-                     ? sws_fastcgi_start(e, &hc->resp, req, h->data, body, n, done)
-                     : sws_proxy_start(e, &hc->resp, req, h->data, body, n, done);
+    int status = h->cache                 ? sws_cache_fetch(e, &hc->resp, req, h, body, n, done)
+                 : h->kind == SWS_H_FASTCGI ? sws_fastcgi_start(e, &hc->resp, req, h->data, body, n, done)
+                                            : sws_proxy_start(e, &hc->resp, req, h->data, body, n, done);
     if (status == 0)
         return 0;
     hc->x = NULL;

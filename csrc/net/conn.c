@@ -159,6 +159,21 @@ static int pend_queue(sws_engine_t *e, sws_conn_t *c, const struct iovec *iov, i
     return 0;
 }
 
+void conn_hold(sws_conn_t *c, sws_hold_t *h)
+{
+    h->next = c->holds;
+    c->holds = h;
+}
+
+static void release_holds(sws_conn_t *c)
+{
+    while (c->holds) {
+        sws_hold_t *h = c->holds;
+        c->holds = h->next;
+        h->release(h);
+    }
+}
+
 int out_flush(sws_engine_t *e, sws_conn_t *c)
 {
     if (c->pend) { /* what the socket has not taken yet goes first */
@@ -195,6 +210,8 @@ int out_flush(sws_engine_t *e, sws_conn_t *c)
         }
         conn_set_mask(e, c, EPOLLOUT);
         tl_set(e, &c->tn, TL_SEND);
+    } else if (c->holds) {
+        release_holds(c);
     }
     out_discard(e);
     return 0;
@@ -220,6 +237,7 @@ int pend_send(sws_engine_t *e, sws_conn_t *c)
     }
     free(p);
     c->pend = NULL;
+    release_holds(c);
     return 0;
 }
 
@@ -322,6 +340,7 @@ void conn_close(sws_engine_t *e, sws_conn_t *c)
     free(c->stash);
     free(c->pend);
     free(c->heap);
+    release_holds(c);
     if (c->file)
         sws_filecache_release(e->net.fc, c->file);
     c->fd = -1;

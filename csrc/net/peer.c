@@ -46,20 +46,30 @@ static int cidr_match(const sws_cidr_t *c, int family, const unsigned char *a)
     return 1;
 }
 
-static int trusted_addr(const sws_engine_t *e, int family, const unsigned char *a)
+static int in_list(const sws_cidr_t *list, size_t n, int family, const unsigned char *a)
 {
     static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     if (family == AF_INET6 && memcmp(a, mapped, 12) == 0) {
         family = AF_INET;
         a += 12;
     }
-    for (size_t i = 0; i < e->net.n_trusted; i++)
-        if (cidr_match(&e->net.trusted[i], family, a))
+    for (size_t i = 0; i < n; i++)
+        if (cidr_match(&list[i], family, a))
             return 1;
     return 0;
 }
 
-int trusted_text(const sws_engine_t *e, const char *s, size_t n)
+static int trusted_addr(const sws_engine_t *e, int family, const unsigned char *a)
+{
+    return in_list(e->net.trusted, e->net.n_trusted, family, a);
+}
+
+int peer_in(const sws_conn_t *c, const sws_cidr_t *list, size_t n)
+{
+    return !c->is_unix && in_list(list, n, c->peer_family, c->peer);
+}
+
+int text_in(const sws_cidr_t *list, size_t ln, const char *s, size_t n)
 {
     char buf[64];
     unsigned char a[16];
@@ -68,10 +78,15 @@ int trusted_text(const sws_engine_t *e, const char *s, size_t n)
     memcpy(buf, s, n);
     buf[n] = '\0';
     if (inet_pton(AF_INET, buf, a) == 1)
-        return trusted_addr(e, AF_INET, a);
+        return in_list(list, ln, AF_INET, a);
     if (inet_pton(AF_INET6, buf, a) == 1)
-        return trusted_addr(e, AF_INET6, a);
+        return in_list(list, ln, AF_INET6, a);
     return 0;
+}
+
+int trusted_text(const sws_engine_t *e, const char *s, size_t n)
+{
+    return text_in(e->net.trusted, e->net.n_trusted, s, n);
 }
 
 int peer_trusted(const sws_engine_t *e, const sws_conn_t *c)

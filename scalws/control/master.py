@@ -36,6 +36,7 @@ from scalws.control import caps, sandbox, sdnotify, statusd, tlskeeper
 from scalws.control import stats as stats_mod
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
+from scalws.control.cacheshared import CacheMemory
 from scalws.control.tlsshared import Generation, Tickets, has_tls
 
 SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
@@ -64,12 +65,13 @@ def _describe_status(status: int) -> str:
 class Slot:
     """Worker `index` of generation `gen`."""
 
-    def __init__(self, index, gen, config, tls, stats=None):
+    def __init__(self, index, gen, config, tls, stats=None, cache=None):
         self.index = index
         self.gen = gen
         self.config = config
         self.tls = tls             # tlsshared.Generation: ticket keys and OCSP slots
         self.stats = stats         # stats.Block of its generation: the worker writes its slot
+        self.cache = cache         # cacheshared.View of its generation: zones, registry, eventfds
         self.pid = 0
         self.started = 0.0
         self.quick_deaths = 0
@@ -103,6 +105,8 @@ class Master:
         # generation's shared memory, and its keeper (tlskeeper.py).
         self.tickets = None
         self.tls = None
+        # The response cache's zones, registry and eventfds (cacheshared.py).
+        self.cache = CacheMemory()
         self.keepers = {}          # pid -> Generation it keeps
         self.keeper_pid = 0        # the current generation's keeper
         self.keeper_restart_at = None
@@ -205,7 +209,8 @@ class Master:
             if self.status_sock is not None:
                 self.status_sock.close()
             worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd, slot.tls,
-                           slot.stats.slot(slot.index) if slot.stats else None)  # never returns
+                           slot.stats.slot(slot.index) if slot.stats else None,
+                           slot.cache)  # never returns
         os.close(wfd)
         self._ready_fds.add(rfd)
         slot.ack_fd = rfd
@@ -268,7 +273,8 @@ class Master:
 
     def _start_generation(self, config, tls, stats=None):
         self.gen += 1
-        slots = {i: Slot(i, self.gen, config, tls, stats) for i in range(config.workers)}
+        cache = self.cache.view(config)  # the zones outlive generations (cacheshared.py)
+        slots = {i: Slot(i, self.gen, config, tls, stats, cache) for i in range(config.workers)}
         fds = [self._spawn(s) for s in slots.values()]
         ready = self._await_ready(fds)
         return slots, ready
@@ -622,6 +628,7 @@ class Master:
             self.errlog = ErrorLog(new.log.error, new.log.level)
         self.config = new
         self.slots = slots
+        self.cache.prune(new)
         self._close_keys(stale)
         log.log(NOTICE, "reloaded %s: %d workers (generation %d)", self.path, new.workers, self.gen)
         return f"{new.workers} workers ready (generation {self.gen})"

@@ -47,7 +47,8 @@ def _drop_privileges(user: str):
 
 
 class Worker:
-    def __init__(self, config, index, cpu, sockets, errlog, ready_fd, tls=None, stats=None):
+    def __init__(self, config, index, cpu, sockets, errlog, ready_fd, tls=None, stats=None,
+                 cache=None):
         self.config = config
         self.index = index
         self.cpu = cpu
@@ -56,6 +57,7 @@ class Worker:
         self.ready_fd = ready_fd
         self.tls = tls              # tlsshared.Generation
         self.stats = stats          # its slot of the shared counters (control/stats.py)
+        self.cache = cache          # the cache's shared memory (control/cacheshared.py)
         self.engine = None
         self.loop = None
         self.access_fd = -1
@@ -86,7 +88,7 @@ class Worker:
         profiles.prepare()  # an instrumented build's, before `user:` applies
         cfg = self.config
         try:
-            self.engine = Engine(cfg, self.index, self.tls, self.stats)
+            self.engine = Engine(cfg, self.index, self.tls, self.stats, self.cache)
         except ValueError as exc:  # a certificate that no longer loads, ...
             raise StartupError(str(exc)) from None
         for key, sock in self.sockets:
@@ -180,10 +182,11 @@ class Worker:
         self.loop.stop()
 
 
-def run(config, index, cpu, sockets, errlog, ready_fd, tls=None, stats=None) -> "NoReturn":
+def run(config, index, cpu, sockets, errlog, ready_fd, tls=None, stats=None,
+        cache=None) -> "NoReturn":
     code = 0
     try:
-        code = Worker(config, index, cpu, sockets, errlog, ready_fd, tls, stats).run()
+        code = Worker(config, index, cpu, sockets, errlog, ready_fd, tls, stats, cache).run()
     except StartupError as exc:
         try:
             log.critical("worker %d cannot start: %s", index, exc)

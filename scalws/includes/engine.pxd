@@ -80,6 +80,59 @@ cdef extern from "scalws/upstream.h" nogil:
     void sws_uptls_free(sws_uptls_t *t)
 
 
+cdef extern from "scalws/cachestore.h" nogil:
+    enum:
+        SWS_CS_HOLDERS
+        SWS_CS_MIN_SIZE
+
+    ctypedef struct sws_cs_counters_t:
+        uint64_t hits, misses, expired, stale, revalidated, bypassed, purged, evictions
+        uint64_t stored, store_failed, lock_waits, updating
+        uint64_t entries, bytes_stored, mem_used, mem_size
+
+    ctypedef struct sws_cs_t:
+        sws_cs_counters_t c
+
+
+cdef extern from "scalws/cache.h" nogil:
+    enum:
+        SWS_CK_LIT, SWS_CK_SCHEME, SWS_CK_HOST, SWS_CK_REQUEST_URI, SWS_CK_URI, SWS_CK_ARGS
+        SWS_CK_IS_ARGS, SWS_CK_METHOD, SWS_CK_HTTP, SWS_CK_COOKIE, SWS_CK_ARG
+        SWS_CI_CACHE_CONTROL, SWS_CI_EXPIRES, SWS_CI_SET_COOKIE, SWS_CI_VARY
+
+    ctypedef struct sws_ckpart_t:
+        int kind
+        const char *s
+        size_t n
+
+    ctypedef struct sws_cktmpl_t:
+        const sws_ckpart_t *parts
+        size_t n
+
+    ctypedef struct sws_cvalid_t:
+        int status
+        int64_t secs
+
+    ctypedef struct sws_cache_route_t:
+        int zone
+        uint64_t max_object_size
+        sws_cktmpl_t key
+        const sws_cktmpl_t *bypass
+        const sws_cktmpl_t *no_store
+        size_t n_bypass, n_no_store
+        const sws_cvalid_t *valid
+        size_t n_valid
+        uint32_t ignore
+        int lock
+        uint32_t lock_timeout_ms
+        uint32_t swr, sie
+        const void *tags
+        size_t n_tags
+        int purge
+        const void *purge_allow
+        size_t n_purge_allow
+
+
 cdef extern from "scalws/engine.h" nogil:
     enum:
         SWS_H_RESPOND
@@ -201,6 +254,7 @@ cdef extern from "scalws/engine.h" nogil:
         int kind
         void *data
         uint32_t stat_id
+        const sws_cache_route_t *cache
 
     ctypedef struct sws_mime_entry_t:
         const char *ext
@@ -286,6 +340,8 @@ cdef extern from "scalws/engine.h" nogil:
     int sws_upstream_server_set_addr(sws_upstream_server_t *s, const char *host, int port,
                                      const char *unix_path)
     void sws_engine_set_trusted(sws_engine_t *e, const sws_cidr_t *list, size_t n)
+    int sws_engine_set_cache(sws_engine_t *e, void *const *zones, const size_t *sizes, size_t n,
+                             void *registry, const int *efds)
     int sws_engine_run(sws_engine_t *e)
     int sws_engine_serve(sws_engine_t *e, int max_ms)
     void sws_engine_tick(sws_engine_t *e)

@@ -114,12 +114,15 @@ cdef class Engine:
     cdef size_t _stats                # this worker's counters slot (sws_stats_head_t)
     cdef size_t _nroutes
 
-    def __cinit__(self, config, int worker_id, tls=None, stats=None):
+    def __cinit__(self, config, int worker_id, tls=None, stats=None, cache=None):
         """`tls`: the master's shared TLS memory (scalws.control.tlsshared
         .Generation): ticket keys and OCSP slots; None: no tickets, no
         stapling (tests that build an engine alone). `stats`: a writable
         buffer, this worker's slot of the master's counters block
-        (scalws.control.stats); None: a private one."""
+        (scalws.control.stats); None: a private one. `cache`: the master's
+        cache memory for this configuration (scalws.control.cacheshared
+        .View: zones, registry, eventfds); None with cache zones: private
+        ones (an engine alone, in tests)."""
         cdef sws_limits_t lim
         cdef sws_respond_t errors_[SWS_ERR_COUNT]
         self._keep = []
@@ -167,6 +170,7 @@ cdef class Engine:
         self._keep.append(line)
         sws_engine_set_server(self.e, line, len(line))
         self._set_stats(config, stats)
+        self._set_cache(config, cache)
         self._build_upstreams(config)
         self._build_router(config, server)
         self._build_tls(config, tls)
@@ -198,6 +202,131 @@ cdef class Engine:
         self._stats = <size_t>&view[0]
         self._nroutes = n_routes
         sws_engine_set_stats(self.e, <void *>self._stats, n_routes)
+
+    cdef _set_cache(self, config, cache):
+        """Attaches the cache zones (in config.cache_zones order: routes
+        name them by index), the holders' registry and the eventfds."""
+        cdef void **zones
+        cdef size_t *sizes
+        cdef int *efds
+        cdef unsigned char[::1] view
+        if not config.cache_zones:
+            return
+        if cache is None:
+            from scalws.control.cacheshared import CacheMemory
+            cache = CacheMemory().view(config)
+            self._keep.append(cache)
+        names = list(config.cache_zones)
+        n = len(names)
+        zones = <void **>PyMem_Calloc(n, sizeof(void *))
+        sizes = <size_t *>PyMem_Calloc(n, sizeof(size_t))
+        efds = <int *>PyMem_Calloc(SWS_CS_HOLDERS, sizeof(int))
+        self._keep.extend([_Block(<size_t>zones), _Block(<size_t>sizes), _Block(<size_t>efds)])
+        if zones == NULL or sizes == NULL or efds == NULL:
+            raise MemoryError()
+        for i, name in enumerate(names):
+            view = cache.zones[name]
+            self._keep.append(view)
+            zones[i] = <void *>&view[0]
+            sizes[i] = len(view)
+        for i, fd in enumerate(cache.efds):
+            efds[i] = fd
+        view = cache.registry
+        self._keep.append(view)
+        if sws_engine_set_cache(self.e, zones, sizes, n, <void *>&view[0], efds) < 0:
+            pass  # logged by the engine: cached routes go straight to their handlers
+
+    cdef size_t _templates(self, templates, size_t *count) except 0:
+        """Compiles [[(kind, text)]] into sws_cktmpl_t[] (and their parts)."""
+        cdef sws_cktmpl_t *arr = <sws_cktmpl_t *>PyMem_Calloc(len(templates) + 1, sizeof(sws_cktmpl_t))
+        cdef sws_ckpart_t *parts
+        cdef bytes b
+        self._keep.append(_Block(<size_t>arr))
+        if arr == NULL:
+            raise MemoryError()
+        kinds = {"scheme": SWS_CK_SCHEME, "host": SWS_CK_HOST, "request_uri": SWS_CK_REQUEST_URI,
+                 "uri": SWS_CK_URI, "args": SWS_CK_ARGS, "is_args": SWS_CK_IS_ARGS,
+                 "request_method": SWS_CK_METHOD}
+        for i, t in enumerate(templates):
+            parts = <sws_ckpart_t *>PyMem_Calloc(len(t) + 1, sizeof(sws_ckpart_t))
+            self._keep.append(_Block(<size_t>parts))
+            if parts == NULL:
+                raise MemoryError()
+            for k, (kind, text) in enumerate(t):
+                if kind == "lit":
+                    parts[k].kind = SWS_CK_LIT
+                elif kind == "var":
+                    parts[k].kind = kinds[text]
+                    text = ""
+                else:
+                    parts[k].kind = {"http": SWS_CK_HTTP, "cookie": SWS_CK_COOKIE,
+                                     "arg": SWS_CK_ARG}[kind]
+                b = self._bytes(text)
+                parts[k].s = b
+                parts[k].n = len(b)
+            arr[i].parts = parts
+            arr[i].n = len(t)
+        count[0] = len(templates)
+        return <size_t>arr
+
+    cdef const sws_cache_route_t *_cache_route(self, config, handler) except? NULL:
+        """A route's `cache:` (model.RouteCache) for the C handler; NULL: none."""
+        cdef sws_cache_route_t *c
+        cdef sws_cvalid_t *valid
+        cdef size_t k
+        cdef sws_cktmpl_t *t
+        rc = getattr(handler, "cache", None)
+        if rc is None:
+            return NULL
+        c = <sws_cache_route_t *>PyMem_Calloc(1, sizeof(sws_cache_route_t))
+        self._keep.append(_Block(<size_t>c))
+        if c == NULL:
+            raise MemoryError()
+        zone = config.cache_zones[rc.zone]
+        c.zone = list(config.cache_zones).index(rc.zone)
+        c.max_object_size = rc.max_object_size or zone.max_object_size
+        t = <sws_cktmpl_t *>self._templates([rc.key], &k)
+        c.key = t[0]
+        c.bypass = <sws_cktmpl_t *>self._templates(rc.bypass, &c.n_bypass)
+        c.no_store = <sws_cktmpl_t *>self._templates(rc.no_store, &c.n_no_store)
+        valid = <sws_cvalid_t *>PyMem_Calloc(len(rc.valid) + 1, sizeof(sws_cvalid_t))
+        self._keep.append(_Block(<size_t>valid))
+        if valid == NULL:
+            raise MemoryError()
+        for i, (status, secs) in enumerate(rc.valid):
+            valid[i].status = status
+            valid[i].secs = <int64_t>secs
+        c.valid = valid
+        c.n_valid = len(rc.valid)
+        flags = {"cache-control": SWS_CI_CACHE_CONTROL, "expires": SWS_CI_EXPIRES,
+                 "set-cookie": SWS_CI_SET_COOKIE, "vary": SWS_CI_VARY}
+        c.ignore = 0
+        for name in rc.ignore:
+            c.ignore |= flags[name]
+        c.lock = rc.lock
+        c.lock_timeout_ms = _ms(rc.lock_timeout)
+        c.swr = <uint32_t>rc.stale_while_revalidate
+        c.sie = <uint32_t>rc.stale_if_error
+        c.tags = <const void *><size_t>self._hnames(rc.tag_headers, &c.n_tags)
+        if rc.purge is not None:
+            c.purge = 1
+            c.purge_allow = <const void *>self._cidrs(rc.purge.allow, &c.n_purge_allow)
+        return c
+
+    cdef sws_cidr_t *_cidrs(self, nets, size_t *count) except NULL:
+        parsed = [ipaddress.ip_network(t, strict=False) for t in nets]
+        cidrs = <sws_cidr_t *>PyMem_Calloc(len(parsed) + 1, sizeof(sws_cidr_t))
+        self._keep.append(_Block(<size_t>cidrs))
+        if cidrs == NULL:
+            raise MemoryError()
+        for i, net in enumerate(parsed):
+            cidrs[i].family = _AF_INET6 if net.version == 6 else _AF_INET
+            packed = net.network_address.packed
+            for k in range(len(packed)):
+                cidrs[i].addr[k] = packed[k]
+            cidrs[i].bits = net.prefixlen
+        count[0] = len(parsed)
+        return cidrs
 
     cdef _fill(self, sws_respond_t *r, pre):
         self._keep.append(pre)
@@ -233,10 +362,12 @@ cdef class Engine:
                     self._fill_proxy(&self.proxies[n], route.handler)
                     self.handlers[n].kind = SWS_H_PROXY
                     self.handlers[n].data = &self.proxies[n]
+                    self.handlers[n].cache = self._cache_route(config, route.handler)
                 elif route.kind == "fastcgi":
                     self._fill_fastcgi(&self.fastcgis[n], route.handler)
                     self.handlers[n].kind = SWS_H_FASTCGI
                     self.handlers[n].data = &self.fastcgis[n]
+                    self.handlers[n].cache = self._cache_route(config, route.handler)
                 else:
                     raise ValueError(f"handler {route.kind!r} has no runtime in this build")
                 self.handlers[n].stat_id = n + 1  # the route's counters: index in config order
@@ -856,3 +987,9 @@ def tls_layout():
     """Sizes the Python side of the shared memory must agree with."""
     return {"ticket_shm": sizeof(sws_ticket_shm_t), "ticket_key": sizeof(sws_ticket_key_t),
             "ocsp_slot": SWS_OCSP_SLOT, "ticket_keys": SWS_TICKET_KEYS}
+
+
+def cache_layout():
+    """Where scalws/control/cacheshared.py finds a zone's counters."""
+    cdef sws_cs_t z
+    return {"counters": <size_t>&z.c - <size_t>&z, "holders": SWS_CS_HOLDERS}

@@ -121,9 +121,10 @@ typedef struct {
  * formatting it. 0, or -1 when size is too small. */
 int sws_cs_attach(void *mem, size_t size, int self_pid);
 
-/* Claims a registry slot for self_pid: one whose pid is 0 or dead
- * (alive(pid) returns 0). Before reuse, that slot's fills and references
- * are given back in every zone of zones[0..n). Returns the slot, or -1. */
+/* Claims a registry slot for self_pid. First every slot whose process is
+ * dead (alive(pid) returns 0) has its fills and references given back in
+ * every zone of zones[0..n) and is freed; then a free one is taken.
+ * Returns the slot, or -1 when all are in use. */
 int sws_cs_claim(sws_cs_registry_t *reg, int self_pid, sws_cs_t *const *zones, size_t n,
                  int (*alive)(int pid));
 /* Gives back everything slot holds in z (the caller holds no lock). */

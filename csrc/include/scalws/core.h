@@ -68,6 +68,14 @@ typedef struct {
 
 typedef struct sws_engine sws_engine_t;
 
+/* Something output references until it is written (net/conn.c keeps a list
+ * per connection): release runs once the connection's pending output is
+ * all written, or when it closes. */
+typedef struct sws_hold {
+    struct sws_hold *next;
+    void (*release)(struct sws_hold *h);
+} sws_hold_t;
+
 /* The head of every object in the inner epoll (listener, client connection,
  * upstream connection): the loop calls handler(e, obj, events). A closed
  * object has handler NULL and waits in the dead list until the batch of

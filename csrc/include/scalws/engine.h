@@ -62,6 +62,14 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
 
 /* The session-ticket keys the master shares (shared memory that outlives
  * the engine); NULL: no tickets are made or accepted. */
+/* The response cache's zones (MAP_SHARED mappings made by the master,
+ * zero-filled or already formatted), the holders' registry page and the
+ * SWS_CS_HOLDERS eventfds, all inherited. 0, or -1 when caching is off
+ * (logged). Before the loop runs. */
+int sws_engine_set_cache(sws_engine_t *e, void *const *zones, const size_t *sizes, size_t n,
+                         void *registry, const int *efds);
+const void *sws_engine_cache_zone(const sws_engine_t *e, size_t i);
+
 void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys);
 
 /* Access log: fd (-1 = off; the engine does not own it), SWS_LOG_* format,

@@ -93,6 +93,7 @@ struct sws_conn {
     pend_t *pend;
     sws_file_t *file;          /* referenced by pending output; file_left bytes still to sendfile */
     char *heap;                /* a buffer referenced by pending output, freed once written */
+    sws_hold_t *holds;         /* released once the pending output is written */
     uint64_t file_off, file_left;
     int fd;
     uint32_t evmask;           /* epoll events asked for */
@@ -164,6 +165,8 @@ SWS_INTERNAL void out_discard(sws_engine_t *e);
 /* Sends c->pend: 0 when all of it went (pend freed), 1 when the socket is
  * full, -1 on a socket error (the caller closes). */
 SWS_INTERNAL int pend_send(sws_engine_t *e, sws_conn_t *c);
+/* h->release runs once c has no pending output left (or closes). */
+SWS_INTERNAL void conn_hold(sws_conn_t *c, sws_hold_t *h);
 /* Starts a file segment after the batch: sent by conn_send_file once the
  * iovecs are out; TCP_CORK holds the head for the first file bytes. */
 SWS_INTERNAL void conn_file_start(sws_engine_t *e, sws_conn_t *c, sws_file_t *f, uint64_t off,
@@ -202,6 +205,10 @@ SWS_INTERNAL const char *sws_tls_cipher(const sws_conn_t *c);
 /* The peer as text (IPv4, full IPv6, "unix:"); at most 40 bytes written. */
 SWS_INTERNAL char *put_peer(char *p, const sws_conn_t *c);
 SWS_INTERNAL int peer_trusted(const sws_engine_t *e, const sws_conn_t *c);
+/* Is the peer inside one of list[0..n)? (A unix-socket peer never is.) */
+SWS_INTERNAL int peer_in(const sws_conn_t *c, const sws_cidr_t *list, size_t n);
+/* Is the textual address s[0..n) inside one of list[0..ln)? */
+SWS_INTERNAL int text_in(const sws_cidr_t *list, size_t ln, const char *s, size_t n);
 /* Is the textual address s[0..n) inside trusted_proxies? */
 SWS_INTERNAL int trusted_text(const sws_engine_t *e, const char *s, size_t n);
 

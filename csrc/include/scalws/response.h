@@ -128,20 +128,32 @@ typedef struct {
     void (*finish)(sws_engine_t *e, sws_resp_t *r, int how);
     /* Drops the client connection now; the gone hook runs. */
     void (*close)(sws_engine_t *e, sws_resp_t *r);
+    /* Calls h->release once what was given so far is written (or the
+     * client is gone): memory referenced with SWS_REF that is not the
+     * handler's to free (the cache's shared store). */
+    void (*hold)(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h);
 } sws_resp_ops_t;
 
 struct sws_resp {
     const sws_resp_ops_t *ops;
+    /* Set by the cache's tee: the proxy passes the upstream's Date on
+     * (the protocol writes its own; the cache needs the origin's). */
+    int upstream_date;
 };
+
+/* A start that answered at once through r (not an error status). */
+#define SWS_ANSWERED 1
 
 /* What a route maps to: the handler kind and its config (owned by the
  * caller, scalws/server/engine.pyx, for the engine's life). */
 enum { SWS_H_RESPOND = 1, SWS_H_STATIC = 2, SWS_H_PROXY = 3, SWS_H_REDIRECT_HTTPS = 4,
        SWS_H_FASTCGI = 5 };
+struct sws_cache_route;
 typedef struct {
     int kind; /* SWS_H_* */
     void *data;
     uint32_t stat_id; /* the route's counters (scalws/stats.h): index + 1; 0: none */
+    const struct sws_cache_route *cache; /* proxy and fastcgi: the response cache, NULL: none */
 } sws_handler_t;
 
 static inline void resp_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,

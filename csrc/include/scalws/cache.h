@@ -1,0 +1,113 @@
+/* scalws/cache.h — the response cache (csrc/handlers/cache.c; issue 17,
+ * docs/adr/0014-response-cache.md): RFC 9111 in front of a proxy or
+ * FastCGI route, over the shared store (scalws/cachestore.h).
+ *
+ * Two entry points, both called by the protocol for a route whose handler
+ * has a `cache`:
+ *   sws_cache_answer   at once, from the request: a hit (200, 206, 304,
+ *                      HEAD), a PURGE; or "go on" (SWS_CACHE_MISS)
+ *   sws_cache_fetch    in place of the handler's start: collapses the miss
+ *                      onto another's fill (the request waits), or starts
+ *                      the handler with a tee in front of the protocol's
+ *                      sws_resp_t that stores, revalidates, or answers stale
+ * The tee speaks the response interface both ways, so the proxy and the
+ * FastCGI handler know nothing of the cache.
+ *
+ * May call: the response interface, the proxy and FastCGI handlers' start,
+ * the respond handler (error pages), net (peer lists, holds), the core, the
+ * leaves (store, cachecc, httpcond, http1).
+ * Config half: scalws/config/directives/cache.py.
+ */
+#ifndef SCALWS_CACHE_H
+#define SCALWS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scalws/cachestore.h"
+#include "scalws/net.h"
+#include "scalws/proxy.h"
+#include "scalws/response.h"
+
+/* Key template parts (directives/cache.py: RouteCache.key). */
+enum { SWS_CK_LIT, SWS_CK_SCHEME, SWS_CK_HOST, SWS_CK_REQUEST_URI, SWS_CK_URI, SWS_CK_ARGS,
+       SWS_CK_IS_ARGS, SWS_CK_METHOD, SWS_CK_HTTP, SWS_CK_COOKIE, SWS_CK_ARG };
+typedef struct {
+    int kind;
+    const char *s;                /* the literal, or the name (lowercase for http) */
+    size_t n;
+} sws_ckpart_t;
+typedef struct {
+    const sws_ckpart_t *parts;
+    size_t n;
+} sws_cktmpl_t;
+
+/* Response fields whose cache meaning a route ignores. */
+enum { SWS_CI_CACHE_CONTROL = 1, SWS_CI_EXPIRES = 2, SWS_CI_SET_COOKIE = 4, SWS_CI_VARY = 8 };
+
+typedef struct {
+    int status;                   /* 0: any */
+    int64_t secs;
+} sws_cvalid_t;
+
+typedef struct sws_cache_route {
+    int zone;                     /* index into the engine's zones */
+    uint64_t max_object_size;
+    sws_cktmpl_t key;
+    const sws_cktmpl_t *bypass, *no_store;
+    size_t n_bypass, n_no_store;
+    const sws_cvalid_t *valid;
+    size_t n_valid;
+    uint32_t ignore;              /* SWS_CI_* */
+    int lock;
+    uint32_t lock_timeout_ms;
+    uint32_t swr, sie;            /* route defaults, seconds */
+    const sws_hname_t *tags;      /* response fields that carry tags */
+    size_t n_tags;
+    int purge;                    /* PURGE handled here */
+    const sws_cidr_t *purge_allow; /* n 0: trusted_proxies */
+    size_t n_purge_allow;
+} sws_cache_route_t;
+
+#define SWS_CACHE_KEY_MAX 4096    /* longer keys are not cached */
+#define SWS_CACHE_HEAD_MAX 8192   /* stored fields; more: not stored */
+/* What a hit may copy into the batch: the stored fields, Age and
+ * Cache-Status, a Content-Range, and a small body. */
+#define SWS_CACHE_ANSWER_MAX (SWS_CACHE_HEAD_MAX + 512 + COPY_BODY_MAX)
+
+enum { SWS_CACHE_MISS = 0, SWS_CACHE_DONE = 1 };
+
+typedef struct cwait cwait_t;
+
+/* The cache's part of the engine (e->ca). */
+typedef struct {
+    sws_cs_t **zones;
+    size_t n_zones;
+    sws_cs_registry_t *reg;
+    int slot;                     /* this process's holder slot; -1: caching off */
+    const int *efds;              /* SWS_CS_HOLDERS eventfds, inherited from the master */
+    sws_evobj_t wake;             /* efds[slot] in the inner epoll */
+    cwait_t *waiters;             /* requests waiting for another's fill */
+    uint64_t seq;                 /* request ids of background refreshes */
+} sws_cache_state_t;
+
+/* The engine's zones (mapped by the master; attached here), the registry
+ * page and the eventfds. 0, or -1 with the reason logged (caching is then
+ * off: every cached route goes straight to its handler). */
+SWS_INTERNAL int sws_cache_init(sws_engine_t *e, void *const *zones, const size_t *sizes, size_t n,
+                                void *registry, const int *efds);
+SWS_INTERNAL void sws_cache_free(sws_engine_t *e);
+/* From the tick: waiters past their lock timeout go upstream themselves. */
+SWS_INTERNAL void sws_cache_tick(sws_engine_t *e);
+
+/* A request on a cached route (h->cache set). SWS_CACHE_DONE when it was
+ * answered through r (a hit, a PURGE, a 504 for only-if-cached), else
+ * SWS_CACHE_MISS: the protocol starts an exchange and calls fetch. */
+SWS_INTERNAL int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
+                                  const sws_handler_t *h);
+/* In place of the handler's start (same contract as sws_proxy_start), or
+ * SWS_ANSWERED when it answered at once through r (stale on an error). */
+SWS_INTERNAL int sws_cache_fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
+                                 const sws_handler_t *h, char *body, size_t n, int done);
+
+#endif

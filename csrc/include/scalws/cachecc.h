@@ -1,0 +1,77 @@
+/* scalws/cachecc.h — what RFC 9111 says about one response and one request:
+ * Cache-Control parsed (§5.2), freshness lifetime (§4.2.1, heuristics in
+ * §4.2.2), age (§4.2.3), and whether a shared cache may store it (§3).
+ * The cache handler (csrc/handlers/cache.c) applies it.
+ *
+ * Ownership: pure functions over caller-owned bytes, no allocation, no
+ * clock (times are passed in, Unix seconds). Field values are (pointer,
+ * length) as the parsers return them; a field sent on several lines is
+ * parsed line by line into the same sws_cc_t (sws_cc_parse accumulates).
+ *
+ * Floor: a leaf (csrc/http/cachecc.c).
+ */
+#ifndef SCALWS_CACHECC_H
+#define SCALWS_CACHECC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SWS_CC_NONE (-1)          /* a delta-seconds directive that is absent */
+#define SWS_CC_MAX_DELTA 2147483648LL /* §1.2.2: larger values are this */
+
+enum {
+    SWS_CC_NO_STORE = 1 << 0,
+    SWS_CC_NO_CACHE = 1 << 1,     /* qualified or not: a qualified one is treated as unqualified */
+    SWS_CC_PRIVATE = 1 << 2,      /* likewise */
+    SWS_CC_PUBLIC = 1 << 3,
+    SWS_CC_MUST_REVALIDATE = 1 << 4,
+    SWS_CC_PROXY_REVALIDATE = 1 << 5,
+    SWS_CC_ONLY_IF_CACHED = 1 << 6,
+    SWS_CC_IMMUTABLE = 1 << 7,
+    SWS_CC_MAX_STALE_ANY = 1 << 8, /* request max-stale without a value */
+    SWS_CC_INVALID = 1 << 9,      /* a freshness directive with a bad or repeated value */
+    SWS_CC_NO_TRANSFORM = 1 << 10,
+};
+
+typedef struct {
+    uint32_t flags;               /* SWS_CC_* */
+    int64_t max_age, s_maxage;    /* SWS_CC_NONE when absent */
+    int64_t stale_while_revalidate, stale_if_error;
+    int64_t max_stale, min_fresh; /* request directives */
+} sws_cc_t;
+
+void sws_cc_init(sws_cc_t *cc);
+/* Adds the directives of one Cache-Control line. Unknown directives are
+ * ignored (§5.2.3); a duplicated delta directive keeps its first value and
+ * a freshness directive with a value that is not delta-seconds (quoted or
+ * not) sets SWS_CC_INVALID (§4.2.1: such a response is treated as stale). */
+void sws_cc_parse(sws_cc_t *cc, const char *v, size_t n);
+
+/* Delta-seconds (§1.2.2): the whole of s[0..n) digits, clamped; -1 when not. */
+int64_t sws_cc_delta(const char *s, size_t n);
+
+/* Statuses a cache may give heuristic freshness to (§4.2.2, RFC 9110 §15.1). */
+int sws_cc_heuristic_status(int status);
+
+/* What the response says about itself, for sws_cc_lifetime. Times are Unix
+ * seconds; absent fields are INT64_MIN. expires_invalid: Expires was
+ * present but not an HTTP-date (it then means "already expired"). */
+typedef struct {
+    int status;
+    int64_t date, expires, last_modified, age;
+    int expires_invalid;
+    int expires_multiple;
+} sws_cc_resp_t;
+
+/* The freshness lifetime in seconds (§4.2.1): s-maxage, max-age, then
+ * Expires - Date; otherwise the heuristic (10 % of Date - Last-Modified,
+ * at most a day) when `heuristic` allows it; otherwise `fallback`
+ * (the route's `valid`, < 0 when none). Returns -1 when the response has
+ * no lifetime at all (not storable for that reason). */
+int64_t sws_cc_lifetime(const sws_cc_t *cc, const sws_cc_resp_t *rs, int heuristic, int64_t fallback);
+
+/* The corrected initial age (§4.2.3) of a response received at
+ * response_time for a request sent at request_time. */
+int64_t sws_cc_initial_age(const sws_cc_resp_t *rs, int64_t request_time, int64_t response_time);
+
+#endif

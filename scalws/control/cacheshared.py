@@ -1,0 +1,84 @@
+"""The response cache's shared memory (issue 17, docs/adr/0014-response-cache.md).
+
+The master makes, before it forks any worker, and keeps for its life:
+
+- one anonymous MAP_SHARED mapping per cache zone (`cache_zones:` and the
+  implicit zones of routes), zero-filled; the first worker to attach
+  formats it (csrc/cache/store.c). A reload keeps a zone whose name and
+  max_size are unchanged, so the entries survive it; a zone that changed
+  size is a new, empty one (workers of the old generation keep the old
+  mapping until they exit: theirs is inherited, not the master's);
+- the holders' registry, one page: which process owns each of the
+  SWS_CS_HOLDERS slots (csrc/include/scalws/cachestore.h);
+- one eventfd per holder slot: a worker that ends a fill others wait for
+  writes to the eventfds of their slots (collapsed misses across workers).
+
+The status process reads the zones' counters from the same mappings
+(`counters`): nothing is asked of the workers.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from dataclasses import dataclass, field
+
+HOLDERS = 64                    # SWS_CS_HOLDERS
+# sws_cs_counters_t, in order (uint64 each); its offset in the zone header
+# is found from the magic-independent layout below (stats_layout check in tests).
+COUNTERS = ("hits", "misses", "expired", "stale", "revalidated", "bypassed", "purged",
+            "evictions", "stored", "store_failed", "lock_waits", "updating",
+            "entries", "bytes_stored", "mem_used", "mem_size")
+
+
+@dataclass
+class View:
+    """What one generation's workers get: zones by name, the registry, the eventfds."""
+    zones: dict = field(default_factory=dict)   # name -> mmap
+    registry: object = None
+    efds: list = field(default_factory=list)
+
+
+class CacheMemory:
+    def __init__(self):
+        self._zones = {}        # (name, max_size) -> mmap
+        self._registry = None
+        self._efds = []
+
+    def view(self, config) -> View:
+        """The mappings for `config` (made now for zones it adds)."""
+        if not config.cache_zones:
+            return View()
+        if self._registry is None:
+            self._registry = mmap.mmap(-1, mmap.PAGESIZE, mmap.MAP_SHARED)
+            self._efds = [os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) for _ in range(HOLDERS)]
+        zones = {}
+        for name, z in config.cache_zones.items():
+            key = (name, z.max_size)
+            if key not in self._zones:
+                self._zones[key] = mmap.mmap(-1, z.max_size, mmap.MAP_SHARED)
+            zones[name] = self._zones[key]
+        return View(zones, self._registry, list(self._efds))
+
+    def prune(self, config):
+        """Forgets the zones `config` no longer uses (after a reload: the old
+        workers keep their own inherited mappings)."""
+        keep = {(n, z.max_size) for n, z in config.cache_zones.items()}
+        for key in list(self._zones):
+            if key not in keep:
+                self._zones.pop(key).close()
+
+    def fds(self):
+        return list(self._efds)
+
+
+def counters(zone_mm) -> dict:
+    """A zone's counters (sws_cs_counters_t) from its mapping; {} when no
+    worker formatted it yet."""
+    from scalws.server.engine import cache_layout
+    lay = cache_layout()
+    magic, state = struct.unpack_from("<QI", zone_mm, 0)
+    if state != 2:
+        return {}
+    vals = struct.unpack_from("<%dQ" % len(COUNTERS), zone_mm, lay["counters"])
+    return dict(zip(COUNTERS, vals))

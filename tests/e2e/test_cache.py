@@ -1,0 +1,408 @@
+"""The response cache end to end (issue 17): a real scalwsd with cache
+zones in front of a real HTTP origin (tests/e2e/upstreams/cacheorigin.py)
+and real PHP-FPM, talked to with http.client and curl.
+
+Waiting for time to pass is the behaviour under test in the freshness
+tests (an entry goes stale after max-age seconds); everything else waits
+on a condition.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.e2e.upstreams.cacheorigin import Origin
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def origin():
+    o = Origin()
+    yield o
+    o.stop()
+
+
+def as_yaml(cfg) -> str:
+    """A config for the `server` fixture (JSON is YAML; braces doubled for
+    its str.format, @PORT@ becomes {port})."""
+    text = json.dumps(cfg, indent=2)
+    return text.replace("{", "{{").replace("}", "}}").replace("@PORT@", "{port}")
+
+
+def cache_yaml(origin_port, cache=None, workers=2, zone="16m", top=None):
+    c = {"zone": "z", "purge": {"allow": ["127.0.0.1/32"]}, **(cache or {})}
+    return as_yaml({
+        "workers": workers, **(top or {}),
+        "cache_zones": {"z": {"max_size": zone}},
+        "sites": [{"listen": ["127.0.0.1:@PORT@"], "routes": [
+            {"path": "/", "proxy": {"url": f"http://127.0.0.1:{origin_port}", "cache": c}}]}]})
+
+
+class R:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def h(self, name):
+        return self.headers.get(name.lower())
+
+    @property
+    def cs(self):
+        return self.h("cache-status") or ""
+
+
+def req(port, target, method="GET", headers=None, body=None, source="127.0.0.1", conn=None):
+    c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=20,
+                                           source_address=(source, 0))
+    c.request(method, target, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    out = R(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
+    if conn is None:
+        c.close()
+    return out
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def q(**kw):
+    return "?" + urllib.parse.urlencode(kw)
+
+
+# ---- storing and hitting -----------------------------------------------------------
+
+def test_a_miss_is_stored_and_every_worker_hits_it(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/a" + q(cc="max-age=100")
+    first = req(s.port, t)
+    assert first.status == 200 and "fwd=miss" in first.cs and "stored" in first.cs
+    assert first.h("age") is None
+    # new connections: SO_REUSEPORT spreads them over both workers
+    for _ in range(40):
+        r = req(s.port, t)
+        assert r.status == 200 and r.body == first.body
+        assert r.cs.startswith("scalws; hit"), r.cs
+        assert int(r.h("age")) >= 0
+    assert origin.count(t) == 1
+
+
+def test_large_bodies_are_sent_from_the_store(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/big" + q(cc="max-age=100", size=3 << 20)
+    a = req(s.port, t)
+    b = req(s.port, t)
+    assert a.body == b.body and len(b.body) == 3 << 20
+    assert "hit" in b.cs and origin.count(t) == 1
+
+
+def test_responses_that_must_not_be_stored(server, origin):
+    s = server(cache_yaml(origin.port))
+    for t in ["/ns" + q(cc="no-store"), "/pv" + q(cc="private, max-age=100"),
+              "/ck" + q(cc="max-age=100", cookie=1), "/vs" + q(cc="max-age=100", vary="*"),
+              "/st" + q(cc="max-age=100", status=500), "/none"]:
+        req(s.port, t)
+        r = req(s.port, t)
+        assert "fwd=" in r.cs and "stored" not in r.cs, (t, r.cs)
+        assert origin.count(t) == 2, t
+
+
+def test_expires_and_heuristic_freshness(server, origin):
+    s = server(cache_yaml(origin.port))
+    for t in ["/ex" + q(expires=100), "/lm" + q(lm=1)]:
+        req(s.port, t)
+        assert "hit" in req(s.port, t).cs, t
+        assert origin.count(t) == 1
+    # Expires in the past: stored stale, never a hit
+    t = "/old" + q(expires=-100)
+    req(s.port, t)
+    assert "hit" not in req(s.port, t).cs
+
+
+def test_valid_gives_freshness_to_responses_without_any(server, origin):
+    s = server(cache_yaml(origin.port, {"valid": {"200": "1m", "404": "1m"}}))
+    for t in ["/v", "/v404" + q(status=404)]:
+        req(s.port, t)
+        assert "hit" in req(s.port, t).cs, t
+
+
+def test_vary_keeps_a_variant_per_value(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/vary" + q(cc="max-age=100", vary="Accept-Language")
+    fr = req(s.port, t, headers={"Accept-Language": "fr"})
+    de = req(s.port, t, headers={"Accept-Language": "de"})
+    assert b"fr" in fr.body and b"de" in de.body
+    for lang, want in (("fr", fr.body), ("de", de.body)):
+        r = req(s.port, t, headers={"Accept-Language": lang})
+        assert "hit" in r.cs and r.body == want
+    none = req(s.port, t)
+    assert "vary-miss" in none.cs
+    assert origin.count(t) == 3
+
+
+def test_authorization_requests_use_only_public_responses(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/priv" + q(cc="max-age=100")
+    req(s.port, t)
+    r = req(s.port, t, headers={"Authorization": "Bearer x"})
+    assert "hit" not in r.cs
+    t = "/pub" + q(cc="public, max-age=100")
+    req(s.port, t, headers={"Authorization": "Bearer x"})
+    assert "hit" in req(s.port, t, headers={"Authorization": "Bearer y"}).cs
+    assert origin.count(t) == 1
+
+
+def test_head_conditional_and_range_answered_from_the_store(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/doc" + q(cc="max-age=100", etag="v1", lm=1, size=10000)
+    full = req(s.port, t)
+    head = req(s.port, t, method="HEAD")
+    assert head.status == 200 and head.body == b"" and head.h("content-length") == "10000"
+    assert "hit" in head.cs
+    nm = req(s.port, t, headers={"If-None-Match": '"v1"'})
+    assert nm.status == 304 and nm.body == b"" and nm.h("etag") == '"v1"' and "hit" in nm.cs
+    ims = req(s.port, t, headers={"If-Modified-Since": full.h("last-modified")})
+    assert ims.status == 304
+    rg = req(s.port, t, headers={"Range": "bytes=100-199"})
+    assert rg.status == 206 and rg.body == full.body[100:200]
+    assert rg.h("content-range") == "bytes 100-199/10000"
+    bad = req(s.port, t, headers={"Range": "bytes=20000-"})
+    assert bad.status == 416
+    assert origin.count(t) == 1
+
+
+def test_request_directives(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/rd" + q(cc="max-age=100", etag="e")
+    req(s.port, t)
+    # no-cache: revalidated with the origin (which answers 304), then served
+    r = req(s.port, t, headers={"Cache-Control": "no-cache"})
+    assert r.status == 200 and "fwd=request" in r.cs
+    assert origin.requests(t)[-1][1].get("If-None-Match") == '"e"'
+    # only-if-cached on something never fetched
+    r = req(s.port, "/never", headers={"Cache-Control": "only-if-cached"})
+    assert r.status == 504 and origin.count("/never") == 0
+    # no-store: the answer is not kept
+    t2 = "/rns" + q(cc="max-age=100")
+    req(s.port, t2, headers={"Cache-Control": "no-store"})
+    assert "hit" not in req(s.port, t2).cs
+
+
+# ---- staleness ----------------------------------------------------------------------
+
+def test_stale_entries_are_revalidated_and_refreshed(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/rv" + q(cc="max-age=3", etag="v1")
+    first = req(s.port, t)
+    time.sleep(3.2)  # the behaviour under test: max-age passes
+    r = req(s.port, t)
+    assert r.status == 200 and r.body == first.body
+    assert "fwd=stale" in r.cs and "fwd-status=304" in r.cs
+    assert origin.requests(t)[-1][1].get("If-None-Match") == '"v1"'
+    # refreshed: fresh again, a hit
+    assert "hit" in req(s.port, t).cs
+    assert origin.count(t) == 2
+
+
+def test_stale_while_revalidate_answers_at_once_and_refreshes_once(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/swr" + q(cc="max-age=1, stale-while-revalidate=60", sleep=0.3)
+    req(s.port, t)
+    time.sleep(1.5)
+    t0 = time.monotonic()
+    rs = [req(s.port, t) for _ in range(5)]
+    assert time.monotonic() - t0 < 1.0  # none of them waited for the slow origin
+    assert all("stale-while-revalidate" in r.cs for r in rs[:1])
+    wait_for(lambda: origin.count(t) == 2)
+    wait_for(lambda: "hit; ttl" in req(s.port, t).cs)
+    assert origin.count(t) == 2  # one refresh for all of them
+
+
+def test_stale_if_error_on_5xx_and_on_a_dead_origin(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/sie" + q(cc="max-age=1, stale-if-error=60")
+    first = req(s.port, t)
+    time.sleep(1.5)
+    origin.fail.add("/sie")
+    r = req(s.port, t)
+    assert r.status == 200 and r.body == first.body and "stale-if-error" in r.cs
+    origin.stop()  # refused from now on
+    r = req(s.port, t)
+    assert r.status == 200 and r.body == first.body and "stale-if-error" in r.cs
+    # without stale-if-error: the error passes
+    assert req(s.port, "/gone").status == 502
+
+
+def test_route_default_stale_if_error(server, origin):
+    s = server(cache_yaml(origin.port, {"stale": {"if_error": "1m"}}))
+    t = "/rsie" + q(cc="max-age=1")
+    req(s.port, t)
+    time.sleep(1.5)
+    origin.fail.add("/rsie")
+    r = req(s.port, t)
+    assert r.status == 200 and "stale-if-error" in r.cs
+
+
+def test_must_revalidate_is_never_served_stale(server, origin):
+    s = server(cache_yaml(origin.port, {"stale": {"if_error": "1m"}}))
+    t = "/mr" + q(cc="max-age=1, must-revalidate")
+    req(s.port, t)
+    time.sleep(1.5)
+    origin.fail.add("/mr")
+    assert req(s.port, t).status == 500
+
+
+# ---- collapsed misses ---------------------------------------------------------------
+
+def test_concurrent_misses_send_one_request_upstream(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/slow" + q(cc="max-age=100", sleep=0.5)
+    with ThreadPoolExecutor(100) as ex:
+        rs = list(ex.map(lambda _: req(s.port, t), range(100)))
+    assert all(r.status == 200 and r.body == rs[0].body for r in rs)
+    assert origin.count(t) == 1
+    assert sum("collapsed" in r.cs for r in rs) >= 50
+
+
+def test_waiters_go_upstream_when_the_answer_cannot_be_stored(server, origin):
+    s = server(cache_yaml(origin.port, {"lock": {"timeout": "30s"}}))
+    t = "/nocache" + q(cc="no-store", sleep=0.3)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(10) as ex:
+        rs = list(ex.map(lambda _: req(s.port, t), range(10)))
+    assert all(r.status == 200 for r in rs)
+    # not one at a time (10 x 0.3 s), and nobody waited for the 30 s lock
+    assert time.monotonic() - t0 < 2.5
+
+
+def test_a_worker_killed_mid_fill_leaves_the_store_usable(server, origin):
+    s = server(cache_yaml(origin.port, {"lock": {"timeout": "30s"}}, workers=1))
+    s.expect_crashes = True
+    t = "/trickle" + q(cc="max-age=100", size=4 << 20, trickle=0.2)
+    c = socket.create_connection(("127.0.0.1", s.port))
+    c.sendall(f"GET {t} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    wait_for(lambda: origin.count(t) == 1)
+    c.recv(1000)  # the head and the first bytes went out: mid-fill
+    [w] = s.workers()
+    os.kill(w, signal.SIGKILL)
+    c.close()
+    s.wait_log("restarting", timeout=10)
+    wait_for(lambda: s.workers() and s.workers() != [w])
+    t0 = time.monotonic()
+    t2 = "/after" + q(cc="max-age=100")
+    assert req(s.port, t2).status == 200 and "hit" in req(s.port, t2).cs
+    # the dead filler's lock is gone: a new fill, no 30 s wait
+    r = req(s.port, "/trickle" + q(cc="max-age=100", size=4 << 20, trickle=0.0))
+    assert r.status == 200 and len(r.body) == 4 << 20
+    assert time.monotonic() - t0 < 10
+
+
+# ---- purge and invalidation ---------------------------------------------------------
+
+def test_purge_url_prefix_and_tags(server, origin):
+    s = server(cache_yaml(origin.port))
+    ts = ["/p/a" + q(cc="max-age=100", tag="red"), "/p/b" + q(cc="max-age=100", tag="blue green"),
+          "/q/c" + q(cc="max-age=100", tag="green")]
+    for t in ts:
+        req(s.port, t)
+        assert "hit" in req(s.port, t).cs
+    r = req(s.port, ts[0], method="PURGE")
+    assert r.status == 200 and json.loads(r.body) == {"purged": 1}
+    assert "hit" not in req(s.port, ts[0]).cs
+    assert req(s.port, "/nothing", method="PURGE").status == 404
+    r = req(s.port, "/p/*", method="PURGE")
+    assert json.loads(r.body)["purged"] == 2  # /p/a (fetched again) and /p/b
+    assert "hit" in req(s.port, ts[2]).cs
+    r = req(s.port, "/", method="PURGE", headers={"Cache-Tag": "green"})
+    assert json.loads(r.body)["purged"] == 1
+    assert "hit" not in req(s.port, ts[2]).cs
+
+
+def test_purge_from_other_addresses_is_refused(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/keep" + q(cc="max-age=100")
+    req(s.port, t)
+    r = req(s.port, t, method="PURGE", source="127.0.0.3")
+    assert r.status == 403
+    assert "hit" in req(s.port, t).cs
+
+
+def test_unsafe_methods_invalidate(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/inv" + q(cc="max-age=100")
+    req(s.port, t)
+    assert "hit" in req(s.port, t).cs
+    assert req(s.port, t, method="POST", body=b"x").status == 200
+    assert "hit" not in req(s.port, t).cs
+    # an error answer does not invalidate
+    req(s.port, t)
+    origin.fail.add("/inv")
+    assert req(s.port, t, method="DELETE").status == 500
+    assert "hit" in req(s.port, t).cs
+
+
+# ---- limits, eviction, reloads --------------------------------------------------------
+
+def test_objects_over_max_object_size_pass_through(server, origin):
+    s = server(cache_yaml(origin.port, {"max_object_size": "64k"}))
+    t = "/huge" + q(cc="max-age=100", size=100000)
+    assert len(req(s.port, t).body) == 100000
+    r = req(s.port, t)
+    assert "hit" not in r.cs and len(r.body) == 100000
+
+
+def test_a_full_zone_evicts_and_keeps_answering(server, origin):
+    s = server(cache_yaml(origin.port, zone="2m", workers=1))
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=20)
+    for i in range(60):
+        r = req(s.port, f"/e{i}" + q(cc="max-age=100", size=100000), conn=conn)
+        assert r.status == 200 and len(r.body) == 100000
+    # the latest ones are there, the first ones were evicted
+    assert "hit" in req(s.port, "/e59" + q(cc="max-age=100", size=100000)).cs
+    assert "hit" not in req(s.port, "/e0" + q(cc="max-age=100", size=100000)).cs
+
+
+def test_entries_survive_a_reload(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/reload" + q(cc="max-age=100")
+    req(s.port, t)
+    s.kill(signal.SIGHUP)
+    s.wait_log("reloaded", timeout=15)
+    assert "hit" in req(s.port, t).cs
+    assert origin.count(t) == 1
+
+
+# ---- FastCGI ------------------------------------------------------------------------------
+
+def test_fastcgi_routes_are_cached(server, php_fpm, tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "t.php").write_text('<?php header("Cache-Control: max-age=100"); '
+                                'echo "php ", getmypid(), " ", microtime(true);')
+    fpm = php_fpm()
+    s = server(as_yaml({
+        "workers": 2, "cache_zones": {"z": {"max_size": "8m"}},
+        "sites": [{"listen": ["127.0.0.1:@PORT@"], "routes": [
+            {"path": "~ \\.php$", "fastcgi": {"connect": fpm.addr, "root": str(root),
+                                              "cache": {"zone": "z"}}}]}]}))
+    a = req(s.port, "/t.php")
+    assert a.status == 200 and a.body.startswith(b"php ") and "stored" in a.cs
+    for _ in range(5):
+        b = req(s.port, "/t.php")
+        assert b.body == a.body and "hit" in b.cs
