@@ -6,7 +6,8 @@ PIP    := $(VENV)/bin/pip
 SYSPKGS := curl wrk nghttp2-client php-fpm nginx-light nodejs strace gcc make libssl-dev openssl testssl.sh iproute2 man-db libjemalloc2 libmimalloc2.0 prometheus
 STAMP_VENV := $(VENV)/.deps-stamp
 
-.PHONY: all build run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest
+.PHONY: all build run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest \
+        cache-conformance cache-conformance-deps
 
 all: build
 
@@ -19,8 +20,11 @@ $(STAMP_VENV): requirements-dev.txt | $(PY)
 	touch $@
 
 # System packages the tests and benchmarks use; installed only when root and missing.
+# npm is checked as a command: Debian's nodejs comes without it (package npm),
+# NodeSource's nodejs includes it and conflicts with Debian's npm package.
 sysdeps:
 	@missing=""; for p in $(SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
@@ -38,8 +42,27 @@ run: build
 ctest:
 	$(MAKE) -C tests/c
 
-pytest: build
+pytest: build cache-conformance-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The http-cache-tests suite (tests/cache_conformance/README.md), exactly as
+# package-lock.json pins it; without npm the e2e test that needs it skips.
+CC_DIR   := tests/cache_conformance
+CC_STAMP := $(CC_DIR)/node_modules/.ci-stamp
+$(CC_STAMP): $(CC_DIR)/package.json $(CC_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd $(CC_DIR) && npm ci --ignore-scripts --no-audit --no-fund && touch node_modules/.ci-stamp; \
+	else echo "npm not found: the cache conformance suite is not installed (make sysdeps as root)"; fi
+cache-conformance-deps: $(CC_STAMP)
+
+# The suite against nginx's proxy_cache and against ScalWS's cache, each in
+# front of the suite's origin, then the tests whose results differ
+# (results/cache-conformance/*.json; figures in tests/cache_conformance/README.md).
+CC_OUT := results/cache-conformance
+cache-conformance: build cache-conformance-deps
+	$(PY) $(CC_DIR)/run.py --server nginx --json $(CC_OUT)/nginx.json
+	$(PY) $(CC_DIR)/run.py --server scalws --json $(CC_OUT)/scalws.json
+	$(PY) $(CC_DIR)/run.py --compare $(CC_OUT)/nginx.json $(CC_OUT)/scalws.json
 
 # The package checks need root (debootstrap, chroot, namespaces); CI is root.
 test: sysdeps build ctest pytest
