@@ -262,7 +262,7 @@ def cmd_row(a):
         problems.append(f"{res['non2xx']} non-2xx")
     if res["socket_errors"]:
         problems.append("socket errors " + " ".join(f"{k}={v}" for k, v in res["errors"].items() if v))
-    if a.scenario == "cache-hit" and up != "" and up > 0.001 * req:
+    if a.scenario.startswith("cache-") and up != "" and up > 0.001 * req:
         problems.append(f"{up} requests reached the upstream (not all hits)")
     if res.get("stopped_early"):
         problems.append("h2load stopped sending before the end (server closed connections: GOAWAY or keep-alive limit)")
@@ -310,7 +310,7 @@ def ordered(seq, preferred):
     return seen
 
 
-SCEN_ORDER = ["static-small", "static-1m", "respond", "proxy", "cache-hit",
+SCEN_ORDER = ["static-small", "static-1m", "respond", "proxy", "cache-hit", "cache-1m",
               "tls-static-small", "tls-respond", "tls-h2-static-small", "php", "node", "python"]
 SRV_ORDER = ["scalws", "scalws-base", "nginx", "h2o", "lighttpd"]
 TABLES = [("rps", "Requests per second", 0), ("p99_ms", "p99 latency (ms)", 2),
