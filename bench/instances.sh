@@ -53,13 +53,9 @@ prepare_content "$RUN_DIR"
 make_cert "$RUN_DIR"
 mkdir -p "$CG_BASE"
 
-# upstream for proxy / cache-hit if asked for
-if [[ " $SCENARIOS " == *" proxy "* || " $SCENARIOS " == *" cache-hit "* ]]; then
-    mkdir -p "$RUN_DIR/upstream/tmp"
-    SDIR=$RUN_DIR/upstream render "$BENCH_DIR/configs/upstream-nginx.conf.tmpl" "$RUN_DIR/upstream/nginx.conf"
-    require_free_port 127.0.0.1 "$UP_PORT"
-    start_bg "$CPU_LOAD" "$RUN_DIR/upstream.log" "$NGINX" -p "$RUN_DIR/upstream/" -e "$RUN_DIR/upstream/error.log" -c "$RUN_DIR/upstream/nginx.conf"
-    wait_port 127.0.0.1 "$UP_PORT" "$LAST_PID" || die "upstream nginx did not start"
+# upstream for proxy / cache-* if asked for
+if [[ " $SCENARIOS " == *" proxy "* || " $SCENARIOS " == *" cache-"* ]]; then
+    upstream_start || die "upstream nginx did not start"
 fi
 
 {

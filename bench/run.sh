@@ -6,6 +6,8 @@
 #
 # Env: SERVERS (default "scalws nginx"), SCENARIOS (default all), MODE
 # quick|release (2+5 s | 10+30 s; WARMUP=/DURATION= override), CONNS (64),
+# CONNS_1M (16: cache-1m's connections), CACHE_SIZE (256m: the cache-*
+# scenarios' cache memory; CACHE_TMPFS, /dev/shm, holds nginx's files),
 # THREADS (1), H2_CONNS (64), H2_STREAMS (10), CPU_SERVER (0), CPU_LOAD (1),
 # PORT_BASE (18300), ROTATE (rotate server order by this many places),
 # OUT (CSV file; default stdout), KEEP_RUN_DIR=1, BENCH_LOCK (or "none"),
@@ -25,12 +27,24 @@ esac
 SERVERS=${SERVERS:-scalws nginx}
 SCENARIOS=${SCENARIOS:-$ALL_SCENARIOS}
 CONNS=${CONNS:-64} THREADS=${THREADS:-1} H2_CONNS=${H2_CONNS:-64} H2_STREAMS=${H2_STREAMS:-10}
+# cache-1m: fewer connections than the small scenarios, as suits a 1 MiB
+# body: each answer is many socket writes, and what 64 connections add over
+# 16 is mostly time queued in socket buffers (an expectation, not measured
+# here: server_cpu_pct near 100 says the server was kept busy). static-1m
+# keeps CONNS, as in the reports before it; CONNS_1M=64 makes the two
+# comparable with each other.
+CONNS_1M=${CONNS_1M:-16}
+size_mib "$CACHE_SIZE" >/dev/null
 WRK_TIMEOUT=${WRK_TIMEOUT:-5}
 ROTATE=${ROTATE:-0}
 OUT=${OUT:-}
 PHP_CHILDREN=${PHP_CHILDREN:-$CONNS}  # one child per client connection: no queueing behind kept-alive FastCGI connections
 BENCH_COMMAND=${BENCH_COMMAND:-$(printf 'SERVERS="%s" SCENARIOS="%s" MODE=%s CPU_SERVER=%s CPU_LOAD=%s ROTATE=%s bench/run.sh' \
     "$SERVERS" "$SCENARIOS" "$MODE" "$CPU_SERVER" "$CPU_LOAD" "$ROTATE")}
+case " $SCENARIOS " in *" cache-"*)
+    [ "$CACHE_SIZE" = 256m ] || BENCH_COMMAND="CACHE_SIZE=$CACHE_SIZE $BENCH_COMMAND"
+    [ "$CONNS_1M" = 16 ] || BENCH_COMMAND="CONNS_1M=$CONNS_1M $BENCH_COMMAND" ;;
+esac
 
 for s in $SCENARIOS; do scen_path "$s" >/dev/null || die "unknown scenario $s (known: $ALL_SCENARIOS)"; done
 [ -n "$WRK" ] || die "wrk not installed (apt-get install wrk)"
@@ -80,6 +94,10 @@ git_desc() {
     echo "# kernel: $(uname -sr)"
     echo "# pinning: servers on CPU $CPU_SERVER; load generator, upstream, php-fpm, node, uvicorn on CPU $CPU_LOAD"
     echo "# mode: $MODE, warm-up ${WARMUP}s + measurement ${DURATION}s; HTTP/1.1: wrk -t$THREADS -c$CONNS --timeout ${WRK_TIMEOUT}s; h2: h2load -t1 -c$H2_CONNS -m$H2_STREAMS"
+    case " $SCENARIOS " in *" cache-"*)
+        read -r kz cm <<<"$(nginx_cache_split "$CACHE_SIZE")"
+        echo "# cache: $CACHE_SIZE of memory on both; scalws cache_zones bench {max_size: $CACHE_SIZE, max_object_size: 8m}, route cache {zone: bench, valid: {200: 10m}}; nginx proxy_cache_path on tmpfs $CACHE_TMPFS keys_zone=bench:${kz}k max_size=${cm}k, proxy_cache_valid 200 10m, proxy_cache_lock on; upstream Cache-Control: max-age=3600; cache-hit /cache/1k.html wrk -c$CONNS, cache-1m /cache/1m.bin wrk -c$CONNS_1M" ;;
+    esac
     case " $SCENARIOS " in *" tls-"*)
         echo "# tls: self-signed ECDSA P-256 certificate (ecdsa-with-SHA256); scalws and nginx alike (TLS 1.2 + 1.3, intermediate ciphers in server order, X25519, tickets on, no session cache), h2o and lighttpd with their defaults; tls-static-small, tls-respond: wrk over HTTPS (keep-alive: one handshake per connection), tls-h2-*: h2load" ;;
     esac
@@ -90,7 +108,6 @@ git_desc() {
 
 # ---------------------------------------------------------------- backends
 declare -A BACKEND_FAIL=()
-UP_PID=
 backend() {  # backend NAME HOST PORT CMD...: start on CPU_LOAD, wait for its port
     local name=$1 port=$2
     shift 2
@@ -101,13 +118,9 @@ backend() {  # backend NAME HOST PORT CMD...: start on CPU_LOAD, wait for its po
         return 1
     fi
 }
-if has proxy || has cache-hit; then
-    mkdir -p "$RUN_DIR/upstream/tmp"
-    SDIR=$RUN_DIR/upstream UP_PORT=$UP_PORT render "$BENCH_DIR/configs/upstream-nginx.conf.tmpl" "$RUN_DIR/upstream/nginx.conf"
-    if backend upstream "$UP_PORT" "$NGINX" -p "$RUN_DIR/upstream/" -e "$RUN_DIR/upstream/error.log" -c "$RUN_DIR/upstream/nginx.conf"; then
-        UP_PID=$LAST_PID
-    else
-        BACKEND_FAIL[proxy]="upstream nginx did not start" BACKEND_FAIL[cache-hit]="upstream nginx did not start"
+if has proxy || has cache-hit || has cache-1m; then
+    if ! upstream_start; then
+        for s in proxy cache-hit cache-1m; do BACKEND_FAIL[$s]="upstream nginx did not start"; done
     fi
 fi
 if has php; then
@@ -140,11 +153,6 @@ if has python; then
     fi
 fi
 
-upstream_count() {  # requests the upstream nginx has served so far
-    [ -n "$UP_PID" ] || return 0
-    curl -s --max-time 2 "http://127.0.0.1:$UP_PORT/__status" | awk 'NR == 3 {print $3}'
-}
-
 # ---------------------------------------------------------------- measure
 load_run() {  # load_run SCENARIO SECONDS OUTFILE [H2LOGFILE]
     local scen=$1 secs=$2 out=$3 h2log=${4:-} url
@@ -155,7 +163,9 @@ load_run() {  # load_run SCENARIO SECONDS OUTFILE [H2LOGFILE]
             [ -n "$h2log" ] && extra=(--log-file "$h2log")
             "$H2LOAD" -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -D "$secs" "${extra[@]}" "$url" >"$out" 2>&1 & ;;
         *)
-            "$WRK" -t"$THREADS" -c"$CONNS" -d"${secs}s" --timeout "${WRK_TIMEOUT}s" \
+            local c=$CONNS
+            [ "$scen" = cache-1m ] && c=$CONNS_1M
+            "$WRK" -t"$THREADS" -c"$c" -d"${secs}s" --timeout "${WRK_TIMEOUT}s" \
                 -s "$BENCH_DIR/lib/report.lua" "$url" >"$out" 2>&1 & ;;
     esac
     # in the background + wait: a TERM/Ctrl-C runs the cleanup trap at once
@@ -215,11 +225,11 @@ measure() {  # measure SERVER SCENARIO ORDER
     lock_acquire
     load_run "$scen" "$WARMUP" "$base.warmup.txt"
     ub= ua=
-    case $scen in proxy | cache-hit) ub=$(upstream_count) ;; esac
+    case $scen in proxy | cache-*) ub=$(upstream_count) ;; esac
     before=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
     load_run "$scen" "$DURATION" "$base.load.txt" "$base.h2log"
     after=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
-    case $scen in proxy | cache-hit) ua=$(upstream_count) ;; esac
+    case $scen in proxy | cache-*) ua=$(upstream_count) ;; esac
     lock_release
     stop_pid "$pid"
     emit --server "$srv" --scenario "$scen" --order "$order" --tool "$tool" --out "$base.load.txt" \

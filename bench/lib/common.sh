@@ -21,6 +21,7 @@ UP_PORT=$((PORT_BASE + 10))      # upstream nginx ("hello world")
 PHP_PORT=$((PORT_BASE + 11))     # php-fpm
 NODE_PORT=$((PORT_BASE + 12))    # node hello.js
 PYAPP_PORT=$((PORT_BASE + 13))   # uvicorn hello_asgi
+STATUS_PORT=$((PORT_BASE + 14))  # scalwsd's status listener (bench/cache_zipf.sh reads its cache counters)
 BENCH_LOCK=${BENCH_LOCK:-/tmp/scalws-bench.lock}
 
 SCALWSD=${SCALWSD:-$REPO_DIR/.venv/bin/scalwsd}
@@ -35,10 +36,19 @@ H2LOAD=${H2LOAD:-$(command -v h2load || true)}
 
 # the TLS ones together: HTTP/1.1 over TLS (tls-static-small, tls-respond:
 # static-small and respond over HTTPS), then HTTP/2
-ALL_SCENARIOS="static-small static-1m respond proxy cache-hit tls-static-small tls-respond tls-h2-static-small php node python"
+ALL_SCENARIOS="static-small static-1m respond proxy cache-hit cache-1m tls-static-small tls-respond tls-h2-static-small php node python"
+
+# The response caches of the cache-* scenarios and bench/cache_zipf.sh:
+# CACHE_SIZE is ScalWS's zone (`max_size`: keys, heads and bodies in one
+# shared mapping); nginx gets the same memory split into keys_zone and the
+# files' max_size (nginx_cache_split in servers.sh), its files on a tmpfs
+# under CACHE_TMPFS so that both caches live in memory.
+CACHE_SIZE=${CACHE_SIZE:-256m}
+CACHE_TMPFS=${CACHE_TMPFS:-/dev/shm}
 
 BENCH_PIDS=()
 LAST_PID=
+SHM_DIR=
 
 log() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -94,6 +104,8 @@ bench_cleanup() {
     done
     BENCH_PIDS=()
     if [ -n "${BENCH_CLEANUP_EXTRA:-}" ]; then eval "$BENCH_CLEANUP_EXTRA" || true; fi
+    # cache files live in RAM: removed whatever happened (KEEP_RUN_DIR keeps configs and logs only)
+    if [ -n "$SHM_DIR" ] && [ -d "$SHM_DIR" ]; then rm -rf "$SHM_DIR"; fi
     if [ -n "${RUN_DIR:-}" ] && [ -d "$RUN_DIR" ] && [ "${KEEP_RUN_DIR:-0}" != 1 ] && [ "$rc" = 0 ]; then
         rm -rf "$RUN_DIR"
     elif [ -n "${RUN_DIR:-}" ] && [ -d "$RUN_DIR" ]; then
@@ -105,6 +117,30 @@ install_traps() {
     trap bench_cleanup EXIT
     trap 'log "interrupted"; exit 130' INT
     trap 'log "terminated"; exit 143' TERM
+}
+
+# shm_dir: SHM_DIR, a directory of ours on the tmpfs CACHE_TMPFS (made once,
+# removed by bench_cleanup), for nginx's cache files; fails if CACHE_TMPFS
+# is not a tmpfs. Call it in the main shell, not in $(...), so that SHM_DIR
+# is set where the cleanup runs.
+shm_dir() {
+    if [ -z "$SHM_DIR" ]; then
+        [ "$(stat -f -c %T "$CACHE_TMPFS" 2>/dev/null)" = tmpfs ] || return 1
+        SHM_DIR=$(mktemp -d "$CACHE_TMPFS/scalws-bench.XXXXXX") || return 1
+        chmod 755 "$SHM_DIR"
+    fi
+}
+
+# size_mib SIZE: "256m" / "1g" / "65536k" -> MiB (an integer; k rounded up)
+size_mib() {
+    local n=${1%?}
+    [[ $n =~ ^[0-9]+$ ]] || die "size '$1': give it as Nk, Nm or Ng"
+    case $1 in
+        *[mM]) echo "$n" ;;
+        *[gG]) echo $((n * 1024)) ;;
+        *[kK]) echo $(((n + 1023) / 1024)) ;;
+        *) die "size '$1': give it as Nk, Nm or Ng" ;;
+    esac
 }
 
 # port_open HOST PORT

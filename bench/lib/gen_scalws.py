@@ -8,11 +8,16 @@ does not implement yet are still generated: bench/lib/servers.sh runs
 scenario turns on by itself the day its handler lands.
 
 Routes use path "/" so that the URL layout every server shares
-(/respond, /static/1k.html, /proxy/, /cache/, /php/hello.php, /node/,
-/python/) works whatever the static root semantics turn out to be.
+(/respond, /static/1k.html, /proxy/, /cache/1k.html, /cache/1m.bin,
+/php/hello.php, /node/, /python/) works whatever the static root semantics
+turn out to be.
 The tls-* scenarios listen on --https-port with `tls` and the site's
 `tls: {cert, key}` (--cert, --key; bench/handshakes.sh passes its RSA
 one for its RSA measurement).
+The cache-* scenarios (and cache-zipf, bench/cache_zipf.sh's) proxy to the
+upstream with `cache: {zone: bench, valid: {200: 10m}}` and a top-level
+zone `bench` of --cache-size; cache-zipf adds the status listener on
+--status-port, whose /status JSON has the cache counters.
 """
 import argparse
 import json
@@ -69,6 +74,8 @@ def build(a):
     static = {"static": {"root": a.www}}
     upstreams = {}
     apps = {}
+    zones = {}
+    status = None
     listen = [f"{h}:{a.http_port}" for h in a.addr]
     site = {"listen": listen}
     s = a.scenario
@@ -88,9 +95,18 @@ def build(a):
     elif s == "proxy":
         upstreams["up"] = {"servers": [f"127.0.0.1:{a.up_port}"], "keepalive": 64}
         route = {"proxy": {"upstream": "up"}}
-    elif s == "cache-hit":
+    elif s in ("cache-hit", "cache-1m", "cache-zipf"):
+        # One zone for the whole cache, max_size the memory nginx gets too
+        # (keys_zone + max_size on its tmpfs: bench/lib/servers.sh,
+        # nginx_cache_split). valid 200 10m mirrors nginx's
+        # proxy_cache_valid; the upstream's max-age=3600 wins on both.
+        # The lock (collapsed misses, as nginx's proxy_cache_lock on) is on
+        # by default.
         upstreams["up"] = {"servers": [f"127.0.0.1:{a.up_port}"], "keepalive": 64}
-        route = {"proxy": {"upstream": "up", "cache": {"max_size": "256m"}}}
+        zones["bench"] = {"max_size": a.cache_size, "max_object_size": "8m"}
+        route = {"proxy": {"upstream": "up", "cache": {"zone": "bench", "valid": {200: "10m"}}}}
+        if s == "cache-zipf":
+            status = {"listen": f"127.0.0.1:{a.status_port}"}
     elif s == "php":
         # keepalive 64 as nginx's `upstream php`; PHP-FPM has a child per
         # client connection (bench/run.sh), so pooled connections never starve it.
@@ -130,6 +146,10 @@ def build(a):
     if a.max_connections:
         limits["max_connections"] = a.max_connections
     cfg["limits"] = limits
+    if status:
+        cfg["status"] = status
+    if zones:
+        cfg["cache_zones"] = zones
     if upstreams:
         cfg["upstreams"] = upstreams
     if apps:
@@ -149,6 +169,8 @@ def main():
     p.add_argument("--php-port", type=int, default=18311)
     p.add_argument("--node-port", type=int, default=18312)
     p.add_argument("--pyapp-port", type=int, default=18313)
+    p.add_argument("--status-port", type=int, default=18314, help="cache-zipf: the status listener")
+    p.add_argument("--cache-size", default="256m", help="cache-*: the zone's max_size")
     p.add_argument("--cert", default="")
     p.add_argument("--key", default="")
     p.add_argument("--workers", type=int, default=1)

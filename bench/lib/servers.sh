@@ -30,7 +30,8 @@ scen_path() {
         static-1m) echo /static/1m.bin ;;
         respond | tls-respond) echo /respond ;;
         proxy) echo /proxy/ ;;
-        cache-hit) echo /cache/ ;;
+        cache-hit) echo /cache/1k.html ;;
+        cache-1m) echo /cache/1m.bin ;;
         php) echo /php/hello.php ;;
         node) echo /node/ ;;
         python) echo /python/ ;;
@@ -47,8 +48,8 @@ scen_url() {  # scen_url SCENARIO [ADDR]
 scen_port() { case $1 in tls-*) echo "$HTTPS_PORT" ;; *) echo "$HTTP_PORT" ;; esac; }
 scen_expected_file() {  # the file whose bytes the answer must equal, or "" for "hello world"
     case $1 in
-        static-small | tls-static-small | tls-h2-static-small) echo "$WWW/static/1k.html" ;;
-        static-1m) echo "$WWW/static/1m.bin" ;;
+        static-small | tls-static-small | tls-h2-static-small | cache-hit) echo "$WWW/static/1k.html" ;;
+        static-1m | cache-1m) echo "$WWW/static/1m.bin" ;;
         *) echo "" ;;
     esac
 }
@@ -84,6 +85,7 @@ scalws_gen() {  # scalws_gen SCENARIO OUTFILE [SERVER]
     "$BENCH_PY" "$BENCH_DIR/lib/gen_scalws.py" "$1" --www "$WWW" "${args[@]}" \
         --http-port "$HTTP_PORT" --https-port "$HTTPS_PORT" --up-port "$UP_PORT" \
         --php-port "$PHP_PORT" --node-port "$NODE_PORT" --pyapp-port "$PYAPP_PORT" \
+        --status-port "$STATUS_PORT" --cache-size "$CACHE_SIZE" \
         --cert "$CERT" --key "$KEY" --workers "$S_WORKERS" \
         $([ "$S_MAXCONN" != 4096 ] && echo --max-connections "$S_MAXCONN") >"$2"
 }
@@ -113,7 +115,7 @@ srv_supports() {
         nginx) [ -x "$b" ] || { echo "nginx: not installed"; return 1; } ;;
         h2o)
             [ -x "$b" ] || { echo "h2o: not installed (apt-get install h2o)"; return 1; }
-            case $scen in cache-hit) echo "h2o: no proxy cache in h2o 2.2"; return 1 ;; esac
+            case $scen in cache-*) echo "h2o: no proxy cache in h2o 2.2"; return 1 ;; esac
             ;;
         lighttpd)
             [ -x "$b" ] || { echo "lighttpd: not installed (apt-get install lighttpd)"; return 1; }
@@ -122,7 +124,7 @@ srv_supports() {
             esac
             case $scen in
                 respond | tls-respond) echo "lighttpd: no fixed-response directive (mod_magnet is not packaged)"; return 1 ;;
-                cache-hit) echo "lighttpd: no proxy cache"; return 1 ;;
+                cache-*) echo "lighttpd: no proxy cache"; return 1 ;;
             esac
             ;;
     esac
@@ -164,6 +166,35 @@ _listen_blocks() {  # the LISTEN placeholder for SERVER
     export LISTEN
 }
 
+# nginx_cache_split SIZE [OBJ_BYTES]: nginx's share of the memory ScalWS's
+# zone of SIZE gets, as "KEYS_ZONE_KIB MAX_SIZE_KIB", keys_zone + max_size
+# = SIZE. ScalWS keeps keys, heads and bodies in its one mapping; nginx
+# keeps a node per key in keys_zone (shared memory, "about 8 thousand keys"
+# per MiB: the proxy_cache_path documentation) and each response in a file
+# (its header, the key, the response head, then the body; on a tmpfs, whole
+# pages of memory), bounded by max_size. max_size alone does not bound a
+# busy cache: the cache manager checks it when it wakes, at most every 10 s
+# while no entry is inactive, and misses fill the cache meanwhile (measured
+# with keys_zone sized for one-page files: 24 383 files, 190 MiB of tmpfs
+# against max_size=61m after a 3 s Zipf run). A full keys_zone, on the
+# other hand, evicts at once (the least recently used entry, in the worker
+# that needs the node). So keys_zone gets room for as many entries as
+# max_size holds of OBJ_BYTES answers (0: one-page files, the most a tmpfs
+# holds), and both bounds agree; the file of an answer is estimated as
+# OBJ_BYTES + NGINX_FILE_HEAD (700: 632 B measured for /cache/zipf/
+# answers) rounded up to pages.
+NGINX_FILE_HEAD=${NGINX_FILE_HEAD:-700}
+nginx_cache_split() {
+    local kib file keys kz
+    kib=$(($(size_mib "$1") * 1024))
+    file=$(((${2:-0} + NGINX_FILE_HEAD + 4095) / 4096 * 4096))
+    keys=$((kib * 1024 * 8000 / (file * 8000 + 1048576)))   # SIZE / (file + 1 MiB / 8000)
+    kz=$(((keys * 1048576 / 8000 + 1023) / 1024))
+    [ "$kz" -ge 64 ] || kz=64                                 # nginx wants 8 pages at least
+    [ "$kz" -lt "$kib" ] || die "CACHE_SIZE=$1 is too small to split into keys_zone and max_size"
+    echo "$kz $((kib - kz))"
+}
+
 # srv_start SERVER SCENARIO: start it, wait until the scenario's port answers.
 srv_start() {
     local srv=$1 scen=$2 cmd=() hard
@@ -181,6 +212,22 @@ srv_start() {
     case $srv in
         nginx)
             _listen_blocks nginx
+            # the cache: fresh for every start, as every server's is, on a
+            # tmpfs (nginx_cache_split says why); only the cache scenarios
+            # need the tmpfs, the others leave the zone unused
+            local split
+            split=$(nginx_cache_split "$CACHE_SIZE" "${CACHE_OBJ_SIZE:-0}") || return 1
+            export NGINX_CACHE_DIR=$S_DIR/cache NGINX_KEYS_ZONE=${split% *}k NGINX_CACHE_MAX=${split#* }k
+            if shm_dir; then
+                NGINX_CACHE_DIR=$SHM_DIR/nginx-$S_TAG
+                rm -rf "$NGINX_CACHE_DIR"
+            else
+                case $scen in cache-*)
+                    echo "CACHE_TMPFS=$CACHE_TMPFS is not a tmpfs: nginx's cache must live in memory, as ScalWS's" >"$S_DIR/stdout.log"
+                    return 1 ;;
+                esac
+            fi
+            mkdir -p "$NGINX_CACHE_DIR"
             render "$BENCH_DIR/configs/nginx.conf.tmpl" "$S_DIR/nginx.conf" || return 1
             cmd=("$NGINX" -p "$S_DIR/" -e "$S_DIR/error.log" -c "$S_DIR/nginx.conf")
             ;;
@@ -221,11 +268,52 @@ srv_start() {
     return 0
 }
 
+# ------------------------------------------------------- the upstream nginx
+# upstream_start: the upstream of the proxy and cache-* scenarios and of
+# bench/cache_zipf.sh (bench/configs/upstream-nginx.conf.tmpl) on CPU_LOAD;
+# sets UP_PID. Needs RUN_DIR and WWW.
+UP_PID=
+upstream_start() {
+    mkdir -p "$RUN_DIR/upstream/tmp"
+    SDIR=$RUN_DIR/upstream UP_PORT=$UP_PORT WWW=$WWW \
+        render "$BENCH_DIR/configs/upstream-nginx.conf.tmpl" "$RUN_DIR/upstream/nginx.conf" || return 1
+    require_free_port 127.0.0.1 "$UP_PORT"
+    start_bg "$CPU_LOAD" "$RUN_DIR/upstream.log" "$NGINX" -p "$RUN_DIR/upstream/" \
+        -e "$RUN_DIR/upstream/error.log" -c "$RUN_DIR/upstream/nginx.conf"
+    if ! wait_port 127.0.0.1 "$UP_PORT" "$LAST_PID" 20; then
+        log "upstream nginx did not start: $(tail -n 3 "$RUN_DIR/upstream.log" "$RUN_DIR/upstream/error.log" 2>/dev/null | tr '\n' ' ')"
+        return 1
+    fi
+    UP_PID=$LAST_PID
+}
+
+upstream_count() {  # requests the upstream nginx has served so far (this one included)
+    [ -n "$UP_PID" ] || return 0
+    curl -s --max-time 2 "http://127.0.0.1:$UP_PORT/__status" | awk 'NR == 3 {print $3}'
+}
+
 srv_start_failure() {  # one line explaining why the last srv_start failed
     { cat "$S_DIR/stdout.log" "$S_DIR/error.log" 2>/dev/null || true; } | grep -v '^\s*$' | tail -n 2 | tr '\n,' '  ' | cut -c1-200
 }
 
 # ---------------------------------------------------------------- preflight
+# cache_verdict HEADFILE: "hit" when the response head in HEADFILE says it
+# came from the cache: ScalWS's `Cache-Status: scalws; hit` (RFC 9211; the
+# last member is the cache nearest the client) or nginx's `X-Cache: HIT`
+# (add_header X-Cache $upstream_cache_status); otherwise what it says, or
+# "no Cache-Status or X-Cache header".
+cache_verdict() {
+    tr -d '\r' <"$1" | awk '
+        tolower($0) ~ /^cache-status:/ { v = substr($0, index($0, ":") + 1); n = split(v, m, ",")
+                                         cs = m[n]; gsub(/^ +| +$/, "", cs) }
+        tolower($0) ~ /^x-cache:/      { xc = substr($0, index($0, ":") + 1); gsub(/ /, "", xc) }
+        END {
+            if (cs != "") { if (cs ~ /; *hit( *;|$)/) print "hit"; else print "Cache-Status: " cs }
+            else if (xc != "") { if (toupper(xc) == "HIT") print "hit"; else print "X-Cache: " xc }
+            else print "no Cache-Status or X-Cache header"
+        }'
+}
+
 # The URL must answer 200 with exactly the expected body (h2 on tls-h2-*,
 # HTTP/1.1 everywhere else, TLS included: curl offers only http/1.1 there).
 preflight() {  # preflight SCENARIO [ADDR]: prints the problem and fails
@@ -236,11 +324,16 @@ preflight() {  # preflight SCENARIO [ADDR]: prints the problem and fails
         tls-h2-*) opts+=(-k --http2) ;;
         tls-*) opts+=(-k --http1.1) ;;
     esac
+    opts+=(-D "$RUN_DIR/preflight.head")
     for _ in 1 2; do  # twice: the first answer fills a cache
         code=$(curl "${opts[@]}" "$url" 2>&1) || { echo "preflight: curl $url failed ($code)"; return 1; }
     done
     case $scen in tls-h2-*) want="200 2" ;; *) want="200 1.1" ;; esac
     [ "$code" = "$want" ] || { echo "preflight: $url answered '$code', expected '$want'"; return 1; }
+    case $scen in cache-*)
+        code=$(cache_verdict "$RUN_DIR/preflight.head")
+        [ "$code" = hit ] || { echo "preflight: the second answer of $url was not a cache hit ($code)"; return 1; } ;;
+    esac
     want=$(scen_expected_file "$scen")
     if [ -n "$want" ]; then
         cmp -s "$body" "$want" || { echo "preflight: $url body differs from $(basename "$want")"; return 1; }
