@@ -472,6 +472,7 @@ static void serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t 
         else if (nr > 0)
             status = 206;
     }
+    r->date = ent->date; /* the stored response's, not now (RFC 9110 6.6.1) */
     resp_head(e, r, status, NULL, 0);
     fields_out(e, r, ent, status == 304);
     char line[64];
@@ -711,7 +712,7 @@ typedef struct tee {
     size_t stored_len;            /* the part of fl that is stored (a prefix: the rest is per request) */
     sws_cc_t cc;
     sws_cc_resp_t rs;
-    int set_cookie, vary_star;
+    int set_cookie, vary_star, age_invalid;
     char vary_names[VARY_MAX];    /* "a\0b\0" */
     size_t vary_names_len;
     char tags[TAGS_MAX];
@@ -800,7 +801,7 @@ static void tee_head(sws_engine_t *e, sws_resp_t *r, int status, const char *rea
     }
     sws_cc_init(&t->cc);
     t->rs = (sws_cc_resp_t){status, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, 0, 0};
-    t->set_cookie = t->vary_star = 0;
+    t->set_cookie = t->vary_star = t->age_invalid = 0;
     t->vary_names_len = t->tags_len = 0;
     t->etag_off = -1;
 }
@@ -845,9 +846,13 @@ static void tee_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t n
         return; /* the protocol writes its own */
     }
     if (name_eq(&h, "age", 3)) {
+        /* one non-negative integer, or the response is treated as stale
+         * (several lines, lists, signs, fractions, parameters) */
         int64_t a = sws_cc_delta(value, vl);
-        if (a >= 0)
+        if (a >= 0 && t->rs.age == INT64_MIN)
             t->rs.age = a;
+        else
+            t->age_invalid = 1;
         store_it = 0; /* hits compute their own */
     } else if (name_eq(&h, "cache-control", 13)) {
         if (!(t->c->ignore & SWS_CI_CACHE_CONTROL))
@@ -1010,6 +1015,8 @@ static int64_t lifetime_of(tee_t *t)
         t->rs.date = t->e->core.wall; /* we are the first to see it */
     int heuristic = sws_cc_heuristic_status(t->status) || (t->cc.flags & SWS_CC_PUBLIC);
     int64_t l = sws_cc_lifetime(&t->cc, &t->rs, heuristic, valid_for(t->c, t->status));
+    if (l > 0 && t->age_invalid)
+        l = 0; /* stored, but stale: revalidated before use */
     if (l < 0 && (t->cc.flags & SWS_CC_NO_CACHE) && (t->etag_off >= 0 || t->rs.last_modified != INT64_MIN))
         l = 0; /* stored to be revalidated every time */
     return l;
@@ -1021,10 +1028,23 @@ static int decide_store(tee_t *t, int kind, uint64_t len)
     const sws_cache_route_t *c = t->c;
     if (t->mode != M_FILL || t->discarded || t->req.method_id != SWS_M_GET)
         return 0;
-    if ((!storable_status(t->status) && valid_for(c, t->status) < 0) || kind == SWS_BODY_TUNNEL ||
-        t->status < 200)
+    if (kind == SWS_BODY_TUNNEL || t->status < 200 || t->status == 206 || t->status == 304)
         return 0;
-    if (t->cc.flags & (SWS_CC_NO_STORE | SWS_CC_PRIVATE))
+    /* RFC 9111 3: a final status with explicit freshness, or one a cache
+     * may give heuristic freshness (or `valid`) to; must-understand: only
+     * statuses we understand, and then despite no-store (5.2.2.3) */
+    int explicit = t->cc.max_age != SWS_CC_NONE || t->cc.s_maxage != SWS_CC_NONE ||
+                   t->rs.expires != INT64_MIN || t->rs.expires_invalid;
+    if (!explicit && !storable_status(t->status) && valid_for(c, t->status) < 0 &&
+        !(t->cc.flags & SWS_CC_PUBLIC))
+        return 0;
+    if (t->cc.flags & SWS_CC_MUST_UNDERSTAND) {
+        if (!sws_cc_understood_status(t->status))
+            return 0;
+    } else if (t->cc.flags & SWS_CC_NO_STORE) {
+        return 0;
+    }
+    if (t->cc.flags & SWS_CC_PRIVATE)
         return 0;
     if (t->set_cookie && !(c->ignore & SWS_CI_SET_COOKIE))
         return 0;
@@ -1325,6 +1345,7 @@ static void commit(tee_t *t)
     ent->initial_age = sws_cc_initial_age(&t->rs, t->request_time, now);
     ent->lifetime = life;
     ent->last_modified = t->rs.last_modified;
+    sws_http_date((time_t)t->rs.date, ent->date); /* lifetime_of set it (now when absent) */
     ent->swr = t->cc.stale_while_revalidate != SWS_CC_NONE ? (uint32_t)t->cc.stale_while_revalidate : 0;
     ent->sie = t->cc.stale_if_error != SWS_CC_NONE ? (uint32_t)t->cc.stale_if_error : 0;
     ent->hflags = ((t->cc.flags & SWS_CC_NO_CACHE) ? CE_NO_CACHE : 0) |
@@ -1373,6 +1394,33 @@ static void commit(tee_t *t)
     (void)c;
 }
 
+/* Removes from lines[0..n) the fields a 304 must not update: the stored
+ * body's own description. The ETag offset goes (it is the stored one that
+ * stays). Returns the new length. */
+static size_t drop_fields(char *lines, size_t n, int64_t *etag_off)
+{
+    static const char *const keep_stored[] = {"content-encoding", "content-length", "content-md5",
+                                              "content-range", "etag"};
+    size_t w = 0;
+    for (size_t r = 0; r < n;) {
+        const char *eol = memchr(lines + r, '\n', n - r);
+        size_t len = (size_t)(eol - (lines + r) + 1);
+        const char *colon = memchr(lines + r, ':', len);
+        size_t nl = colon ? (size_t)(colon - (lines + r)) : 0;
+        int drop = 0;
+        for (size_t i = 0; i < sizeof keep_stored / sizeof keep_stored[0]; i++)
+            if (nl == strlen(keep_stored[i]) && strncasecmp(lines + r, keep_stored[i], nl) == 0)
+                drop = 1;
+        if (!drop) {
+            memmove(lines + w, lines + r, len);
+            w += len;
+        }
+        r += len;
+    }
+    *etag_off = -1;
+    return w;
+}
+
 /* A 304 to our revalidation: the stored entry again, with the 304's
  * fields in place of its own (RFC 9111 4.3.4) and fresh from now. */
 static uint64_t refresh(tee_t *t)
@@ -1399,6 +1447,8 @@ static uint64_t refresh(tee_t *t)
     char *nh;
     int64_t noff;
     size_t nlen = stored_head(t, &nh, &noff);
+    if (nh) /* fields a 304 does not change (RFC 9111 3.2): they describe the stored body */
+        nlen = drop_fields(nh, nlen, &noff);
     while (p < end) {
         const char *eol = memchr(p, '\n', (size_t)(end - p));
         size_t len = (size_t)(eol - p + 1);
@@ -1467,6 +1517,8 @@ static uint64_t refresh(tee_t *t)
     ent->initial_age = sws_cc_initial_age(&t->rs, t->request_time, now);
     ent->lifetime = life;
     ent->hflags = hflags;
+    if (t->rs.date != INT64_MIN)
+        sws_http_date((time_t)t->rs.date, ent->date); /* the 304's Date replaces it */
     ent->head_len = (uint32_t)n;
     ent->etag_off = etag_off >= 0 ? (uint32_t)etag_off : 0;
     ent->etag_len = etag_off >= 0 ? (uint32_t)etag_len : 0;

@@ -129,6 +129,8 @@ void sws_cc_parse(sws_cc_t *cc, const char *p, size_t n)
             cc->flags |= SWS_CC_IMMUTABLE;
         else if (dir_is(name, nl, "no-transform"))
             cc->flags |= SWS_CC_NO_TRANSFORM;
+        else if (dir_is(name, nl, "must-understand"))
+            cc->flags |= SWS_CC_MUST_UNDERSTAND;
     }
 }
 
@@ -137,6 +139,21 @@ int sws_cc_heuristic_status(int status)
     switch (status) {
     case 200: case 203: case 204: case 206: case 300: case 301: case 308:
     case 404: case 405: case 410: case 414: case 501:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int sws_cc_understood_status(int status)
+{
+    switch (status) {
+    case 200: case 201: case 202: case 203: case 204: case 205: case 206:
+    case 300: case 301: case 302: case 303: case 304: case 305: case 307: case 308:
+    case 400: case 401: case 402: case 403: case 404: case 405: case 406: case 407: case 408:
+    case 409: case 410: case 411: case 412: case 413: case 414: case 415: case 416: case 417:
+    case 418: case 421: case 422: case 426: case 428: case 429: case 431: case 451:
+    case 500: case 501: case 502: case 503: case 504: case 505: case 511:
         return 1;
     default:
         return 0;

@@ -97,8 +97,9 @@ static void h1_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reas
         out_copy(e, f, n); /* Strict-Transport-Security: answers over TLS only */
     }
     out_copy(e, "Date: ", 6);
-    out_copy(e, e->core.date, SWS_HTTP_DATE_LEN);
+    out_copy(e, r->date ? r->date : e->core.date, SWS_HTTP_DATE_LEN);
     out_copy(e, "\r\n", 2);
+    r->date = NULL;
 }
 
 static void h1_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t nl,

@@ -116,7 +116,8 @@ def test_responses_that_must_not_be_stored(server, origin):
     s = server(cache_yaml(origin.port))
     for t in ["/ns" + q(cc="no-store"), "/pv" + q(cc="private, max-age=100"),
               "/ck" + q(cc="max-age=100", cookie=1), "/vs" + q(cc="max-age=100", vary="*"),
-              "/st" + q(cc="max-age=100", status=500), "/none"]:
+              "/st" + q(status=500, lm=1), "/none",
+              "/mu" + q(cc="max-age=100, must-understand", status=599)]:
         req(s.port, t)
         r = req(s.port, t)
         assert "fwd=" in r.cs and "stored" not in r.cs, (t, r.cs)
@@ -129,6 +130,12 @@ def test_expires_and_heuristic_freshness(server, origin):
         req(s.port, t)
         assert "hit" in req(s.port, t).cs, t
         assert origin.count(t) == 1
+    # explicit freshness makes any final status storable; must-understand
+    # stores a status we understand even with no-store
+    for t in ["/e500" + q(cc="max-age=100", status=500),
+              "/mu404" + q(cc="max-age=100, must-understand, no-store", status=404)]:
+        req(s.port, t)
+        assert "hit" in req(s.port, t).cs, t
     # Expires in the past: stored stale, never a hit
     t = "/old" + q(expires=-100)
     req(s.port, t)
@@ -222,9 +229,11 @@ def test_stale_entries_are_revalidated_and_refreshed(server, origin):
 
 def test_stale_while_revalidate_answers_at_once_and_refreshes_once(server, origin):
     s = server(cache_yaml(origin.port))
-    t = "/swr" + q(cc="max-age=1, stale-while-revalidate=60", sleep=0.3)
+    # max-age=3: the refreshed entry is fresh for at least 2 s (ages are
+    # whole seconds, and the origin's Date may lag by one)
+    t = "/swr" + q(cc="max-age=3, stale-while-revalidate=60", sleep=0.3)
     req(s.port, t)
-    time.sleep(1.5)
+    time.sleep(3.2)
     t0 = time.monotonic()
     rs = [req(s.port, t) for _ in range(5)]
     assert time.monotonic() - t0 < 1.0  # none of them waited for the slow origin

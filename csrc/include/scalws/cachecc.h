@@ -31,6 +31,7 @@ enum {
     SWS_CC_MAX_STALE_ANY = 1 << 8, /* request max-stale without a value */
     SWS_CC_INVALID = 1 << 9,      /* a freshness directive with a bad or repeated value */
     SWS_CC_NO_TRANSFORM = 1 << 10,
+    SWS_CC_MUST_UNDERSTAND = 1 << 11,
 };
 
 typedef struct {
@@ -52,6 +53,8 @@ int64_t sws_cc_delta(const char *s, size_t n);
 
 /* Statuses a cache may give heuristic freshness to (§4.2.2, RFC 9110 §15.1). */
 int sws_cc_heuristic_status(int status);
+/* Final statuses whose semantics RFC 9110 defines (for must-understand). */
+int sws_cc_understood_status(int status);
 
 /* What the response says about itself, for sws_cc_lifetime. Times are Unix
  * seconds; absent fields are INT64_MIN. expires_invalid: Expires was

@@ -87,6 +87,7 @@ typedef struct {
     uint32_t key_len, vary_len, tags_len, head_len;
     uint32_t etag_off, etag_len;   /* the ETag value inside the head; len 0: none */
     uint64_t body_len;
+    char date[32];                 /* the response's Date (IMF-fixdate, 29 bytes) */
     char data[];                   /* key, vary, tags, head, body */
 } sws_cent_t;
 

@@ -139,6 +139,9 @@ struct sws_resp {
     /* Set by the cache's tee: the proxy passes the upstream's Date on
      * (the protocol writes its own; the cache needs the origin's). */
     int upstream_date;
+    /* A Date for the next head in place of now (the cache's stored one,
+     * RFC 9110 6.6.1); the protocol copies it and clears it. */
+    const char *date;
 };
 
 /* A start that answered at once through r (not an error status). */
