@@ -172,10 +172,10 @@ int64_t sws_cc_lifetime(const sws_cc_t *cc, const sws_cc_resp_t *rs, int heurist
         return 0;
     if (rs->expires != INT64_MIN) {
         int64_t d = rs->expires - rs->date;
-        return d > 0 ? d : 0;
+        return d <= 0 ? 0 : d > SWS_CC_MAX_DELTA ? SWS_CC_MAX_DELTA : d;
     }
     if (fallback >= 0)
-        return fallback;
+        return fallback > SWS_CC_MAX_DELTA ? SWS_CC_MAX_DELTA : fallback;
     if (heuristic && rs->last_modified != INT64_MIN && rs->date > rs->last_modified) {
         int64_t h = (rs->date - rs->last_modified) / 10;
         return h > 86400 ? 86400 : h;

@@ -24,8 +24,8 @@ import struct
 from dataclasses import dataclass, field
 
 HOLDERS = 64                    # SWS_CS_HOLDERS
-# sws_cs_counters_t, in order (uint64 each); its offset in the zone header
-# is found from the magic-independent layout below (stats_layout check in tests).
+# sws_cs_counters_t, in order (uint64 each), at COUNTERS_OFFSET in the zone
+# (tests/unit/test_cache_layout.py checks both against the engine).
 COUNTERS = ("hits", "misses", "expired", "stale", "revalidated", "bypassed", "purged",
             "evictions", "stored", "store_failed", "lock_waits", "updating",
             "entries", "bytes_stored", "mem_used", "mem_size")
@@ -72,13 +72,14 @@ class CacheMemory:
         return list(self._efds)
 
 
+COUNTERS_OFFSET = 16            # sws_cs_t.c (after magic, state, formatter)
+
+
 def counters(zone_mm) -> dict:
     """A zone's counters (sws_cs_counters_t) from its mapping; {} when no
-    worker formatted it yet."""
-    from scalws.server.engine import cache_layout
-    lay = cache_layout()
+    worker formatted it yet. No lock: each is one aligned 64-bit word."""
     magic, state = struct.unpack_from("<QI", zone_mm, 0)
     if state != 2:
         return {}
-    vals = struct.unpack_from("<%dQ" % len(COUNTERS), zone_mm, lay["counters"])
+    vals = struct.unpack_from("<%dQ" % len(COUNTERS), zone_mm, COUNTERS_OFFSET)
     return dict(zip(COUNTERS, vals))

@@ -339,6 +339,7 @@ class Master:
         `status:` listener)."""
         if config.status is None or self.status_sock is None:
             return 0
+        zones = self.cache.view(config).zones  # made before the fork: shared with the workers
         rfd, wfd = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -350,7 +351,7 @@ class Master:
                 os.close(fd)
             for fd in self.apps.child_fds():
                 os.close(fd)
-            statusd.run(block.mm, config.status.allow, self.status_sock, self.errlog, wfd)
+            statusd.run(block.mm, config.status.allow, self.status_sock, self.errlog, wfd, zones)
         os.close(wfd)
         self._ready_fds.add(rfd)
         self.statusd[pid] = block

@@ -171,14 +171,20 @@ def _empty_hist(le):
     return _hist([0] * HIST_WORDS, le)
 
 
-def read(source) -> dict:
+def read(source, zones=None) -> dict:
     """The block at `source` (a path, or a mapping/buffer) summed over its
-    workers, with each worker's own numbers in "workers"."""
+    workers, with each worker's own numbers in "workers"; with `zones`
+    (name -> the cache zone's mapping, control/cacheshared.py) each zone's
+    counters in "cache"."""
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:  # a few pages: one read is a snapshot enough
-            return read(f.read())
+            return read(f.read(), zones)
     with memoryview(source) as buf:
-        return _read(buf)
+        out = _read(buf)
+    if zones:
+        from scalws.control.cacheshared import counters
+        out["cache"] = {name: counters(mm) for name, mm in zones.items()}
+    return out
 
 
 def _read(buf) -> dict:
@@ -217,9 +223,6 @@ def _read(buf) -> dict:
             out[key] += head[field]
         for c in CLASSES:
             out["requests_by_class"][c] += head[f"status_{c}"]
-        for k in HEAD_FIELDS:
-            if k.startswith("cache_"):
-                out["cache"][k[6:]] = out["cache"].get(k[6:], 0) + head[k]
         out["request_duration"] = _hist_add(out["request_duration"], dur)
         base = nh + HIST_WORDS
         for r in range(n_routes):
@@ -277,13 +280,17 @@ def _sum_dicts(stats_dicts):
     if len(stats_dicts) == 1:
         return stats_dicts[0]
     out = {"workers": [], "requests_by_class": {c: 0 for c in CLASSES}, "routes": {},
-           "upstreams": {}, "request_duration": None}
+           "upstreams": {}, "request_duration": None, "cache": {}}
     for key in ("busy_ns", "idle_ns", "requests", "connections_active", "connections_idle",
                 "connections_accepted", "connections_tls_active",
                 "connections_tls_accepted", "bytes_in", "bytes_out"):
         out[key] = sum(s.get(key, 0) for s in stats_dicts)
     for s in stats_dicts:
         out["workers"] += s["workers"]
+        for zone, c in s.get("cache", {}).items():
+            o = out["cache"].setdefault(zone, {})
+            for k, n in c.items():
+                o[k] = o.get(k, 0) + n
         for c, n in s["requests_by_class"].items():
             out["requests_by_class"][c] = out["requests_by_class"].get(c, 0) + n
         out["request_duration"] = _hist_add(out["request_duration"], s["request_duration"])
@@ -369,6 +376,24 @@ def render_prometheus(stats_dicts, instance_labels=None) -> str:
            "Duration of the client requests answered through an upstream group.",
            lambda s: (x for n, u in s["upstreams"].items()
                       for x in hist(u["duration"], {"upstream": n})))
+    events = ("hits", "misses", "expired", "stale", "revalidated", "bypassed", "purged",
+              "evictions", "stored", "store_failed", "lock_waits", "updating")
+    family("scalws_cache_events_total", "counter",
+           "Response cache events by zone: hits, misses, expired (revalidated or refetched), "
+           "stale (served stale), revalidated (304 refreshed), bypassed, purged (entries), "
+           "evictions, stored, store_failed, lock_waits (collapsed misses), updating.",
+           lambda s: (("", {"zone": z, "event": ev}, c.get(ev, 0))
+                      for z, c in s.get("cache", {}).items() for ev in events if c))
+    family("scalws_cache_entries", "gauge", "Entries stored in a cache zone.",
+           lambda s: (("", {"zone": z}, c.get("entries", 0))
+                      for z, c in s.get("cache", {}).items() if c))
+    family("scalws_cache_bytes", "gauge",
+           "A cache zone's bytes: stored (keys, heads, bodies), used (blocks with "
+           "their entry headers), size (the zone's heap).",
+           lambda s: (x for z, c in s.get("cache", {}).items() if c
+                      for x in (("", {"zone": z, "kind": "stored"}, c.get("bytes_stored", 0)),
+                                ("", {"zone": z, "kind": "used"}, c.get("mem_used", 0)),
+                                ("", {"zone": z, "kind": "size"}, c.get("mem_size", 0)))))
     return "\n".join(lines) + "\n"
 
 

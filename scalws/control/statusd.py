@@ -65,11 +65,12 @@ def bind(st):
 
 
 class StatusServer:
-    def __init__(self, source, allow):
+    def __init__(self, source, allow, zones=None):
         """`source`: the counters block (a mapping) of one scalwsd, or a
         callable returning (list of stats dicts, list of label dicts) to be
         summed (scalws-controller: one per running instance)."""
         self.source = source
+        self.zones = zones         # name -> cache zone mapping (control/cacheshared.py)
         self.allow = [ipaddress.ip_network(a, strict=False) for a in allow]
 
     def allowed(self, peer) -> bool:
@@ -90,7 +91,7 @@ class StatusServer:
         if callable(self.source):
             dicts, labels = self.source()
         else:
-            dicts, labels = [stats_mod.read(self.source)], None
+            dicts, labels = [stats_mod.read(self.source, self.zones)], None
         if path == "/metrics":
             # Summed: the same series with and without an `instance` label
             # in one exposition would be two families of one name.
@@ -150,14 +151,14 @@ class StatusServer:
         server.close()
 
 
-def run(source, allow, sock, errlog, ready_fd) -> "NoReturn":
+def run(source, allow, sock, errlog, ready_fd, zones=None) -> "NoReturn":
     """In the forked child: serve until TERM; never returns."""
     code = 0
     try:
         errlog.set_worker("status")
         for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_IGN if sig != signal.SIGCHLD else signal.SIG_DFL)
-        asyncio.run(StatusServer(source, allow).serve(sock, ready_fd))
+        asyncio.run(StatusServer(source, allow, zones).serve(sock, ready_fd))
     except BaseException:
         try:
             log.critical("the status process failed:\n%s", traceback.format_exc())

@@ -992,4 +992,5 @@ def tls_layout():
 def cache_layout():
     """Where scalws/control/cacheshared.py finds a zone's counters."""
     cdef sws_cs_t z
-    return {"counters": <size_t>&z.c - <size_t>&z, "holders": SWS_CS_HOLDERS}
+    return {"counters": <size_t>&z.c - <size_t>&z, "holders": SWS_CS_HOLDERS,
+            "counters_size": sizeof(sws_cs_counters_t)}

@@ -415,3 +415,24 @@ def test_fastcgi_routes_are_cached(server, php_fpm, tmp_path):
     for _ in range(5):
         b = req(s.port, "/t.php")
         assert b.body == a.body and "hit" in b.cs
+
+
+# ---- counters ------------------------------------------------------------------------------
+
+def test_zone_counters_in_status_and_metrics(server, origin):
+    import urllib.request
+    from tests.e2e.conftest import free_port
+    sport = free_port()
+    s = server(cache_yaml(origin.port, top={"status": {"listen": f"127.0.0.1:{sport}"}}))
+    t = "/cnt" + q(cc="max-age=100")
+    req(s.port, t)
+    req(s.port, t)
+    req(s.port, t)
+    req(s.port, t, method="PURGE")
+    st = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{sport}/status").read())
+    z = st["cache"]["z"]
+    assert z["misses"] == 1 and z["hits"] == 2 and z["stored"] == 1 and z["purged"] == 1
+    assert z["entries"] == 0 and z["mem_size"] > 15 << 20
+    m = urllib.request.urlopen(f"http://127.0.0.1:{sport}/metrics").read().decode()
+    assert 'scalws_cache_events_total{zone="z",event="hits"} 2' in m
+    assert 'scalws_cache_entries{zone="z"} 0' in m

@@ -102,6 +102,7 @@ typedef struct {
     uint64_t magic;
     volatile uint32_t state;       /* 0 zero-filled, 1 formatting, 2 ready */
     uint32_t formatter;            /* pid formatting it */
+    sws_cs_counters_t c;           /* at offset 16: scalws/control/cacheshared.py reads it there */
     uint64_t size;
     pthread_mutex_t mu;
     uint64_t gen;                  /* bumped by every rebuild */
@@ -110,7 +111,6 @@ typedef struct {
     uint64_t lru_head, lru_tail;   /* offsets of entries; 0: none */
     uint64_t binmap[SWS_CS_BINS / 64];
     uint64_t bins[SWS_CS_BINS];
-    sws_cs_counters_t c;
 } sws_cs_t;
 
 /* The holders' registry: one page the master makes before it forks. */

@@ -52,9 +52,9 @@ typedef struct {
     uint64_t status[5];        /* 1xx .. 5xx; 499 (client left) is 4xx */
     uint64_t bytes_in;         /* read from clients (after TLS) */
     uint64_t bytes_out;        /* written to clients (before TLS) */
-    uint64_t cache[8];         /* reserved for the cache (issue 17): hits,
-                                * misses, stale, bypass, stores, evictions,
-                                * bytes, entries; zero until it exists */
+    uint64_t cache[8];         /* unused: the cache's counters are per zone,
+                                * in each zone (scalws/cachestore.h), read
+                                * by the status process from its mapping */
     uint64_t reserved[8];
     sws_hist_t duration;       /* every request answered */
 } sws_stats_head_t;
