@@ -37,6 +37,18 @@ static inline sws_cs_t *zone_of(sws_engine_t *e, const sws_cache_route_t *c)
 
 static inline void cnt(uint64_t *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
 
+/* The worker's engine, for the one log line below (one engine per process). */
+static sws_engine_t *g_engine;
+
+/* A zone's mutex; a previous owner that died holding it made the store
+ * rebuild its index from the blocks: said once, at warn. */
+static void zlock(sws_cs_t *z)
+{
+    if (sws_cs_lock(z) && g_engine)
+        elog(g_engine, SWS_L_WARN, "cache: a process died holding a zone's lock; its index was "
+             "rebuilt from the stored blocks (%llu entries)", (unsigned long long)z->c.entries);
+}
+
 static int name_eq(const sws_header_t *h, const char *lower, size_t n)
 {
     return h->name_len == n && strncasecmp(h->name, lower, n) == 0;
@@ -371,7 +383,7 @@ typedef struct {
 static void chold_release(sws_hold_t *h)
 {
     chold_t *c = (chold_t *)h;
-    sws_cs_lock(c->z);
+    zlock(c->z);
     sws_cs_unref(c->z, c->slot, c->off);
     sws_cs_unlock(c->z);
     free(c);
@@ -585,7 +597,7 @@ static void purge(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
         sws_respond_answer(e, r, &e->rsp.err[SWS_ERR_414]);
         return;
     }
-    sws_cs_lock(z);
+    zlock(z);
     if (tag) {
         a.tags = tag->value;
         a.tags_len = tag->value_len;
@@ -635,7 +647,7 @@ int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, c
     uint64_t hash = key_hash(key, kl);
     int64_t now = (int64_t)e->core.wall;
     look_t lk;
-    sws_cs_lock(z);
+    zlock(z);
     lookup(z, hash, key, kl, req, &lk);
     int u = lk.ready ? usable(lk.ready, &q, now) : 0;
     if (u) {
@@ -741,7 +753,7 @@ static void tee_free(tee_t *t)
     sws_cs_t *z = t->z;
     if (t->stale_off || t->pending_off) {
         uint64_t wake = 0;
-        sws_cs_lock(z);
+        zlock(z);
         if (t->stale_off)
             sws_cs_unref(z, t->e->ca.slot, t->stale_off);
         if (t->pending_off) {
@@ -1075,7 +1087,7 @@ static void invalidate(tee_t *t)
     size_t kl;
     sws_cs_t *z = t->z;
     size_t n = 0;
-    sws_cs_lock(z);
+    zlock(z);
     if (expand(&t->c->key, &t->req, t->req.target, t->req.target_len, key, &kl) == 0)
         n += drop_key(z, key_hash(key, kl), key, kl);
     for (int i = 0; i < 2; i++) {
@@ -1136,7 +1148,7 @@ static int stale_if_error_ok(tee_t *t)
         return 0;
     sws_cs_t *z = t->z;
     int ok = 0;
-    sws_cs_lock(z);
+    zlock(z);
     sws_cent_t *st = sws_cs_ent(z, t->stale_off);
     if (st->state == CS_READY || st->state == CS_DEAD) {
         reqcc_t q;
@@ -1331,7 +1343,7 @@ static void commit(tee_t *t)
     }
     size_t kl = strlen(t->key);
     uint64_t bytes = sizeof(sws_cent_t) + kl + vlen + t->tags_len + head_len + t->body_len;
-    sws_cs_lock(z);
+    zlock(z);
     sws_cent_t *ent = sws_cs_reserve(z, bytes, e->ca.slot, 0);
     sws_cs_unlock(z);
     if (!ent) {
@@ -1375,7 +1387,7 @@ static void commit(tee_t *t)
     if (t->body_len)
         memcpy(d + kl + vlen + t->tags_len + head_len, t->body, t->body_len);
     free(head);
-    sws_cs_lock(z);
+    zlock(z);
     if (ent->gen != z->gen) {
         sws_cs_unlock(z); /* a rebuild freed our reservation: nothing to do */
         return;
@@ -1427,7 +1439,7 @@ static uint64_t refresh(tee_t *t)
 {
     sws_engine_t *e = t->e;
     sws_cs_t *z = t->z;
-    sws_cs_lock(z);
+    zlock(z);
     sws_cent_t *old = sws_cs_ent(z, t->stale_off);
     if (old->state != CS_READY) {
         sws_cs_unlock(z);
@@ -1541,7 +1553,7 @@ static void answer_from(tee_t *t, uint64_t off, const char *status_line)
     sws_engine_t *e = t->e;
     sws_cs_t *z = t->z;
     sws_resp_t *in = t->inner;
-    sws_cs_lock(z);
+    zlock(z);
     sws_cent_t *ent = sws_cs_ent(z, off);
     serve_entry(e, in, z, ent, &t->req, status_line);
     sws_cs_unlock(z);
@@ -1760,7 +1772,7 @@ static int start_tee(sws_engine_t *e, tee_t *t, const sws_handler_t *h, const sw
     size_t inm_len = 0, ims_len = 0;
     int strip = t->mode == M_FILL;
     if (t->stale_off) {
-        sws_cs_lock(z);
+        zlock(z);
         sws_cent_t *st = sws_cs_ent(z, t->stale_off);
         if (st->etag_len && st->etag_len < sizeof inm) {
             memcpy(inm, ent_head(st) + st->etag_off, st->etag_len);
@@ -1814,7 +1826,7 @@ static void start_refresh(sws_engine_t *e, const sws_request_t *req, const sws_h
         t->conn.fd = -1;
         t->req.conn = &t->conn;
     }
-    sws_cs_lock(z);
+    zlock(z);
     lookup(z, hash, key, kl, req, &lk);
     sws_cent_t *p = NULL;
     if (!lk.pending && lk.ready && sws_cs_ref(z, e->ca.slot, lk.ready) == 0) {
@@ -2008,7 +2020,7 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
     t->mode = M_FILL;
     int64_t now = (int64_t)e->core.wall;
     look_t lk;
-    sws_cs_lock(z);
+    zlock(z);
     lookup(z, hash, key, kl, req, &lk);
     if (!bypass && lk.ready && usable(lk.ready, &q, now)) {
         /* filled while we waited */
@@ -2067,6 +2079,7 @@ int sws_cache_init(sws_engine_t *e, void *const *zones, const size_t *sizes, siz
     e->ca.slot = -1;
     if (!n)
         return 0;
+    g_engine = e;
     e->ca.zones = calloc(n, sizeof *e->ca.zones);
     if (!e->ca.zones)
         return -1;
