@@ -1895,6 +1895,11 @@ static void w_gone(sws_engine_t *e, void *ctx)
 }
 static const sws_resp_hooks_t wait_hooks = {w_body_hook, w_drained, w_gone};
 
+/* Between a handler that could not start (its tee is gone) and the error
+ * page we answer with: nothing of ours is left for the protocol to call. */
+static void w_nothing(sws_engine_t *e, void *ctx) {}
+static const sws_resp_hooks_t idle_hooks = {w_body_hook, w_drained, w_nothing};
+
 static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const sws_handler_t *h,
                  char *body, size_t n, int done, int may_wait, int may_lock);
 
@@ -1910,6 +1915,7 @@ static void wait_retry(sws_engine_t *e, cwait_t *w, int timed_out)
      * same; an uncacheable answer must not be fetched one at a time). */
     int rc = fetch(e, r, &q->req, w->h, NULL, 0, 1, !timed_out, 0);
     if (rc == SWS_ANSWERED || rc > 1) {
+        r->ops->attach(e, r, &idle_hooks, NULL); /* a failed start left the freed tee's */
         if (rc > 1)
             sws_respond_answer(e, r, &e->rsp.err[err_index(rc)]);
         tee_free(q);

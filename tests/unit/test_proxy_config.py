@@ -250,7 +250,7 @@ def test_upstream_written_after_sites_and_unused_groups(tmp_path):
 
 def test_bench_generator_config_parses(tmp_path):
     """bench/lib/gen_scalws.py's proxy scenario loads, and so does its
-    cache-hit scenario's `cache: {max_size: 256m}` (a zone of its own)."""
+    cache-hit scenario's zone `bench` of 256m under `cache_zones`."""
     out = subprocess.run(
         [sys.executable, os.path.join(ROOT, "bench/lib/gen_scalws.py"), "proxy",
          "--www", str(tmp_path), "--up-port", "9001"],
@@ -266,7 +266,7 @@ def test_bench_generator_config_parses(tmp_path):
         check=True, capture_output=True, text=True).stdout
     cfg = load_config(write(tmp_path, out))
     cache = cfg.sites[0].routes[0].handler.cache
-    assert cache.zone.startswith("route:") and list(cfg.cache_zones) == [cache.zone]
+    assert cache.zone == "bench" and list(cfg.cache_zones) == ["bench"]
     assert cfg.cache_zones[cache.zone].max_size == 256 << 20
 
 
