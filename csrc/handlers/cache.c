@@ -224,6 +224,24 @@ static inline const char *ent_tags(const sws_cent_t *e) { return ent_vary(e) + e
 static inline const char *ent_head(const sws_cent_t *e) { return ent_tags(e) + e->tags_len; }
 static inline const char *ent_body(const sws_cent_t *e) { return ent_head(e) + e->head_len; }
 
+/* Decimal of v into out (at least 21 bytes); its length. snprintf was 2 %
+ * of a hit's CPU. */
+static size_t put_i64(char *out, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0, k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out[k++] = '-';
+    while (n)
+        out[k++] = tmp[--n];
+    return k;
+}
+
 static int64_t ent_age(const sws_cent_t *ent, int64_t now)
 {
     int64_t resident = now - ent->response_time;
@@ -488,7 +506,7 @@ static void serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t 
     resp_head(e, r, status, NULL, 0);
     fields_out(e, r, ent, status == 304);
     char line[64];
-    int n = snprintf(line, sizeof line, "%lld", (long long)ent_age(ent, now));
+    int n = (int)put_i64(line, ent_age(ent, now));
     resp_field_lit(e, r, "Age", line, (size_t)n);
     if (status_line)
         resp_field_lit(e, r, "Cache-Status", status_line, strlen(status_line));
@@ -653,9 +671,10 @@ int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, c
     if (u) {
         sws_cs_touch(lk.ready);
         cnt(u == 1 ? &z->c.hits : &z->c.stale);
-        char st[64];
-        int64_t ttl = lk.ready->lifetime - ent_age(lk.ready, now);
-        snprintf(st, sizeof st, "scalws; hit; ttl=%lld", (long long)ttl);
+        char st[64] = "scalws; hit; ttl=";
+        size_t sl = 17;
+        sl += put_i64(st + sl, lk.ready->lifetime - ent_age(lk.ready, now));
+        st[sl] = '\0';
         serve_entry(e, r, z, lk.ready, req, st);
         sws_cs_unlock(z);
         return SWS_CACHE_DONE;
