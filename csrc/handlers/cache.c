@@ -1211,7 +1211,7 @@ static void tee_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t le
     in->ops->head(e, in, t->not_mod ? 304 : t->status, t->not_mod ? NULL : t->reason,
                   t->not_mod ? 0 : t->reason_len);
     forward_fields(t, t->not_mod);
-    if (t->mode != M_INVALIDATE) {
+    {
         char st[96];
         snprintf(st, sizeof st, "scalws; fwd=%s; fwd-status=%d%s", t->cs_fwd, t->status,
                  t->store ? "; stored" : "");
@@ -2022,21 +2022,18 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
     int bypass = c->n_bypass && condition(c->bypass, c->n_bypass, req);
     int has_body = (req->info->has_content_length && req->info->content_length) || req->info->chunked;
     if (!cacheable || has_body || q.has_range || req->method_id == SWS_M_HEAD) {
-        if (!unsafe && !q.has_range && req->method_id != SWS_M_HEAD)
-            return handler_start(e, r, req, h, body, n, done);
+        /* Passed through (with Cache-Status): other methods (the unsafe
+         * ones invalidate), bodies, Range, and HEAD, which a stored GET
+         * answers (sws_cache_answer) but whose miss is not stored. */
         tee_t *t = tee_new(e, r, c, z, req, key, kl, hash);
         if (!t)
             return 500;
         t->mode = unsafe ? M_INVALIDATE : M_PASS;
-        t->cs_fwd = unsafe ? "method" : q.has_range ? "miss; detail=range" : "miss; detail=head";
-        if (req->method_id == SWS_M_HEAD) {
-            /* HEAD: a stored GET answers it (sws_cache_answer); a miss goes
-             * up as it came, not stored */
-        }
-        if (bypass)
-            cnt(&z->c.bypassed);
-        else
-            cnt(&z->c.misses);
+        t->cs_fwd = !cacheable || has_body ? "method"
+                    : q.has_range          ? "miss; detail=range"
+                                           : "miss; detail=head";
+        if (cacheable)
+            cnt(bypass ? &z->c.bypassed : &z->c.misses);
         return start_tee(e, t, h, req, body, n, done);
     }
     tee_t *t = tee_new(e, r, c, z, req, key, kl, hash);

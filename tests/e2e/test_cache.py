@@ -357,7 +357,8 @@ def test_unsafe_methods_invalidate(server, origin):
     t = "/inv" + q(cc="max-age=100")
     req(s.port, t)
     assert "hit" in req(s.port, t).cs
-    assert req(s.port, t, method="POST", body=b"x").status == 200
+    post = req(s.port, t, method="POST", body=b"x")
+    assert post.status == 200 and post.cs == "scalws; fwd=method; fwd-status=200"
     assert "hit" not in req(s.port, t).cs
     # an error answer does not invalidate
     req(s.port, t)
