@@ -96,6 +96,9 @@ static uint64_t blk_alloc(sws_cs_t *z, uint64_t need)
         return 0;
     uint64_t s = BSIZE(*tagp(z, b));
     fl_remove(z, b, s);
+    /* the entry's fixed part reads "free" before the tag says used: a
+     * process killed between the two leaves nothing a rebuild would keep */
+    memset(tagp(z, b + 8), 0, sizeof(sws_cent_t) < need - 16 ? sizeof(sws_cent_t) : need - 16);
     if (s - need >= MINB) {
         /* the rest's tags first, inside what still reads as one free block */
         set_tags(z, b + need, s - need, 0);
@@ -134,6 +137,7 @@ static uint64_t blk_free(sws_cs_t *z, uint64_t b)
 
 static void heap_format(sws_cs_t *z)
 {
+    z->gen++; /* every block reserved before is gone: fillers find out (ent->gen) */
     memset(z->bins, 0, sizeof z->bins);
     memset(z->binmap, 0, sizeof z->binmap);
     /* prologue: a used block of 16; epilogue: a used header of size 0 */
@@ -227,7 +231,6 @@ static uint64_t ent_bytes(const sws_cent_t *ent)
  * nothing references it). */
 static void rebuild(sws_cs_t *z)
 {
-    z->gen++;
     memset((char *)z + z->buckets_off, 0, z->nbuckets * 8);
     memset(z->bins, 0, sizeof z->bins);
     memset(z->binmap, 0, sizeof z->binmap);
@@ -271,7 +274,10 @@ static void rebuild(sws_cs_t *z)
         int is_free = !at_end && !(*tagp(z, b) & USED);
         if (!at_end && !is_free) {
             sws_cent_t *ent = sws_cs_ent(z, ent_off(b));
-            int keep = ent->state == CS_READY || (ent->state == CS_DEAD && ent->refs) ||
+            uint64_t room = BSIZE(*tagp(z, b)) - 16 - sizeof(sws_cent_t);
+            int sane = (uint64_t)ent->key_len + ent->vary_len + ent->tags_len + ent->head_len <= room &&
+                       ent->body_len <= room;
+            int keep = (ent->state == CS_READY && sane) || (ent->state == CS_DEAD && ent->refs) ||
                        ((ent->state == CS_PENDING || ent->state == CS_FILLING) &&
                         filler_alive(ent->filler));
             if (!keep) {
@@ -489,8 +495,8 @@ void sws_cs_unlink(sws_cs_t *z, sws_cent_t *ent)
 
 void sws_cs_abandon(sws_cs_t *z, sws_cent_t *ent)
 {
-    if (ent->gen != z->gen && ent->state == CS_FREE)
-        return; /* a rebuild took it back already */
+    if (ent->gen != z->gen || ent->state != CS_FILLING)
+        return; /* the heap was formatted again, or a reap took it back */
     ent->state = CS_FREE;
     blk_free(z, blk_of(sws_cs_off(z, ent)));
 }

@@ -407,66 +407,117 @@ static void chold_release(sws_hold_t *h)
     free(c);
 }
 
-/* The body bytes [off, off + len) of ent through r: copied when small,
- * else referenced with the entry held until they are written. Lock held. */
-static void body_out(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t *ent, uint64_t off,
-                     uint64_t len)
+/* A private copy of a body, freed once written (this worker references
+ * too many entries at once to take another reference). */
+typedef struct {
+    sws_hold_t h;
+    char data[];
+} hcopy_t;
+
+static void hcopy_release(sws_hold_t *h) { free(h); }
+
+/* The body bytes of an answer, kept valid until the socket took them. */
+typedef struct {
+    const char *p;
+    uint64_t len;
+    sws_hold_t *hold;              /* NULL: copied into the batch (small) */
+} pin_t;
+
+/* Pins [off, off + len) of ent (lock held): small bodies are copied with
+ * the head; larger ones referenced (the entry held until written), or
+ * copied to the heap when this worker's reference table is full. -1 when
+ * out of memory: nothing was written, the caller answers otherwise. */
+static int pin_body(sws_engine_t *e, sws_cs_t *z, sws_cent_t *ent, uint64_t off, uint64_t len,
+                    pin_t *b)
 {
-    const char *p = ent_body(ent) + off;
-    if (len <= COPY_BODY_MAX) {
-        resp_data(e, r, p, (size_t)len, 0);
-        return;
-    }
+    b->p = ent_body(ent) + off;
+    b->len = len;
+    b->hold = NULL;
+    if (len <= COPY_BODY_MAX)
+        return 0;
     chold_t *c = malloc(sizeof *c);
     if (c && sws_cs_ref(z, e->ca.slot, ent) == 0) {
         c->h.release = chold_release;
         c->z = z;
         c->slot = e->ca.slot;
         c->off = sws_cs_off(z, ent);
-        resp_data(e, r, p, (size_t)len, SWS_REF);
-        r->ops->hold(e, r, &c->h);
-        return;
+        b->hold = &c->h;
+        return 0;
     }
     free(c);
-    char *copy = malloc(len); /* this worker references too many entries: a private copy */
-    if (!copy) {
-        resp_data(e, r, p, (size_t)len, 0);
-        return;
-    }
-    memcpy(copy, p, len);
-    resp_data(e, r, copy, (size_t)len, SWS_REF);
-    r->ops->hold_heap(e, r, copy);
+    hcopy_t *hc = malloc(sizeof *hc + len);
+    if (!hc)
+        return -1;
+    memcpy(hc->data, b->p, len);
+    hc->h.release = hcopy_release;
+    b->p = hc->data;
+    b->hold = &hc->h;
+    return 0;
 }
 
-/* Copies the stored fields except those named in skip (a 304's). */
-static void fields_out(sws_engine_t *e, sws_resp_t *r, const sws_cent_t *ent, int not_modified)
+static void pin_out(sws_engine_t *e, sws_resp_t *r, pin_t *b)
 {
-    const char *p = ent_head(ent), *end = p + ent->head_len;
-    if (!not_modified) {
-        resp_fields(e, r, p, ent->head_len);
+    if (!b->hold) {
+        resp_data(e, r, b->p, (size_t)b->len, 0);
         return;
     }
-    /* RFC 9110 15.4.5: what a 200 would carry of these; the rest is the body's */
+    resp_data(e, r, b->p, (size_t)b->len, SWS_REF);
+    r->ops->hold(e, r, b->hold);
+}
+
+/* Stored "Name: value\r\n" lines through r, each copied (resp_field):
+ * a block of fields may be referenced by the protocol instead, and these
+ * bytes are not ours to keep. keep: only those names (a 304's). */
+static void lines_out(sws_engine_t *e, sws_resp_t *r, const char *p, size_t n,
+                      const char *const *keep, size_t nkeep)
+{
+    const char *end = p + n;
     while (p < end) {
         const char *eol = memchr(p, '\n', (size_t)(end - p));
-        size_t n = (size_t)(eol - p + 1);
-        const char *colon = memchr(p, ':', n);
-        size_t nl = colon ? (size_t)(colon - p) : 0;
-        static const char *const keep[] = {"etag", "cache-control", "expires", "vary",
-                                           "content-location", "last-modified"};
-        for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
-            if (nl == strlen(keep[i]) && strncasecmp(p, keep[i], nl) == 0) {
-                resp_fields(e, r, p, n);
-                break;
-            }
-        p += n;
+        if (!eol)
+            return;
+        if (*p == '\x01') /* the tee's marker of a field not stored */
+            p++;
+        const char *colon = memchr(p, ':', (size_t)(eol - p));
+        if (colon) {
+            size_t nl = (size_t)(colon - p);
+            int pass = !keep;
+            for (size_t i = 0; i < nkeep && !pass; i++)
+                pass = nl == strlen(keep[i]) && strncasecmp(p, keep[i], nl) == 0;
+            const char *v = colon + 1;
+            while (v < eol && (*v == ' ' || *v == '\t'))
+                v++;
+            const char *ve = eol;
+            if (ve > v && ve[-1] == '\r')
+                ve--;
+            if (pass)
+                resp_field(e, r, p, nl, v, (size_t)(ve - v));
+        }
+        p = eol + 1;
     }
+}
+
+/* RFC 9110 15.4.5: what a 200 would carry of these; the rest is the body's. */
+static const char *const not_modified_keep[] = {"etag", "cache-control", "expires", "vary",
+                                                "content-location", "last-modified",
+                                                "x-request-id"};
+#define NM_KEEP (sizeof not_modified_keep / sizeof not_modified_keep[0])
+
+/* The stored fields: one block when it is surely copied, else line by line. */
+static void fields_out(sws_engine_t *e, sws_resp_t *r, const sws_cent_t *ent, int not_modified)
+{
+    if (!not_modified && ent->head_len <= 4096)
+        resp_fields(e, r, ent_head(ent), ent->head_len);
+    else
+        lines_out(e, r, ent_head(ent), ent->head_len, not_modified ? not_modified_keep : NULL,
+                  not_modified ? NM_KEEP : 0);
 }
 
 /* Answers the request from ent: 304 for a matching conditional, 206/416
- * for a Range of a stored 200, else the stored response. Lock held. */
-static void serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t *ent,
-                        const sws_request_t *req, const char *status_line)
+ * for a Range of a stored 200, else the stored response. Lock held.
+ * 0, or -1 when out of memory with nothing written. */
+static int serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t *ent,
+                       const sws_request_t *req, const char *status_line)
 {
     int64_t now = (int64_t)e->core.wall;
     int64_t lm = ent->hflags & CE_HAS_LM ? ent->last_modified : SWS_NO_LAST_MODIFIED;
@@ -502,6 +553,12 @@ static void serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t 
         else if (nr > 0)
             status = 206;
     }
+    pin_t body = {NULL, 0, NULL};
+    int has_body = req->method_id != SWS_M_HEAD && status != 304 && status != 416 &&
+                   status != 204 && ent->status != 304;
+    if (has_body && pin_body(e, z, ent, status == 206 ? rg.start : 0,
+                             status == 206 ? rg.len : ent->body_len, &body) < 0)
+        return -1;
     r->date = ent->date; /* the stored response's, not now (RFC 9110 6.6.1) */
     resp_head(e, r, status, NULL, 0);
     fields_out(e, r, ent, status == 304);
@@ -520,14 +577,15 @@ static void serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t 
         n = sws_format_content_range(line, sizeof line, rg.start, rg.len, ent->body_len);
         resp_field_lit(e, r, "Content-Range", line, (size_t)n);
         resp_start_body(e, r, SWS_BODY_LENGTH, rg.len);
-        if (req->method_id != SWS_M_HEAD)
-            body_out(e, r, z, ent, rg.start, rg.len);
     } else {
         resp_start_body(e, r, SWS_BODY_LENGTH, ent->body_len);
-        if (req->method_id != SWS_M_HEAD && ent->body_len)
-            body_out(e, r, z, ent, 0, ent->body_len);
     }
+    if (has_body && body.len)
+        pin_out(e, r, &body);
+    else if (body.hold)
+        body.hold->release(body.hold);
     resp_done(e, r);
+    return 0;
 }
 
 /* ---- PURGE -------------------------------------------------------------------------------- */
@@ -650,7 +708,7 @@ int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, c
         purge(e, r, req, c, z);
         return SWS_CACHE_DONE;
     }
-    if (req->method_id != SWS_M_GET && req->method_id != SWS_M_HEAD)
+    if ((req->method_id != SWS_M_GET && req->method_id != SWS_M_HEAD) || req->info->upgrade)
         return SWS_CACHE_MISS;
     if ((req->info->has_content_length && req->info->content_length) || req->info->chunked)
         return SWS_CACHE_MISS;
@@ -675,9 +733,9 @@ int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, c
         size_t sl = 17;
         sl += put_i64(st + sl, lk.ready->lifetime - ent_age(lk.ready, now));
         st[sl] = '\0';
-        serve_entry(e, r, z, lk.ready, req, st);
+        int rc = serve_entry(e, r, z, lk.ready, req, st);
         sws_cs_unlock(z);
-        return SWS_CACHE_DONE;
+        return rc == 0 ? SWS_CACHE_DONE : SWS_CACHE_MISS;
     }
     /* stale-while-revalidate: answer stale, one refresh in the background */
     sws_cent_t *st = lk.ready;
@@ -689,7 +747,10 @@ int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, c
             sws_cs_touch(st);
             cnt(&z->c.stale);
             int refresh = !lk.pending;
-            serve_entry(e, r, z, st, req, "scalws; hit; detail=stale-while-revalidate");
+            if (serve_entry(e, r, z, st, req, "scalws; hit; detail=stale-while-revalidate") < 0) {
+                sws_cs_unlock(z);
+                return SWS_CACHE_MISS;
+            }
             sws_cs_unlock(z);
             if (refresh)
                 start_refresh(e, req, h, z, key, kl, hash);
@@ -729,9 +790,11 @@ typedef struct tee {
         fwd_started : 1,
         head_only : 1,            /* the client asked HEAD */
         not_mod : 1,              /* the client gets a 304 of the new response */
-        discarded : 1;
+        discarded : 1,
+        oom : 1;                  /* a field was lost: nothing is stored */
     uint64_t stale_off;           /* a stale entry we hold a reference on; 0 none */
     uint64_t pending_off;         /* our CS_PENDING entry; 0 none */
+    uint64_t fresh_off;           /* the entry a 304 refreshed, referenced; 0 none */
     uint64_t hash;
     int64_t request_time;
     int status;
@@ -767,29 +830,42 @@ typedef struct tee {
 static const sws_resp_ops_t tee_ops;
 static const sws_resp_hooks_t tee_hooks;
 
+/* Ends our collapsed-miss lock: the pending entry goes and the workers
+ * that wait on it are woken (they find the stored answer, or go upstream). */
+static void release_pending(tee_t *t)
+{
+    if (!t->pending_off)
+        return;
+    sws_cs_t *z = t->z;
+    uint64_t wake = 0;
+    zlock(z);
+    sws_cent_t *p = sws_cs_ent(z, t->pending_off);
+    if (p->state == CS_PENDING && p->filler == t->e->ca.slot + 1) {
+        wake = p->waiters;
+        sws_cs_unlink(z, p);
+    }
+    sws_cs_unlock(z);
+    t->pending_off = 0;
+    for (int i = 0; wake && i < SWS_CS_HOLDERS; i++)
+        if (wake & (1ull << i)) {
+            uint64_t one = 1;
+            if (write(t->e->ca.efds[i], &one, 8) < 0) {
+                /* a full counter wakes it anyway */
+            }
+        }
+}
+
 static void tee_free(tee_t *t)
 {
     sws_cs_t *z = t->z;
-    if (t->stale_off || t->pending_off) {
-        uint64_t wake = 0;
+    release_pending(t);
+    if (t->stale_off || t->fresh_off) {
         zlock(z);
         if (t->stale_off)
             sws_cs_unref(z, t->e->ca.slot, t->stale_off);
-        if (t->pending_off) {
-            sws_cent_t *p = sws_cs_ent(z, t->pending_off);
-            if (p->state == CS_PENDING && p->filler == t->e->ca.slot + 1) {
-                wake = p->waiters;
-                sws_cs_unlink(z, p);
-            }
-        }
+        if (t->fresh_off)
+            sws_cs_unref(z, t->e->ca.slot, t->fresh_off);
         sws_cs_unlock(z);
-        for (int i = 0; wake && i < SWS_CS_HOLDERS; i++)
-            if (wake & (1ull << i)) {
-                uint64_t one = 1;
-                if (write(t->e->ca.efds[i], &one, 8) < 0) {
-                    /* a full counter wakes it anyway */
-                }
-            }
     }
     free(t->reason);
     free(t->fl);
@@ -927,12 +1003,19 @@ static void tee_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t n
         }
     /* Stored fields first, then the per-request ones: fl is two runs. A
      * field that is not stored is kept after a marker byte. */
+    size_t start = t->fl_len;
     if (fl_add(t, store_it ? "" : "\x01", store_it ? 0 : 1) < 0 || fl_add(t, name, nl) < 0 ||
-        fl_add(t, ": ", 2) < 0)
+        fl_add(t, ": ", 2) < 0) {
+        t->fl_len = start; /* no half line: fl stays whole lines */
+        t->oom = 1;
         return;
+    }
     size_t voff = t->fl_len;
-    if (fl_add(t, value, vl) < 0 || fl_add(t, "\r\n", 2) < 0)
+    if (fl_add(t, value, vl) < 0 || fl_add(t, "\r\n", 2) < 0) {
+        t->fl_len = start;
+        t->oom = 1;
         return;
+    }
     if (name_eq(&h, "etag", 4) && store_it) {
         t->etag_off = (int64_t)voff;
         t->etag_len = vl;
@@ -994,31 +1077,12 @@ static size_t stored_head(tee_t *t, char **out, int64_t *etag_off)
     return n;
 }
 
-/* Passes fl on to the inner response as lines (markers dropped). */
+/* Passes fl on to the inner response, field by field (copied: fl is
+ * freed with the tee, maybe before the client took the output). */
 static void forward_fields(tee_t *t, int not_modified)
 {
-    sws_engine_t *e = t->e;
-    const char *p = t->fl, *end = t->fl + t->fl_len;
-    while (p < end) {
-        if (*p == '\x01')
-            p++;
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        size_t len = (size_t)(eol - p + 1);
-        int pass = 1;
-        if (not_modified) {
-            pass = 0;
-            static const char *const keep[] = {"etag", "cache-control", "expires", "vary",
-                                               "content-location", "last-modified", "x-request-id"};
-            const char *colon = memchr(p, ':', len);
-            size_t nl = colon ? (size_t)(colon - p) : 0;
-            for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
-                if (nl == strlen(keep[i]) && strncasecmp(p, keep[i], nl) == 0)
-                    pass = 1;
-        }
-        if (pass)
-            resp_fields(e, t->inner, p, len);
-        p += len;
-    }
+    lines_out(t->e, t->inner, t->fl, t->fl_len, not_modified ? not_modified_keep : NULL,
+              not_modified ? NM_KEEP : 0);
 }
 
 static int storable_status(int s)
@@ -1057,8 +1121,9 @@ static int64_t lifetime_of(tee_t *t)
 static int decide_store(tee_t *t, int kind, uint64_t len)
 {
     const sws_cache_route_t *c = t->c;
-    if (t->mode != M_FILL || t->discarded || t->req.method_id != SWS_M_GET)
-        return 0;
+    if (t->mode != M_FILL || t->discarded || t->oom || t->base.local_answer ||
+        t->req.method_id != SWS_M_GET)
+        return 0; /* local_answer: the handler's own error page, not the upstream's */
     if (kind == SWS_BODY_TUNNEL || t->status < 200 || t->status == 206 || t->status == 304)
         return 0;
     /* RFC 9111 3: a final status with explicit freshness, or one a cache
@@ -1169,7 +1234,9 @@ static int stale_if_error_ok(tee_t *t)
     int ok = 0;
     zlock(z);
     sws_cent_t *st = sws_cs_ent(z, t->stale_off);
-    if (st->state == CS_READY || st->state == CS_DEAD) {
+    /* not one purged or invalidated meanwhile (DEAD), nor one that must be
+     * validated before any use (no-cache) */
+    if (st->state == CS_READY && !(st->hflags & CE_NO_CACHE)) {
         reqcc_t q;
         req_directives(&t->req, &q);
         uint32_t sie = q.cc.stale_if_error != SWS_CC_NONE ? (uint32_t)q.cc.stale_if_error
@@ -1196,6 +1263,8 @@ static void tee_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t le
         return;
     }
     t->store = decide_store(t, kind, len);
+    if (!t->store)
+        release_pending(t); /* nothing to wait for: the waiters go upstream now */
     if (t->store && kind == SWS_BODY_LENGTH && len) {
         t->body = malloc(len);
         t->body_cap = t->body ? len : 0;
@@ -1407,8 +1476,8 @@ static void commit(tee_t *t)
         memcpy(d + kl + vlen + t->tags_len + head_len, t->body, t->body_len);
     free(head);
     zlock(z);
-    if (ent->gen != z->gen) {
-        sws_cs_unlock(z); /* a rebuild freed our reservation: nothing to do */
+    if (ent->gen != z->gen || ent->state != CS_FILLING || ent->filler != e->ca.slot + 1) {
+        sws_cs_unlock(z); /* the heap was formatted again: the block is not ours any more */
         return;
     }
     /* the entries this one replaces: same key, same Vary values */
@@ -1513,6 +1582,11 @@ static uint64_t refresh(tee_t *t)
         n += nlen;
         free(nh);
     }
+    if (n > SWS_CACHE_HEAD_MAX) { /* the merged fields would not fit an answer */
+        sws_cs_unlock(z);
+        free(h);
+        return 0;
+    }
     /* freshness: the 304's directives when it has any, else the stored ones' lifetime */
     int64_t life = old->lifetime;
     uint32_t hflags = old->hflags;
@@ -1562,20 +1636,28 @@ static uint64_t refresh(tee_t *t)
     sws_cs_publish(z, ent, CS_READY);
     cnt(&z->c.revalidated);
     uint64_t off = sws_cs_off(z, ent);
+    /* held until the tee ends: another process may purge or evict it
+     * before we answer from it */
+    if (sws_cs_ref(z, e->ca.slot, ent) == 0)
+        t->fresh_off = off;
+    else
+        off = 0; /* the stale one (still ours) answers instead */
     sws_cs_unlock(z);
     return off;
 }
 
-/* Answers the client from the entry at off, then ends the exchange. */
-static void answer_from(tee_t *t, uint64_t off, const char *status_line)
+/* Answers the client from the entry at off (one we hold a reference on);
+ * 0, or -1 when out of memory (nothing written). */
+static int answer_from(tee_t *t, uint64_t off, const char *status_line)
 {
     sws_engine_t *e = t->e;
     sws_cs_t *z = t->z;
     sws_resp_t *in = t->inner;
     zlock(z);
     sws_cent_t *ent = sws_cs_ent(z, off);
-    serve_entry(e, in, z, ent, &t->req, status_line);
+    int rc = serve_entry(e, in, z, ent, &t->req, status_line);
     sws_cs_unlock(z);
+    return rc;
 }
 
 static void tee_finish(sws_engine_t *e, sws_resp_t *r, int how)
@@ -1588,7 +1670,10 @@ static void tee_finish(sws_engine_t *e, sws_resp_t *r, int how)
     int ok = how == SWS_FIN_OK && !t->discarded && (t->complete || t->body_len == t->expect_len);
     if (t->store && ok && (!t->expect_len || t->body_len == t->expect_len))
         commit(t);
-    if (t->swallow && !t->bg) {
+    if (t->swallow && t->bg) {
+        if (t->status == 304 && ok)
+            refresh(t); /* a background revalidation: the entry is fresh again */
+    } else if (t->swallow) {
         /* a revalidation's 304, or stale standing in for an error */
         uint64_t off = 0;
         char line[96];
@@ -1602,7 +1687,8 @@ static void tee_finish(sws_engine_t *e, sws_resp_t *r, int how)
                 cnt(&t->z->c.stale);
             }
         }
-        answer_from(t, off, line);
+        if (answer_from(t, off, line) < 0)
+            sws_respond_answer(e, in, &e->rsp.err[SWS_ERR_500]);
         if (in->ops->flush(e, in) < 0) {
             tee_free(t); /* the client left: its exchange is gone */
             return;
@@ -1655,6 +1741,8 @@ static const sws_resp_hooks_t tee_hooks = {th_body, th_drained, th_gone};
 
 typedef struct {
     sws_resp_t base;
+    const sws_resp_hooks_t *hooks; /* the tee's, when the handler attached */
+    void *ctx;
 } nullresp_t;
 
 static void n_head(sws_engine_t *e, sws_resp_t *r, int s, const char *rs, size_t rl) {}
@@ -1669,13 +1757,26 @@ static void n_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off, 
 static void n_hold_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f) { sws_filecache_release(e->net.fc, f); }
 static void n_hold_heap(sws_engine_t *e, sws_resp_t *r, char *buf) { free(buf); }
 static void n_done(sws_engine_t *e, sws_resp_t *r) {}
-static void n_attach(sws_engine_t *e, sws_resp_t *r, const sws_resp_hooks_t *h, void *ctx) {}
+static void n_attach(sws_engine_t *e, sws_resp_t *r, const sws_resp_hooks_t *h, void *ctx)
+{
+    nullresp_t *n = (nullresp_t *)r;
+    n->hooks = h;
+    n->ctx = ctx;
+}
 static int n_flush(sws_engine_t *e, sws_resp_t *r) { return 0; }
 static int n_backed_up(const sws_resp_t *r) { return 0; }
 static void n_want_body(sws_engine_t *e, sws_resp_t *r, int on) {}
 static void n_discard(sws_engine_t *e, sws_resp_t *r) {}
 static void n_finish(sws_engine_t *e, sws_resp_t *r, int how) { free(r); }
-static void n_close(sws_engine_t *e, sws_resp_t *r) {}
+/* The handler drops the exchange (the engine stops, a tunnel ends): the
+ * gone hooks run as for a client that left, then the null response goes. */
+static void n_close(sws_engine_t *e, sws_resp_t *r)
+{
+    nullresp_t *n = (nullresp_t *)r;
+    if (n->hooks)
+        n->hooks->gone(e, n->ctx);
+    free(n);
+}
 static void n_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h) { h->release(h); }
 
 static const sws_resp_ops_t null_ops = {
@@ -1762,7 +1863,8 @@ static size_t upstream_fields(const sws_request_t *r, sws_header_t *out, const c
         const sws_header_t *h = &r->h[i];
         if (strip && (name_eq(h, "if-none-match", 13) || name_eq(h, "if-modified-since", 17) ||
                       name_eq(h, "if-match", 8) || name_eq(h, "if-unmodified-since", 19) ||
-                      name_eq(h, "if-range", 8)))
+                      name_eq(h, "if-range", 8) || name_eq(h, "range", 5) ||
+                      name_eq(h, "upgrade", 7)))
             continue;
         out[n++] = *h;
     }
@@ -1814,9 +1916,9 @@ static int start_tee(sws_engine_t *e, tee_t *t, const sws_handler_t *h, const sw
     if (rc == 0)
         return 0;
     /* the handler could not start: stale may stand in for the error */
-    if (rc >= 500 && !t->bg && t->stale_off && stale_if_error_ok(t)) {
+    if (rc >= 500 && !t->bg && t->stale_off && stale_if_error_ok(t) &&
+        answer_from(t, t->stale_off, "scalws; hit; detail=stale-if-error") == 0) {
         cnt(&z->c.stale);
-        answer_from(t, t->stale_off, "scalws; hit; detail=stale-if-error");
         tee_free(t);
         return SWS_ANSWERED;
     }
@@ -1872,8 +1974,16 @@ static void start_refresh(sws_engine_t *e, const sws_request_t *req, const sws_h
     int rl = snprintf(rid, sizeof rid, "refresh-%llx", (unsigned long long)++e->ca.seq);
     t->req.rid = rid;
     t->req.rid_len = (size_t)rl;
+    /* a plain GET whatever the client asked (HEAD, Range, an upgrade):
+     * the refresh must bring back a whole, storable response */
+    sws_request_info_t info = *req->info;
+    info.upgrade = 0;
+    info.expect_continue = 0;
+    t->req.method = "GET";
+    t->req.method_len = 3;
+    t->req.method_id = SWS_M_GET;
     sws_request_t r2 = t->req;
-    r2.info = req->info;
+    r2.info = &info;
     int rc = start_tee(e, t, h, &r2, NULL, 0, 1);
     if (rc != 0)
         free(nr); /* start_tee freed t */
@@ -2012,8 +2122,8 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
     sws_cs_t *z = zone_of(e, c);
     char key[SWS_CACHE_KEY_MAX];
     size_t kl;
-    if (!z || expand(&c->key, req, NULL, 0, key, &kl) < 0)
-        return handler_start(e, r, req, h, body, n, done);
+    if (!z || req->info->upgrade || expand(&c->key, req, NULL, 0, key, &kl) < 0)
+        return handler_start(e, r, req, h, body, n, done); /* an upgrade: a tunnel, not ours */
     uint64_t hash = key_hash(key, kl);
     int cacheable = req->method_id == SWS_M_GET || req->method_id == SWS_M_HEAD;
     int unsafe = !cacheable && req->method_id != SWS_M_OPTIONS && req->method_id != SWS_M_TRACE;
@@ -2044,10 +2154,10 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
     look_t lk;
     zlock(z);
     lookup(z, hash, key, kl, req, &lk);
-    if (!bypass && lk.ready && usable(lk.ready, &q, now)) {
+    if (!bypass && lk.ready && usable(lk.ready, &q, now) &&
+        serve_entry(e, r, z, lk.ready, req, "scalws; hit; collapsed") == 0) {
         /* filled while we waited */
         cnt(&z->c.hits);
-        serve_entry(e, r, z, lk.ready, req, "scalws; hit; collapsed");
         sws_cs_unlock(z);
         tee_free(t);
         return SWS_ANSWERED;

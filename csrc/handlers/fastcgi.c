@@ -535,6 +535,7 @@ static int fx_answer_error(sws_engine_t *e, fx_t *x, int status)
     x->fs = FS_DONE;
     x->junk = 1;
     x->r->ops->discard(e, x->r);
+    x->r->local_answer = 1;
     sws_respond_answer(e, x->r, &e->rsp.err[err_index(status)]);
     x->started = 1;
     if (x->r->ops->flush(e, x->r) < 0)
@@ -984,6 +985,7 @@ static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
     }
     x->fs = FS_DONE;
     x->junk = 1;
+    x->r->local_answer = 1; /* a local redirect: our answer, not the application's */
     if (h->kind == SWS_H_STATIC && e->st.fc)
         x->status = sws_static_answer(e, x->r, &req, x->site, h->data, 1);
     else if (h->kind == SWS_H_RESPOND)

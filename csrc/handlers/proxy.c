@@ -274,6 +274,7 @@ static int px_answer_error(sws_engine_t *e, px_t *x, int status)
     x->status = status;
     x->rs = RS_DONE;
     x->junk = 1; /* nothing here can go back to a pool */
+    x->r->local_answer = 1;
     sws_respond_answer(e, x->r, &e->rsp.err[err_index(status)]);
     x->started = 1;
     if (x->r->ops->flush(e, x->r) < 0)

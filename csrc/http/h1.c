@@ -24,6 +24,7 @@ static void h1_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
     hc->resp.ops = &sws_h1_resp_ops;
     hc->resp.upstream_date = 0;
     hc->resp.date = NULL;
+    hc->resp.local_answer = 0;
     hc->vh = conf;
     hc->state = S_HEAD;
     tl_set(e, &c->tn, TL_HEADER); /* the first request has header_timeout to arrive */

@@ -232,15 +232,29 @@ def test_stale_while_revalidate_answers_at_once_and_refreshes_once(server, origi
     # max-age=3: the refreshed entry is fresh for at least 2 s (ages are
     # whole seconds, and the origin's Date may lag by one)
     t = "/swr" + q(cc="max-age=3, stale-while-revalidate=60", sleep=0.3)
-    req(s.port, t)
+    first = req(s.port, t)
     time.sleep(3.2)
     t0 = time.monotonic()
     rs = [req(s.port, t) for _ in range(5)]
     assert time.monotonic() - t0 < 1.0  # none of them waited for the slow origin
     assert all("stale-while-revalidate" in r.cs for r in rs[:1])
+    assert all(r.body == first.body for r in rs)
     wait_for(lambda: origin.count(t) == 2)
     wait_for(lambda: "hit; ttl" in req(s.port, t).cs)
     assert origin.count(t) == 2  # one refresh for all of them
+
+
+def test_a_background_revalidation_answered_304_renews_the_entry(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/swr304" + q(cc="max-age=3, stale-while-revalidate=60", etag="v")
+    first = req(s.port, t)
+    time.sleep(3.2)
+    assert "stale-while-revalidate" in req(s.port, t).cs
+    wait_for(lambda: origin.count(t) == 2)
+    assert origin.requests(t)[-1][1].get("If-None-Match") == '"v"'  # conditional: a 304 came back
+    wait_for(lambda: "hit; ttl" in req(s.port, t).cs)
+    r = req(s.port, t)
+    assert r.body == first.body and origin.count(t) == 2
 
 
 def test_stale_if_error_on_5xx_and_on_a_dead_origin(server, origin):
@@ -266,6 +280,15 @@ def test_route_default_stale_if_error(server, origin):
     origin.fail.add("/rsie")
     r = req(s.port, t)
     assert r.status == 200 and "stale-if-error" in r.cs
+
+
+def test_our_own_error_pages_are_never_stored(server, origin):
+    s = server(cache_yaml(origin.port, {"valid": {"any": "1m"}}))
+    origin.stop()  # every fetch fails: the proxy answers 502 itself
+    a = req(s.port, "/down")
+    b = req(s.port, "/down")
+    assert a.status == b.status == 502
+    assert "stored" not in a.cs and "hit" not in b.cs
 
 
 def test_must_revalidate_is_never_served_stale(server, origin):

@@ -73,7 +73,7 @@ typedef struct {
     uint16_t filler;               /* CS_PENDING / CS_FILLING: holder slot + 1 */
     uint8_t state;
     uint8_t flags;
-    uint64_t gen;                  /* the zone's generation when it was reserved */
+    uint64_t gen;                  /* the heap's format generation when it was reserved */
     /* the handler's */
     int64_t response_time;         /* Unix seconds the response arrived */
     int64_t initial_age;           /* corrected initial age (RFC 9111 4.2.3) */
@@ -105,7 +105,7 @@ typedef struct {
     sws_cs_counters_t c;           /* at offset 16: scalws/control/cacheshared.py reads it there */
     uint64_t size;
     pthread_mutex_t mu;
-    uint64_t gen;                  /* bumped by every rebuild */
+    uint64_t gen;                  /* bumped when the heap is formatted (again) */
     uint64_t nbuckets;             /* power of two */
     uint64_t buckets_off, refs_off, heap_off, heap_end;
     uint64_t lru_head, lru_tail;   /* offsets of entries; 0: none */

@@ -142,6 +142,9 @@ struct sws_resp {
     /* A Date for the next head in place of now (the cache's stored one,
      * RFC 9110 6.6.1); the protocol copies it and clears it. */
     const char *date;
+    /* Set by a handler before it answers with its own page (a 502 when the
+     * upstream failed), not the upstream's: the cache never stores it. */
+    int local_answer;
 };
 
 /* A start that answered at once through r (not an error status). */
