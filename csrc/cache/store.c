@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "scalws/cachestore.h"
 
@@ -334,9 +335,32 @@ int sws_cs_attach(void *mem, size_t size, int self_pid)
     }
 }
 
+/* The mutex. A robust futex wakes one waiter when its owner dies; if that
+ * waiter dies too before it takes the lock (two workers killed at once),
+ * the others would sleep for ever. So a contended wait is bounded (50 ms)
+ * and tried again, which sees the dead owner. The uncontended path is one
+ * compare-and-swap, as pthread_mutex_lock's. */
+static int lock_robust(pthread_mutex_t *mu)
+{
+    int r = pthread_mutex_trylock(mu);
+    while (r == EBUSY) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts); /* timedlock's clock; a jump only changes one wait */
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        r = pthread_mutex_timedlock(mu, &ts);
+        if (r == ETIMEDOUT)
+            r = EBUSY;
+    }
+    return r;
+}
+
 int sws_cs_lock(sws_cs_t *z)
 {
-    int r = pthread_mutex_lock(&z->mu);
+    int r = lock_robust(&z->mu);
     if (r == EOWNERDEAD) {
         rebuild(z);
         pthread_mutex_consistent(&z->mu);

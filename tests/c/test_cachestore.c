@@ -194,11 +194,75 @@ static void t_killed(void)
     t_end();
 }
 
+/* Several processes at once, some killed at random moments (inside the
+ * mutex or not): the survivors and a final claim leave a consistent store. */
+static void child_work(sws_cs_t *z, sws_cs_registry_t *reg, unsigned seed, int ops)
+{
+    int slot = sws_cs_claim(reg, getpid(), &z, 1, alive);
+    if (slot < 0)
+        _exit(3);
+    uint64_t refs[32];
+    int nref = 0;
+    srand(seed);
+    for (int i = 0; i < ops; i++) {
+        uint64_t h = (uint64_t)(rand() % 3000) * 0x9e3779b97f4a7c15ull;
+        sws_cs_lock(z);
+        int op = rand() % 10;
+        if (op < 4) {
+            sws_cent_t *old = find(z, h);
+            if (old)
+                sws_cs_unlink(z, old);
+            put(z, slot, h, (size_t)(rand() % (rand() % 8 ? 2000 : 60000)));
+        } else if (op < 7) {
+            sws_cent_t *ent = find(z, h);
+            if (ent && nref < 32 && sws_cs_ref(z, slot, ent) == 0)
+                refs[nref++] = sws_cs_off(z, ent);
+        } else if (nref) {
+            sws_cs_unref(z, slot, refs[--nref]);
+        }
+        sws_cs_unlock(z);
+    }
+    _exit(0);
+}
+
+static void t_processes(void)
+{
+    sws_cs_registry_t *reg;
+    sws_cs_t *z = new_zone(4u << 20, &reg);
+    pid_t kids[6];
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 6; k++) {
+            kids[k] = fork();
+            if (kids[k] == 0)
+                child_work(z, reg, (unsigned)(round * 10 + k), 30000);
+        }
+        /* kill two of them somewhere in the middle */
+        usleep(20000 + (unsigned)round * 10000);
+        kill(kids[1], SIGKILL);
+        kill(kids[4], SIGKILL);
+        for (int k = 0; k < 6; k++) {
+            int st;
+            waitpid(kids[k], &st, 0);
+            if (k != 1 && k != 4)
+                CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended %d", k, st);
+        }
+    }
+    /* the dead ones' slots are given back by the next claim */
+    int slot = sws_cs_claim(reg, getpid(), &z, 1, alive);
+    CHECK(slot >= 0, "a slot is free again");
+    sws_cs_lock(z);
+    int c = sws_cs_check(z);
+    CHECK(c == 0, "consistent after killed processes: %d", c);
+    sws_cs_unlock(z);
+    t_end();
+}
+
 int main(void)
 {
     t_random();
     t_second_chance();
     t_ref_keeps_bytes();
     t_killed();
+    t_processes();
     return t_summary();
 }

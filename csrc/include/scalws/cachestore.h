@@ -36,8 +36,9 @@
  * every zone; the slot also names the eventfd that wakes it when a fill it
  * waits for ends.
  *
- * Floor: a leaf. It calls nothing of the engine's: no clock (time is passed
- * in), no logging, no allocation outside the zone.
+ * Floor: a leaf. It calls nothing of the engine's: no logging, no
+ * allocation outside the zone; time is passed in (the only clock read
+ * bounds a contended wait for the mutex: sws_cs_lock).
  */
 #ifndef SCALWS_CACHESTORE_H
 #define SCALWS_CACHESTORE_H
