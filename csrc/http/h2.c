@@ -59,6 +59,8 @@ struct h2s {
     hoff_t pm, pp, pa;         /* :method, :path, :authority (n = 0: absent) */
     uint32_t hsize;            /* RFC 9113 §6.5.2's size of the list so far */
     uint64_t body_total;
+    uint64_t cl_left;          /* content-length bytes still to come (cl_known) */
+    uint64_t discard_left;     /* body bytes still read past after a complete answer */
     char *bin;                 /* request body the handler has not taken yet (unconsumed) */
     size_t bin_len, bin_cap;
     uint64_t start;            /* monotonic ms when the stream opened */
@@ -95,6 +97,7 @@ struct h2s {
         gone_due : 1,          /* the gone hook is to run (h2_work) */
         drain_due : 1,         /* the handler saw backed_up and waits for drained */
         refs_out : 1,          /* referenced bytes were framed (may sit in pending output) */
+        cl_known : 1,          /* the request had a content-length */
         dispatched : 1;
 };
 
@@ -788,10 +791,18 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
     if (!s)
         return 0;
     s->end_sent = 1;
-    if (!s->req_done && nghttp2_session_get_stream_remote_close(sess, s->id) == 0)
-        /* The answer is complete before the request (RFC 9113 §8.1): the
-         * client may stop sending it. */
-        nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+    if (!s->req_done && nghttp2_session_get_stream_remote_close(sess, s->id) == 0) {
+        /* The answer is complete before the request. Up to SWS_H2_DISCARD
+         * more body bytes are read and dropped, so that clients which
+         * treat a reset of their upload as a failure (curl 7.88) still see
+         * the answer; past that, RST_STREAM NO_ERROR tells the client to
+         * stop (RFC 9113 §8.1). */
+        s->discard_left = SWS_H2_DISCARD;
+        if (s->cl_known && s->cl_left > SWS_H2_DISCARD) {
+            s->discard_left = 0;
+            nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+        }
+    }
     return 0;
 }
 
@@ -914,8 +925,18 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
     h2conn_t *hc = user;
     sws_engine_t *e = hc->e;
     h2s_t *s = nghttp2_session_get_stream_user_data(sess, id);
+    if (s && s->cl_known)
+        s->cl_left -= len < s->cl_left ? len : s->cl_left;
     if (!s || !s->live) {
         nghttp2_session_consume(sess, id, len); /* answered already: read past */
+        if (s && s->end_sent && !s->req_done && s->discard_left) {
+            if (s->discard_left <= len) {
+                s->discard_left = 0;
+                nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+            } else {
+                s->discard_left -= len;
+            }
+        }
         return 0;
     }
     s->body_total += len;
@@ -1213,6 +1234,8 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         if (parse_cl(cl->value, cl->value_len, &info.content_length) < 0)
             status = 400;
         info.has_content_length = 1;
+        s->cl_known = !status;
+        s->cl_left = info.content_length;
     }
     const sws_header_t *ex = find_header(&r, "expect", 6);
     info.expect_continue = ex && ex->value_len == 12 && strncasecmp(ex->value, "100-continue", 12) == 0;

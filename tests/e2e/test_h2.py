@@ -455,3 +455,67 @@ def test_h2load_through_reload_loses_nothing(server, pki, upstream_app):
     while any(p in srv.workers() for p in old):
         assert time.monotonic() < deadline, srv.log()
         time.sleep(0.02)
+
+
+# ---- the response cache ------------------------------------------------------------------------
+
+def test_cache_hits_over_h2_are_sent_from_the_store(server, pki):
+    from tests.e2e.upstreams.cacheorigin import Origin
+    origin = Origin()
+    try:
+        srv = server(f"""
+            workers: 1
+            cache_zones: {{{{z: {{{{max_size: 16m}}}}}}}}
+            sites:
+              - listen: ["127.0.0.1:{{port}} h2c"]
+                routes:
+                  - path: /
+                    proxy: {{{{url: "http://127.0.0.1:{origin.port}", cache: {{{{zone: z}}}}}}}}
+        """)
+        base = f"http://127.0.0.1:{srv.port}"
+        for size in (100, 3 << 20):  # copied beside the head, and referenced in the store
+            t = f"/c?cc=max-age%3D100&size={size}"
+            out = [subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-D", "-", base + t],
+                                  capture_output=True, check=True).stdout for _ in range(3)]
+            heads = [o.partition(b"\r\n\r\n")[0].decode() for o in out]
+            bodies = [o.partition(b"\r\n\r\n")[2] for o in out]
+            assert all(h.startswith("HTTP/2 200") for h in heads), heads
+            assert "fwd=miss" in heads[0] and all("scalws; hit" in h for h in heads[1:]), heads
+            assert len(bodies[0]) == size and bodies[1] == bodies[2] == bodies[0]
+            assert origin.count(t) == 1
+    finally:
+        origin.stop()
+
+
+def test_request_body_over_max_body_bytes_gets_413(server, upstream_app, tmp_path):
+    up = upstream_app()
+    srv = server(f"""
+        workers: 1
+        log: {{{{access: {{tmp}}/access.log, format: json}}}}
+        limits: {{{{max_body_bytes: 1m}}}}
+        sites:
+          - listen: ["127.0.0.1:{{port}} h2c"]
+            routes:
+              - path: /
+                proxy: {{{{url: "{up.url}"}}}}
+    """)
+    data = os.urandom(3 * 1024 * 1024)
+    (tmp_path / "big").write_bytes(data)
+    url = f"http://127.0.0.1:{srv.port}/upload"
+    # Declared too long: refused before any of it is read.
+    out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "-w",
+                          "%{http_code}", "--data-binary", f"@{tmp_path}/big", url],
+                         capture_output=True, text=True, timeout=30)
+    assert out.stdout == "413", out
+    # No length, too long as it arrives: the upstream lets go, the client gets 413.
+    out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "-w",
+                          "%{http_code}", "-T", "-", url], input=data.decode("latin-1"),
+                         capture_output=True, text=True, timeout=30, encoding="latin-1")
+    assert out.stdout == "413", out
+    # Within the limit: passed on whole.
+    out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-T", "-", url],
+                         input=data[:500000], capture_output=True, timeout=30)
+    assert json.loads(out.stdout) == {"len": 500000,
+                                      "sha256": hashlib.sha256(data[:500000]).hexdigest()}
+    srv.stop()
+    assert [line["status"] for line in access_lines(srv)] == [413, 413, 200]

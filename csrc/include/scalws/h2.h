@@ -53,6 +53,7 @@ struct nghttp2_option;
 #define SWS_H2_STREAM_WINDOW (256 * 1024) /* SETTINGS_INITIAL_WINDOW_SIZE: request body per stream */
 #define SWS_H2_CONN_WINDOW (1024 * 1024) /* the connection's receive window */
 #define SWS_H2_RST_KEEP 32              /* recently reset streams remembered */
+#define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
 
 typedef struct h2s h2s_t;
 
