@@ -1566,8 +1566,7 @@ static void h2_event(sws_engine_t *e, void *obj, uint32_t events)
     h2_work(e, hc);
     if (c->fd < 0)
         return;
-    if (hc->send_due)
-        h2_send(e, hc);
+    h2_send(e, hc); /* what h2_work made: WINDOW_UPDATE for the body handlers took */
     h2_settle(e, hc);
 }
 

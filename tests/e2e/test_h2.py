@@ -261,8 +261,15 @@ def test_many_streams_on_one_connection(server, pki, www):
     assert re.search(r"requests: 4000 total, 4000 started, 4000 done, 4000 succeeded, 0 failed, "
                      r"0 errored", out.stdout), out.stdout
     assert "status codes: 4000 2xx" in out.stdout
+    # The same over TLS (ALPN h2), with a static file.
+    out = subprocess.run(["h2load", "-n", "1000", "-c", "2", "-m", "50",
+                          https(srv, "/files/small.txt")], capture_output=True, text=True,
+                         timeout=120)
+    assert "Application protocol: h2" in out.stdout, out.stdout
+    assert re.search(r"requests: 1000 total, 1000 started, 1000 done, 1000 succeeded, 0 failed",
+                     out.stdout), out.stdout
     srv.stop()
-    assert sum(line["protocol"] == "HTTP/2.0" for line in access_lines(srv)) == 4040
+    assert sum(line["protocol"] == "HTTP/2.0" for line in access_lines(srv)) == 5040
 
 
 # ---- the proxy ----------------------------------------------------------------------------------
@@ -519,3 +526,107 @@ def test_request_body_over_max_body_bytes_gets_413(server, upstream_app, tmp_pat
                                       "sha256": hashlib.sha256(data[:500000]).hexdigest()}
     srv.stop()
     assert [line["status"] for line in access_lines(srv)] == [413, 413, 200]
+
+
+def test_settings_and_the_concurrent_stream_limit(server, pki, upstream_app):
+    up = upstream_app()
+    srv = start(server, pki, upstream=up)
+    c = RawH2(srv.ports[1])
+    f = c.read_frame()
+    assert f[0] == SETTINGS and not f[1] & ACK  # the server's preface
+    settings = dict(struct.unpack(">HI", f[3][i:i + 6]) for i in range(0, len(f[3]), 6))
+    assert settings[0x3] == 128                 # MAX_CONCURRENT_STREAMS
+    assert settings[0x4] == 256 * 1024          # INITIAL_WINDOW_SIZE
+    assert settings[0x6] >= 8192                # MAX_HEADER_LIST_SIZE, from max_header_bytes
+    assert settings.get(0x9) == 1               # NO_RFC7540_PRIORITIES
+    c.until(lambda f: f[0] == SETTINGS and f[1] & ACK)  # our SETTINGS are in force
+    # 129 streams at once: one over the limit. nghttp2 makes it a connection
+    # error PROTOCOL_ERROR (RFC 9113 §5.1.2 allows PROTOCOL_ERROR or
+    # REFUSED_STREAM, §5.4.1 a connection error for any stream error).
+    c.send(b"".join(request_headers(1 + 2 * i, "/up/hold/lim") for i in range(129)))
+    f, _ = c.until(lambda f: f[0] == GOAWAY)
+    assert struct.unpack(">II", f[3][:8]) == (255, 0x1), f
+    c.close()
+    # Whatever of the streams it took reached the upstream is let go with it.
+    deadline = time.monotonic() + 20
+    while _held(up, "lim") > 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert curl("--http2-prior-knowledge", f"http://127.0.0.1:{srv.ports[1]}/")[1] == "2 200"
+
+
+def _rss_kib(pid) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_proxy_to_a_slow_h2_reader_in_bounded_memory(server, pki, upstream_app):
+    """The client's window paces the upstream: a 64 MiB download to a reader
+    that opens its window 32 KiB every 10 ms never sits in the worker."""
+    up = upstream_app()
+    srv = server(f"""
+        workers: 1
+        sites:
+          - listen: ["127.0.0.1:{{port}} h2c"]
+            routes:
+              - path: /
+                proxy: {{{{url: "{up.url}"}}}}
+    """)
+    (worker,) = srv.workers()
+    assert curl("--http2-prior-knowledge", f"http://127.0.0.1:{srv.port}/id")[1] == "2 200"
+    rss0 = _rss_kib(worker)
+    size = 64 << 20
+    c = RawH2(srv.port)  # windows: 65535 for the connection and the stream
+    c.send(request_headers(1, f"/download?size={size}"))
+    h = hashlib.sha256()
+    got = unacked = peak = 0
+    opened = False
+    while True:
+        f = c.read_frame()
+        assert f is not None and f[0] not in (RST_STREAM, GOAWAY), f
+        if f[0] != DATA:
+            continue
+        h.update(f[3])
+        got += len(f[3])
+        unacked += len(f[3])
+        if f[1] & END_STREAM:
+            break
+        if got < 4 << 20:
+            if unacked >= 32768:  # slow: 32 KiB more every 10 ms (the window is 65535)
+                time.sleep(0.01)
+                inc = struct.pack(">I", unacked)
+                c.send(frame(WINDOW_UPDATE, 0, 0, inc) + frame(WINDOW_UPDATE, 0, 1, inc))
+                unacked = 0
+                peak = max(peak, _rss_kib(worker) - rss0)
+        elif not opened:  # then all at once
+            inc = struct.pack(">I", (1 << 30))
+            c.send(frame(WINDOW_UPDATE, 0, 0, inc) + frame(WINDOW_UPDATE, 0, 1, inc))
+            opened = True
+    c.close()
+    want = hashlib.sha256((pattern_block() * (size // len(pattern_block()))))
+    assert got == size and h.hexdigest() == want.hexdigest()
+    assert peak < 8 * 1024, f"worker RSS grew by {peak} KiB while the client was slow"
+
+
+def test_fastcgi_over_h2(server, php_fpm):
+    from tests.e2e.test_fastcgi import MIB, fcgi_yaml
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], listen="127.0.0.1:@PORT@ h2c",
+                           top={"limits": {"max_body_bytes": 64 * MIB}}))
+    base = f"http://127.0.0.1:{srv.port}"
+    out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", base + "/env.php?a=1"],
+                         capture_output=True, check=True).stdout
+    env = json.loads(out)
+    assert env["get"] == {"a": "1"} and env["server"]["SERVER_PROTOCOL"] == "HTTP/1.1"
+    assert env["server"]["REQUEST_METHOD"] == "GET"
+    data = os.urandom(5 * MIB + 3)
+    for args in (["--data-binary", "@-"], ["-T", "-"]):  # with a length, and without
+        out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-X", "POST",
+                              "-H", "Content-Type: application/octet-stream", *args,
+                              base + "/md5.php"], input=data, capture_output=True,
+                             check=True, timeout=60).stdout
+        assert out.decode().split() == [hashlib.md5(data).hexdigest(), str(len(data)),
+                                        str(len(data))], (args, out[:200])
