@@ -630,3 +630,51 @@ def test_fastcgi_over_h2(server, php_fpm):
                              check=True, timeout=60).stdout
         assert out.decode().split() == [hashlib.md5(data).hexdigest(), str(len(data)),
                                         str(len(data))], (args, out[:200])
+
+
+def test_a_stream_reset_with_its_bytes_still_queued_leaves_the_connection_sound(server, pki,
+                                                                                upstream_app):
+    """The client cancels a proxied download while the server's socket is
+    full of its frames (referencing the proxy's buffer): the proxy lets go,
+    what was queued still goes out intact, and the connection serves on."""
+    up = upstream_app()
+    srv = start(server, pki, upstream=up)
+    c = RawH2(srv.ports[1])
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    big = struct.pack(">I", 1 << 30)
+    size = 256 << 20
+    c.send(frame(WINDOW_UPDATE, 0, 0, big) + request_headers(1, f"/up/download?size={size}") +
+           frame(WINDOW_UPDATE, 0, 1, big))
+    # Read nothing until the server's side is stuck: our receive queue stops growing.
+    import fcntl
+    import termios
+
+    def queued():
+        return struct.unpack("i", fcntl.ioctl(c.sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    last, deadline = -1, time.monotonic() + 20
+    while True:
+        n = queued()
+        if n == last and n > 32 * 1024:
+            break
+        assert time.monotonic() < deadline
+        last = n
+        time.sleep(0.05)
+    c.send(frame(RST_STREAM, 0, 1, struct.pack(">I", 0x8)) + request_headers(3, "/"))  # CANCEL
+    block = pattern_block()
+    off = 0
+    while True:
+        f = c.read_frame()
+        assert f is not None and f[0] != GOAWAY, f
+        if f[0] == DATA and f[2] == 1:  # what was already queued: the pattern, in order
+            at = off % len(block)
+            want = (block * (len(f[3]) // len(block) + 2))[at:at + len(f[3])]
+            assert f[3] == want, f"stream 1 corrupted at offset {off}"
+            off += len(f[3])
+        if f[2] == 3 and f[1] & END_STREAM:
+            assert f[3] == b"hello over h2\n"
+            break
+    assert 0 < off < size
+    c.close()
+    srv.stop()
+    statuses = {line["uri"]: line["status"] for line in access_lines(srv)}
+    assert statuses[f"/up/download?size={size}"] == 200  # its answer had started
