@@ -120,7 +120,8 @@ def ext(name, sources):
         include_dirs=["csrc/include", "csrc"],
         extra_compile_args=cflags(),
         extra_link_args=ldflags(),
-        libraries=["ssl", "crypto"],   # Debian's libssl (OpenSSL 3): TLS
+        libraries=["ssl", "crypto",    # Debian's libssl (OpenSSL 3): TLS
+                   "nghttp2"],         # Debian's libnghttp2: HTTP/2 frames, HPACK, streams
     )
 
 
@@ -392,7 +393,7 @@ class BuildExt(build_ext):
 CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/core/filecache.c",
           "csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c", "csrc/net/sni.c",
           "csrc/http/http1.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
-          "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/accesslog.c",
+          "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c", "csrc/http/accesslog.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",
           "csrc/handlers/proxy.c", "csrc/handlers/proxy_head.c", "csrc/handlers/fastcgi.c",
           "csrc/http/fcgi.c",

@@ -1,5 +1,5 @@
 /* The engine: one worker's data plane assembled from its floors (core,
- * net, the HTTP/1 protocol, the handlers, upstreams). This file is the
+ * net, the HTTP/1 and HTTP/2 protocols, the handlers, upstreams). This file is the
  * composition root: the only one that calls into every floor, to build,
  * tick, stop and free them. Contract in scalws/engine.h. */
 #define _GNU_SOURCE
@@ -45,7 +45,8 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
     if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
         seed = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
     sws_alog_init(e, seed);
-    if (sws_net_init(e) < 0 || sws_h1_init(e) < 0 || sws_static_init(e, seed) < 0) {
+    if (sws_net_init(e) < 0 || sws_h1_init(e) < 0 || sws_h2_init(e) < 0 ||
+        sws_static_init(e, seed) < 0) {
         sws_engine_free(e);
         errno = ENOMEM;
         return NULL;
@@ -65,13 +66,14 @@ void sws_engine_free(sws_engine_t *e)
     sws_alog_free(e);
     sws_net_free(e);
     sws_h1_free(e);
+    sws_h2_free(e);
     sws_static_free(e);
     sws_core_free(e);
     free(e);
 }
 
 int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
-                            const sws_tls_listen_t *tls)
+                            const sws_tls_listen_t *tls, int http2)
 {
     if (tls) {
         int rc = sws_net_tls_init(e);
@@ -80,7 +82,7 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
             return rc;
         }
     }
-    return sws_net_add_listener(e, fd, &sws_h1_proto, vhosts, tls);
+    return sws_net_add_listener(e, fd, &sws_h1_proto, http2 ? &sws_h2_proto : NULL, vhosts, tls);
 }
 
 void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys) { e->net.tickets = keys; }
@@ -163,6 +165,7 @@ void sws_engine_shutdown(sws_engine_t *e)
     e->core.shutting_down = 1;
     sws_up_shutdown(e); /* pooled upstream connections close; busy ones finish */
     sws_net_stop_listening(e);
+    sws_h2_shutdown(e);
     sws_h1_shutdown(e);
 }
 

@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Top to bottom. A file may call its own floor and any floor below it.
 FLOORS = [
     ("root", ["csrc/engine.c"]),
-    ("protocol", ["csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/accesslog.c"]),
+    ("protocol", ["csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c",
+                  "csrc/http/accesslog.c"]),
     ("handlers", ["csrc/handlers/respond.c", "csrc/handlers/static.c",
                   "csrc/handlers/autoindex.c", "csrc/handlers/proxy.c",
                   "csrc/handlers/proxy_head.c", "csrc/handlers/fastcgi.c",
@@ -43,7 +44,7 @@ FLOORS = [
 # The headers' floors: a header includes only headers of its floor and below.
 HEADERS = {
     "engine.h": "root",
-    "h1.h": "protocol", "accesslog.h": "protocol",
+    "h1.h": "protocol", "h2.h": "protocol", "accesslog.h": "protocol",
     "response.h": "handlers", "respond.h": "handlers", "static.h": "handlers",
     "proxy.h": "handlers", "fastcgi.h": "handlers", "cache.h": "handlers",
     "upstream.h": "upstream",

@@ -164,7 +164,7 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
             p = esc_combined(p, r->method, ml);
             *p++ = ' ';
             p = esc_combined(p, r->target, tl);
-            p += sprintf(p, " HTTP/1.%d", r->minor);
+            p += r->http2 ? sprintf(p, " HTTP/2.0") : sprintf(p, " HTTP/1.%d", r->minor);
         }
         p += sprintf(p, "\" %d %zu \"", status, body_bytes);
         if (ref)
@@ -191,9 +191,10 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
         p += 9;
         if (r)
             p = esc_json(p, r->target, tl);
-        p += sprintf(p, "\",\"protocol\":\"HTTP/1.%d\",\"status\":%d,\"body_bytes_sent\":%zu,"
+        p += sprintf(p, "\",\"protocol\":\"HTTP/%d.%d\",\"status\":%d,\"body_bytes_sent\":%zu,"
                         "\"request_time\":%s,\"host\":\"",
-                     r ? r->minor : 1, status, body_bytes, reqt);
+                     r && r->http2 ? 2 : 1, r ? (r->http2 ? 0 : r->minor) : 1, status, body_bytes,
+                     reqt);
         if (r && r->host)
             p = esc_json(p, r->host, hl);
         memcpy(p, "\",\"referer\":\"", 13);

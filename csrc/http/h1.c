@@ -413,6 +413,20 @@ static void conn_read(sws_engine_t *e, h1conn_t *hc)
         conn_linger_input(e, c, (size_t)got);
         return;
     }
+    if (hc->requests == 0 && hc->state == S_HEAD && !c->tls && c->lst && c->lst->alt) {
+        /* An h2c listener: a client with prior knowledge starts with the
+         * HTTP/2 preface (RFC 9113 §3.3); HTTP/1 requests are served too. */
+        int pf = sws_h2_preface(e->net.in, len);
+        if (pf >= 0) {
+            if (conn_stash(c, e->net.in, len) < 0) {
+                conn_close(e, c);
+                return;
+            }
+            if (pf == 1)
+                conn_switch(e, c); /* HTTP/2 takes the stash; hc is no more */
+            return;
+        }
+    }
     size_t used = conn_process(e, hc, e->net.in, &len, last_len);
     conn_settle(e, hc, e->net.in + used, len - used);
 }
@@ -499,6 +513,10 @@ void sws_h1_shutdown(sws_engine_t *e)
     sws_tnode_t *n = e->core.tl[TL_KEEPALIVE].head;
     while (n) {
         sws_tnode_t *next = n->tnext;
+        if (CONN_OF_TNODE(n)->proto != &sws_h1_proto) {
+            n = next; /* HTTP/2's: sws_h2_shutdown */
+            continue;
+        }
         if (n->deadline - ka + grace <= e->core.now)
             conn_close(e, CONN_OF_TNODE(n));
         else
@@ -510,6 +528,10 @@ void sws_h1_shutdown(sws_engine_t *e)
     while (n) {
         sws_tnode_t *next = n->tnext;
         h1conn_t *hc = (h1conn_t *)CONN_OF_TNODE(n);
+        if (hc->c.proto != &sws_h1_proto) {
+            n = next;
+            continue;
+        }
         if (hc->state == S_HEAD && !hc->in_head && !hc->c.stash && !hc->x) { /* connected, nothing sent yet */
             if (n->deadline - ht + grace <= e->core.now)
                 conn_close(e, &hc->c);

@@ -94,7 +94,8 @@ static void h1_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reas
     if (hc->c.tls && hc->r_site) {
         size_t n;
         const char *f = sws_site_tls_fields(hc->r_site, &n);
-        out_copy(e, f, n); /* Strict-Transport-Security: answers over TLS only */
+        if (n)
+            out_copy(e, f, n); /* Strict-Transport-Security: answers over TLS only */
     }
     out_copy(e, "Date: ", 6);
     out_copy(e, r->date ? r->date : e->core.date, SWS_HTTP_DATE_LEN);

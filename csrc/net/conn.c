@@ -74,6 +74,23 @@ void out_copy(sws_engine_t *e, const char *p, size_t n)
     }
 }
 
+char *out_space(sws_engine_t *e) { return e->net.out + e->net.out_len; }
+
+void out_commit(sws_engine_t *e, size_t n)
+{
+    sws_net_t *t = &e->net;
+    struct iovec *last = t->niov ? &t->iov[t->niov - 1] : NULL;
+    char *dst = t->out + t->out_len;
+    t->out_len += n;
+    if (last && (char *)last->iov_base + last->iov_len == dst) {
+        last->iov_len += n;
+    } else {
+        t->iov[t->niov].iov_base = dst;
+        t->iov[t->niov].iov_len = n;
+        t->niov++;
+    }
+}
+
 void out_ref(sws_engine_t *e, const char *p, size_t n)
 {
     sws_net_t *t = &e->net;
@@ -153,6 +170,33 @@ static int pend_queue(sws_engine_t *e, sws_conn_t *c, const struct iovec *iov, i
             p->iov[i].iov_base = data;
             data += v->iov_len;
         }
+    }
+    free(o);
+    c->pend = p;
+    return 0;
+}
+
+int conn_pend_own(sws_conn_t *c)
+{
+    pend_t *o = c->pend;
+    if (!o)
+        return 0;
+    int n = o->niov - o->idx;
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += o->iov[o->idx + i].iov_len;
+    pend_t *p = malloc(sizeof *p + sizeof(struct iovec) + total);
+    if (!p)
+        return -1;
+    char *data = (char *)&p->iov[1];
+    p->idx = 0;
+    p->niov = 1;
+    p->dlen = total;
+    p->iov[0].iov_base = data;
+    p->iov[0].iov_len = total;
+    for (int i = 0; i < n; i++) {
+        memcpy(data, o->iov[o->idx + i].iov_base, o->iov[o->idx + i].iov_len);
+        data += o->iov[o->idx + i].iov_len;
     }
     free(o);
     c->pend = p;

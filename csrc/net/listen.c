@@ -41,8 +41,8 @@ void sws_net_free(sws_engine_t *e)
 
 static void do_accept(sws_engine_t *e, void *obj, uint32_t events);
 
-int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto, const void *conf,
-                         const sws_tls_listen_t *tls)
+int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto,
+                         const sws_proto_t *alt, const void *conf, const sws_tls_listen_t *tls)
 {
     /* Listeners are few and added before the first event: a realloc here
      * cannot move a listener that epoll already points at. */
@@ -60,6 +60,7 @@ int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto, cons
     l->ev.handler = do_accept;
     l->fd = fd;
     l->proto = proto;
+    l->alt = alt;
     l->conf = conf;
     l->tls = tls;
     l->enabled = 1;
@@ -107,6 +108,15 @@ void sws_net_tick(sws_engine_t *e)
     }
 }
 
+void conn_switch(sws_engine_t *e, sws_conn_t *c)
+{
+    const sws_proto_t *p = c->lst->alt;
+    memset((char *)c + sizeof *c, 0, p->conn_size - sizeof *c);
+    c->proto = p;
+    c->ev.handler = p->event;
+    p->open(e, c, c->lst->conf);
+}
+
 static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
 {
     listener_t *l = obj;
@@ -135,7 +145,10 @@ static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
             elog(e, SWS_L_ALERT, "accept() failed (%s)", strerror(errno));
             return;
         }
-        sws_conn_t *c = calloc(1, l->proto->conn_size);
+        size_t size = l->proto->conn_size;
+        if (l->alt && l->alt->conn_size > size)
+            size = l->alt->conn_size;
+        sws_conn_t *c = calloc(1, size);
         if (!c) {
             close(fd);
             return;
@@ -143,6 +156,7 @@ static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
         c->ev.handler = l->proto->event;
         c->fd = fd;
         c->proto = l->proto;
+        c->lst = l;
         c->tr = &sws_plain_transport;
         c->tn.tlist = TL_NONE;
         if (ss.ss_family == AF_INET) {

@@ -52,13 +52,14 @@ struct sws_tls_listen {
 
 /* Our data on each SSL: the engine (for the shared buffers and the log) and
  * the listener's table (for SNI). */
-static int ex_engine = -1, ex_listen = -1;
+static int ex_engine = -1, ex_listen = -1, ex_conn = -1;
 
 static void tls_once(void)
 {
     if (ex_engine < 0) {
         ex_engine = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
         ex_listen = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+        ex_conn = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     }
 }
 
@@ -265,12 +266,17 @@ static int servername_cb(SSL *s, int *alert, void *arg)
                                                             : SSL_TLSEXT_ERR_NOACK;
 }
 
+/* The server chooses (RFC 7301 §3.2): h2 when the listener allows HTTP/2
+ * (its alternative protocol) and the client offers it, else http/1.1. */
 static int alpn_cb(SSL *s, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned int inlen, void *arg)
 {
-    static const unsigned char h11[] = "\x08http/1.1";
+    static const unsigned char ours[] = "\x02h2\x08http/1.1";
+    const sws_conn_t *c = SSL_get_ex_data(s, ex_conn);
+    int h2 = c && c->lst && c->lst->alt;
     unsigned char *sel;
-    if (SSL_select_next_proto(&sel, outlen, h11, sizeof h11 - 1, in, inlen) !=
+    if (SSL_select_next_proto(&sel, outlen, h2 ? ours : ours + 3,
+                              h2 ? sizeof ours - 1 : sizeof ours - 4, in, inlen) !=
         OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_NOACK; /* no ALPN in the answer: HTTP/1.1 all the same */
     *out = sel;
@@ -653,6 +659,14 @@ static void tls_handshake(sws_engine_t *e, void *obj, uint32_t events)
     if (r == 1) {
         c->ev.handler = c->proto->event;
         conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
+        const unsigned char *alpn;
+        unsigned alpn_len;
+        SSL_get0_alpn_selected(s, &alpn, &alpn_len);
+        if (alpn_len == 2 && memcmp(alpn, "h2", 2) == 0 && c->lst && c->lst->alt) {
+            conn_switch(e, c); /* may close c (fd -1, tls NULL) */
+            if (c->fd < 0)
+                return;
+        }
         if (SSL_has_pending(s))
             c->proto->event(e, c, EPOLLIN); /* the request came with the Finished */
         return;
@@ -709,6 +723,7 @@ int sws_tls_accept(sws_engine_t *e, sws_conn_t *c, const sws_tls_listen_t *l)
     }
     SSL_set_ex_data(s, ex_engine, e);
     SSL_set_ex_data(s, ex_listen, (void *)l);
+    SSL_set_ex_data(s, ex_conn, c);
     SSL_set_accept_state(s);
     c->tls = s;
     c->tr = &sws_tls_transport;

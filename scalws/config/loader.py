@@ -1002,10 +1002,9 @@ def _items(ctx, node, path, what):
 
 # -- listen ------------------------------------------------------------------
 
-_LISTEN_OPTIONS = ("default", "backlog", "tls")
+_LISTEN_OPTIONS = ("default", "backlog", "tls", "h2c", "http2")
 _LISTEN_UNAVAILABLE = {
     "ssl": "the listen option is called 'tls' in scalws (nginx's 'ssl')",
-    "http2": "HTTP/2 is not available in this version of scalws (listen option 'http2')",
 }
 
 
@@ -1073,6 +1072,15 @@ def _listen(ctx, node, path):
                 ctx.error(node, path, "TLS on a unix socket is not supported")
                 ok = False
             listen.tls = True
+        elif name == "h2c" and not eq:
+            listen.h2c = True
+        elif name == "http2" and eq and value in ("on", "off"):
+            listen.http2 = value == "on"
+        elif name == "http2" and not eq:
+            ctx.error(node, path, "HTTP/2 is on by default on TLS listeners (ALPN h2); write "
+                      "'h2c' for cleartext HTTP/2 with prior knowledge, or 'http2=off' to "
+                      "refuse HTTP/2 on a TLS listener")
+            ok = False
         elif name == "backlog" and eq:
             if not value.isdigit() or not 1 <= int(value) <= 65535:
                 ctx.error(node, path, f"backlog must be an integer between 1 and "
@@ -1085,15 +1093,23 @@ def _listen(ctx, node, path):
             ctx.error(node, path, _LISTEN_UNAVAILABLE[name])
             ok = False
         elif name in _LISTEN_OPTIONS:
-            form = name if name in ("default", "tls") else "backlog=N"
+            form = {"backlog": "backlog=N", "http2": "http2=on or http2=off"}.get(name, name)
             ctx.error(node, path, f"listen option '{word}' is malformed; write {form}")
             ok = False
         else:
             close = difflib.get_close_matches(name, _LISTEN_OPTIONS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else \
-                " (options: default, tls, backlog=N)"
+                " (options: default, tls, h2c, http2=off, backlog=N)"
             ctx.error(node, path, f"unknown listen option '{word}'{hint}")
             ok = False
+    if listen.h2c and listen.tls:
+        ctx.error(node, path, "'h2c' is cleartext HTTP/2; a TLS listener offers h2 through "
+                  "ALPN already (remove 'h2c', or 'tls')")
+        ok = False
+    if "http2" in seen and not listen.tls and ok:
+        ctx.error(node, path, "'http2=' applies to TLS listeners (ALPN); for cleartext "
+                  "HTTP/2 write 'h2c'")
+        ok = False
     return listen if ok else None
 
 
@@ -1424,6 +1440,7 @@ def _check_across_sites(ctx, sites) -> None:
     backlogs = {}      # listen key -> (backlog, line) where given explicitly
     by_key = {}        # listen key -> [Listen]
     tls_of = {}        # listen key -> (tls, line) as first listed
+    h2_of = {}         # listen key -> (serves HTTP/2, line) as first listed
     for i, (site, name_entries) in sites:
         reported = set()
         for listen in site.listen:
@@ -1436,6 +1453,11 @@ def _check_across_sites(ctx, sites) -> None:
                           f"at line {tls_of[key][1]}: every site on one address must agree on "
                           "the 'tls' option")
             tls_of.setdefault(key, (listen.tls, listen.mark[1]))
+            if key in h2_of and h2_of[key][0] != listen.serves_h2:
+                ctx.error(lnode, lpath, f"{addr} {'serves' if h2_of[key][0] else 'refuses'} "
+                          f"HTTP/2 at line {h2_of[key][1]}: every site on one address must "
+                          "agree on 'h2c' / 'http2='")
+            h2_of.setdefault(key, (listen.serves_h2, listen.mark[1]))
             if listen.default:
                 if key in defaults:
                     j, line = defaults[key]

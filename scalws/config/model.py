@@ -47,10 +47,17 @@ class Listen:
     port: int = 0
     path: str = ""                         # unix socket path
     tls: bool = False                      # `tls` option: TLS is terminated here
+    h2c: bool = False                      # `h2c`: cleartext HTTP/2 with prior knowledge too
+    http2: bool = True                     # `http2=off`: ALPN never offers h2 (TLS listeners)
     default: bool = False                  # default site for this address
     backlog: int = 511
     text: str = ""                         # as written in the file
     mark: Mark = ("<default>", 0, 0)
+
+    @property
+    def serves_h2(self) -> bool:
+        """Whether HTTP/2 may be spoken here: ALPN h2 on TLS, prior knowledge on h2c."""
+        return self.http2 if self.tls else self.h2c
 
     @property
     def key(self) -> tuple:

@@ -105,6 +105,7 @@ cdef class Engine:
     cdef list _vh
     cdef list _tls_sites              # addresses of sws_tls_site_t, freed with the engine
     cdef dict _tls_listen             # listen key -> address of its sws_tls_listen_t
+    cdef dict _h2                     # listen key -> 1 when HTTP/2 is served there
     cdef object _tls
     cdef object loop
     cdef object _tick_handle
@@ -128,6 +129,7 @@ cdef class Engine:
         self._keep = []
         self._tls_sites = []
         self._tls_listen = {}
+        self._h2 = {}
         self._tls = tls
         self._fds = []
         self._vhosts = {}
@@ -415,6 +417,7 @@ cdef class Engine:
                 target = sites[idx]
                 if not listen.tls and idx in redirects:
                     target = redirects[idx]
+                self._h2[key] = 1 if listen.serves_h2 else 0
                 if key not in self._vhosts:
                     vh = sws_router_vhosts(self.router)
                     if vh == NULL:
@@ -837,7 +840,8 @@ cdef class Engine:
         with the sites that listen on `key` (config.model.Listen.key)."""
         cdef sws_vhosts_t *vh = <sws_vhosts_t *><size_t>self._vh[self._vhosts[key]]
         cdef size_t tl = self._tls_listen.get(key, 0)
-        rc = sws_engine_add_listener(self.e, fd, vh, <const sws_tls_listen_t *>tl)
+        rc = sws_engine_add_listener(self.e, fd, vh, <const sws_tls_listen_t *>tl,
+                                     self._h2.get(key, 0))
         if rc < 0:
             raise OSError(-rc, "engine: cannot add listener")
 

@@ -438,7 +438,7 @@ static void test_pipelined_answers_in_order(const char *dir)
     snprintf(sun.sun_path, sizeof sun.sun_path, "%s/h1.sock", dir);
     int l = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
     CHECK(bind(l, (struct sockaddr *)&sun, sizeof sun) == 0 && listen(l, 8) == 0, "listen");
-    CHECK(sws_engine_add_listener(e, l, vh, NULL) == 0, "add_listener");
+    CHECK(sws_engine_add_listener(e, l, vh, NULL, 0) == 0, "add_listener");
     int cl = socket(AF_UNIX, SOCK_STREAM, 0);
     CHECK(connect(cl, (struct sockaddr *)&sun, sizeof sun) == 0, "connect");
     static const char reqs[] = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -509,7 +509,7 @@ static void test_refused_proxy_request(const char *dir)
     snprintf(sun.sun_path, sizeof sun.sun_path, "%s/px.sock", dir);
     int l = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
     CHECK(bind(l, (struct sockaddr *)&sun, sizeof sun) == 0 && listen(l, 8) == 0, "listen");
-    CHECK(sws_engine_add_listener(e, l, vh, NULL) == 0, "add_listener");
+    CHECK(sws_engine_add_listener(e, l, vh, NULL, 0) == 0, "add_listener");
     int cl = socket(AF_UNIX, SOCK_STREAM, 0);
     CHECK(connect(cl, (struct sockaddr *)&sun, sizeof sun) == 0, "connect");
     static const char req[] = "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"

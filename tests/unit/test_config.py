@@ -645,9 +645,18 @@ def test_all_problems_reported_together(tmp_path):
     ("unix:", "expected a socket path after 'unix:'"),
     (":443 tls", "listen option 'tls' needs the site's certificates: add tls: {cert: FILE, key: FILE} to the site"),
     (":443 ssl", "the listen option is called 'tls' in scalws (nginx's 'ssl')"),
-    (":443 http2", "HTTP/2 is not available in this version of scalws (listen option 'http2')"),
+    (":443 http2", "HTTP/2 is on by default on TLS listeners (ALPN h2); write 'h2c' for cleartext "
+                   "HTTP/2 with prior knowledge, or 'http2=off' to refuse HTTP/2 on a TLS listener"),
+    (":80 http2=on", "'http2=' applies to TLS listeners (ALPN); for cleartext HTTP/2 write 'h2c'"),
+    (":80 http2=maybe", "listen option 'http2=maybe' is malformed; write http2=on or http2=off"),
+    (":80 h2c=1", "listen option 'h2c=1' is malformed; write h2c"),
+    (":80 h2c h2c", "listen option 'h2c' is given twice"),
+    (":443 tls h2c", "'h2c' is cleartext HTTP/2; a TLS listener offers h2 through ALPN already "
+                     "(remove 'h2c', or 'tls')"),
     (":80 default_server", "unknown listen option 'default_server'; did you mean 'default'?"),
-    (":80 reuseport", "unknown listen option 'reuseport' (options: default, tls, backlog=N)"),
+    (":80 reuseport", "unknown listen option 'reuseport' (options: default, tls, h2c, http2=off, "
+                      "backlog=N)"),
+    (":80 h2", "unknown listen option 'h2'; did you mean 'h2c'?"),
     (":80 backlog=0", "backlog must be an integer between 1 and 65535, got '0'"),
     (":80 backlog=many", "backlog must be an integer between 1 and 65535, got 'many'"),
     (":80 backlog", "listen option 'backlog' is malformed; write backlog=N"),
@@ -658,6 +667,24 @@ def test_all_problems_reported_together(tmp_path):
 def test_listen_problems(tmp_path, listen, expected):
     text = f"sites:\n  - listen: '{listen}'\n    routes: [{{path: /, respond: 204}}]\n"
     assert one_problem(tmp_path, text) == f"F:2:13: sites[0].listen: {expected}"
+
+
+def test_listen_h2_options(tmp_path):
+    cfg = load(tmp_path, """\
+        sites:
+          - listen: [":8080 h2c", "127.0.0.1:8081"]
+            routes: [{path: /, respond: 204}]
+    """)
+    assert [(l.h2c, l.serves_h2) for l in cfg.sites[0].listen] == [(True, True), (False, False)]
+    assert one_problem(tmp_path, """\
+        sites:
+          - listen: [":8080 h2c"]
+            routes: [{path: /, respond: 204}]
+          - listen: [":8080"]
+            server_names: [b.test]
+            routes: [{path: /, respond: 204}]
+    """) == ("F:4:14: sites[1].listen[0]: 0.0.0.0:8080 serves HTTP/2 at line 2: every site on "
+             "one address must agree on 'h2c' / 'http2='")
 
 
 def test_listen_unix_path_too_long(tmp_path):

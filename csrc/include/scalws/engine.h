@@ -12,7 +12,7 @@
  * The floors, each with its header (docs/adr/0005-engine-layering.md):
  *   scalws/core.h      loop, serve loop, busy poll, batching window, time, timeouts, error log
  *   scalws/net.h       accept, connection I/O, pending output, lingering close, transport
- *   scalws/h1.h        the HTTP/1 protocol; scalws/accesslog.h the access log
+ *   scalws/h1.h        the HTTP/1 protocol; scalws/h2.h HTTP/2; scalws/accesslog.h the access log
  *   scalws/response.h  the request view and response interface between protocols and handlers
  *   scalws/respond.h, static.h, proxy.h   the handlers
  *   scalws/upstream.h  groups, balancing, health, the keep-alive pool
@@ -56,9 +56,12 @@ int sws_engine_fd(const sws_engine_t *e);
 /* Adds a listening socket (non-blocking, already bound and listening) whose
  * requests are routed with `vhosts`; with `tls` (not NULL) its connections
  * speak TLS first, with that table's certificates (it must outlive the
- * engine). The engine closes the socket on shutdown. */
+ * engine). http2: on a TLS listener, ALPN may choose h2; on a plain one,
+ * a client that starts with the HTTP/2 preface speaks h2c (prior
+ * knowledge); HTTP/1 is served either way. The engine closes the socket on
+ * shutdown. */
 int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
-                            const sws_tls_listen_t *tls);
+                            const sws_tls_listen_t *tls, int http2);
 
 /* The session-ticket keys the master shares (shared memory that outlives
  * the engine); NULL: no tickets are made or accepted. */

@@ -70,6 +70,11 @@ typedef struct {
     int fd;
     int enabled;
     const sws_proto_t *proto;
+    /* A protocol a connection may switch to (conn_switch): HTTP/2 when ALPN
+     * chose it on a TLS listener, or on a plain one when the client sent the
+     * HTTP/2 preface (h2c). NULL: none. Connections are allocated big
+     * enough for either. */
+    const sws_proto_t *alt;
     const void *conf;         /* the protocol's per-listener config (virtual hosts) */
     const sws_tls_listen_t *tls; /* NULL: plain */
 } listener_t;
@@ -88,6 +93,7 @@ struct sws_conn {
     sws_tnode_t tn;            /* timeout-list entry */
     const sws_proto_t *proto;
     const sws_transport_t *tr;
+    const listener_t *lst;     /* the listener it came from (its protocols and their config) */
     void *tls;                 /* the SSL of a TLS connection, NULL when plain */
     char *stash;               /* unparsed input, malloc'd, exact size */
     pend_t *pend;
@@ -141,7 +147,13 @@ typedef struct {
 SWS_INTERNAL int sws_net_init(sws_engine_t *e);
 SWS_INTERNAL void sws_net_free(sws_engine_t *e);
 SWS_INTERNAL int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto,
-                                      const void *conf, const sws_tls_listen_t *tls);
+                                      const sws_proto_t *alt, const void *conf,
+                                      const sws_tls_listen_t *tls);
+/* c goes over to its listener's alternative protocol: the protocol's part
+ * of the struct (after sws_conn_t) is zeroed and the new protocol's open
+ * runs. Unread input the old protocol stashed stays in c->stash for the
+ * new one. */
+SWS_INTERNAL void conn_switch(sws_engine_t *e, sws_conn_t *c);
 SWS_INTERNAL void listeners_enable(sws_engine_t *e, int on);
 /* Stops accepting for good and closes this worker's copies of the listeners. */
 SWS_INTERNAL void sws_net_stop_listening(sws_engine_t *e);
@@ -157,6 +169,11 @@ SWS_INTERNAL void sws_net_tick(sws_engine_t *e);
 SWS_INTERNAL void out_copy(sws_engine_t *e, const char *p, size_t n);
 SWS_INTERNAL void out_ref(sws_engine_t *e, const char *p, size_t n);
 SWS_INTERNAL void out_u64(sws_engine_t *e, uint64_t v);
+/* Where the next n copied bytes go (the caller checked out_room and
+ * writes them there, a pread for instance), then out_commit adds them to
+ * the batch as out_copy would have. */
+SWS_INTERNAL char *out_space(sws_engine_t *e);
+SWS_INTERNAL void out_commit(sws_engine_t *e, size_t n);
 /* Room for `need` more copied bytes and a few iovecs? */
 SWS_INTERNAL int out_room(const sws_engine_t *e, size_t need);
 SWS_INTERNAL int out_flush(sws_engine_t *e, sws_conn_t *c);
@@ -165,6 +182,10 @@ SWS_INTERNAL void out_discard(sws_engine_t *e);
 /* Sends c->pend: 0 when all of it went (pend freed), 1 when the socket is
  * full, -1 on a socket error (the caller closes). */
 SWS_INTERNAL int pend_send(sws_engine_t *e, sws_conn_t *c);
+/* Copies every byte c->pend references into memory it owns: a protocol
+ * that multiplexes (HTTP/2) lets a handler free its buffers while the
+ * connection goes on. 0, or -1 when out of memory (the caller closes). */
+SWS_INTERNAL int conn_pend_own(sws_conn_t *c);
 /* h->release runs once c has no pending output left (or closes). */
 SWS_INTERNAL void conn_hold(sws_conn_t *c, sws_hold_t *h);
 /* Starts a file segment after the batch: sent by conn_send_file once the

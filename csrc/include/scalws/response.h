@@ -1,6 +1,6 @@
 /* scalws/response.h — what a protocol and a handler share: the request
  * view and the response interface (csrc/http/ implements the interface for
- * HTTP/1; HTTP/2 will implement the same one).
+ * HTTP/1, h1_out.c, and for HTTP/2, h2.c).
  *
  * A protocol parses a request into an sws_request_t and hands it, with an
  * sws_resp_t, to the handler its router chose. The handler describes its
@@ -47,7 +47,8 @@ typedef struct {
     const char *method, *target;
     size_t method_len, target_len;
     int method_id;                /* SWS_M_* */
-    int minor;                    /* HTTP/1.minor; for logs */
+    int minor;                    /* HTTP/1.minor; for logs (1 for HTTP/2: its semantics) */
+    int http2;                    /* it came over HTTP/2 (the log says HTTP/2.0) */
     const sws_header_t *h;
     size_t nh;
     const char *host;             /* Host, or the authority of an absolute target */

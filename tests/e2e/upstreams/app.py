@@ -353,6 +353,10 @@ async def release(request):
     return web.json_response({"held": held})
 
 
+async def held(request):
+    return web.json_response({"held": HELD.get(request.match_info["key"], 0)})
+
+
 async def ident(request):
     return web.Response(text=ARGS.name)
 
@@ -403,6 +407,7 @@ def make_app() -> web.Application:
     app.router.add_route("*", "/id", ident)
     app.router.add_route("*", "/hold/{key}", hold)
     app.router.add_route("*", "/release/{key}", release)
+    app.router.add_route("*", "/held/{key}", held)
     app.router.add_route("*", "/healthz", healthz)
     app.router.add_route("GET", "/ws", ws)
     app.router.add_route("*", "/{tail:.*}", echo_any)  # /echo, /echo/x, /echoes...

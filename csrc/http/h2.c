@@ -1,0 +1,1694 @@
+/* The HTTP/2 connection protocol on libnghttp2; contract in scalws/h2.h.
+ *
+ * Re-entry, the rule this file is built around: nghttp2 must not be
+ * entered from inside its own callbacks (hc->busy), and a handler's hooks
+ * (gone, body, drained) run only where no other handler is on the stack:
+ * from the connection's own events (h2_event, h2_work) or, for a stream's
+ * own handler, from the operation it called (flush, close). What happens
+ * while a handler runs an operation (hc->in_op) and concerns another
+ * stream, or the whole connection, is marked and done by h2_work, which
+ * the core's ready list calls soon after (h2_wake). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "context.h"
+#include "scalws/path.h"
+
+/* ---- streams ----------------------------------------------------------------------- */
+
+/* A piece of a response body, or something to let go once the body before
+ * it is written (a marker). */
+enum { Q_COPY, Q_REF, Q_FILE, Q_HOLD_FILE, Q_HOLD_HEAP, Q_HOLD };
+
+typedef struct qitem {
+    sws_hold_t h;              /* a marker that reached the wire: net releases it */
+    struct qitem *next;
+    int kind;
+    uint64_t seq;              /* for discard: pieces given since the last flush */
+    const char *p;             /* Q_COPY, Q_REF: the bytes still to send */
+    uint64_t off, len;         /* Q_FILE: the range still to send; len: bytes left (data kinds) */
+    sws_file_t *f;             /* Q_FILE, Q_HOLD_FILE */
+    sws_filecache_t *fc;
+    char *heap;                /* Q_HOLD_HEAP */
+    sws_hold_t *hold;          /* Q_HOLD */
+    char data[];               /* Q_COPY */
+} qitem_t;
+
+/* A request header as stored in the stream's buffer (offsets: it grows). */
+typedef struct {
+    uint32_t n, nl, v, vl;
+} hoff_t;
+
+struct h2s {
+    sws_resp_t resp;           /* the response interface, HTTP/2's implementation */
+    h2conn_t *hc;
+    h2s_t *prev, *next;        /* hc->streams */
+    int32_t id;
+    /* the request */
+    char *rq;                  /* names and values, as received */
+    size_t rq_len, rq_cap;
+    hoff_t *hdr;
+    size_t nh, hcap;
+    hoff_t pm, pp, pa;         /* :method, :path, :authority (n = 0: absent) */
+    uint32_t hsize;            /* RFC 9113 §6.5.2's size of the list so far */
+    uint64_t body_total;
+    uint64_t cl_left;          /* content-length bytes still to come (cl_known) */
+    uint64_t discard_left;     /* body bytes still read past after a complete answer */
+    char *bin;                 /* request body the handler has not taken yet (unconsumed) */
+    size_t bin_len, bin_cap;
+    uint64_t start;            /* monotonic ms when the stream opened */
+    const sws_site_t *site;
+    uint16_t route;
+    /* a handler that answers later */
+    const sws_resp_hooks_t *hooks;
+    void *ctx;
+    sws_request_t log;
+    sws_header_t log_h[2];
+    char rid[RID_MAX];
+    /* the response */
+    char *hb;                  /* head fields as "Name: value\r\n" lines */
+    size_t hb_len, hb_cap;
+    char date[SWS_HTTP_DATE_LEN];
+    qitem_t *qh, *qt;
+    uint64_t q_bytes;          /* body bytes queued, not yet framed */
+    uint64_t q_seq, commit_seq;
+    uint64_t sent;             /* body bytes described, for the log */
+    uint16_t status;
+    unsigned open : 1,         /* nghttp2 has the stream */
+        req_done : 1,          /* END_STREAM received */
+        fin_given : 1,         /* the handler got body(done = 1) */
+        too_big : 1,           /* the header list went over the limits: 431 */
+        head_only : 1,         /* HEAD */
+        head_ready : 1,        /* start_body was called */
+        no_body : 1,           /* no DATA (HEAD, 204, 304, a length of 0) */
+        submitted : 1,         /* the HEADERS went to nghttp2 */
+        body_done : 1,         /* done was called */
+        deferred : 1,          /* the data provider waits (NGHTTP2_ERR_DEFERRED) */
+        end_sent : 1,          /* our END_STREAM went out */
+        live : 1,              /* a handler that answers later holds resp */
+        want_body : 1,
+        gone_due : 1,          /* the gone hook is to run (h2_work) */
+        drain_due : 1,         /* the handler saw backed_up and waits for drained */
+        refs_out : 1,          /* referenced bytes were framed (may sit in pending output) */
+        cl_known : 1,          /* the request had a content-length */
+        dispatched : 1;
+};
+
+#define H2S(r) ((h2s_t *)((char *)(r) - offsetof(h2s_t, resp)))
+
+/* The PING of the graceful stop (goaway_notice). */
+static const uint8_t stop_ping[8] = {'s', 'w', 's', '-', 's', 't', 'o', 'p'};
+static void goaway(sws_engine_t *e, h2conn_t *hc);
+
+static const sws_resp_ops_t h2_resp_ops;
+static void h2_send(sws_engine_t *e, h2conn_t *hc);
+static void h2_event(sws_engine_t *e, void *obj, uint32_t events);
+
+/* Brings h2_event back soon (through the core's ready list): work that was
+ * marked while a handler ran. */
+static void h2_wake(sws_engine_t *e, h2conn_t *hc)
+{
+    sws_ready_add(e, &hc->c.ev, &hc->c.evmask);
+}
+
+/* The connection cannot go on: closed now, or at the next event when a
+ * handler is on the stack (closing runs every stream's gone hook). */
+static void h2_fail(sws_engine_t *e, h2conn_t *hc)
+{
+    if (hc->c.fd < 0)
+        return;
+    if (hc->in_op || hc->busy) {
+        hc->dead = 1;
+        h2_wake(e, hc);
+        return;
+    }
+    conn_close(e, &hc->c);
+}
+
+static void q_release(sws_hold_t *h)
+{
+    qitem_t *q = (qitem_t *)h;
+    if (q->kind == Q_HOLD_FILE)
+        sws_filecache_release(q->fc, q->f);
+    else if (q->kind == Q_HOLD_HEAP)
+        free(q->heap);
+    free(q);
+}
+
+/* A marker whose body went into the batch: let go once the connection
+ * wrote it (net's holds; the next out_flush, or the close). */
+static void q_retire(h2conn_t *hc, qitem_t *q)
+{
+    if (q->kind == Q_HOLD) {
+        conn_hold(&hc->c, q->hold);
+        free(q);
+    } else {
+        q->h.release = q_release;
+        conn_hold(&hc->c, &q->h);
+    }
+}
+
+static void q_drop(qitem_t *q)
+{
+    if (q->kind == Q_FILE)
+        sws_filecache_release(q->fc, q->f);
+    free(q);
+}
+
+static int q_is_data(const qitem_t *q) { return q->kind <= Q_FILE; }
+
+/* Markers at the head of the queue: everything before them is framed. */
+static void q_pop_markers(h2s_t *s)
+{
+    while (s->qh && !q_is_data(s->qh)) {
+        qitem_t *q = s->qh;
+        s->qh = q->next;
+        if (!s->qh)
+            s->qt = NULL;
+        q_retire(s->hc, q);
+    }
+}
+
+static qitem_t *q_push(h2s_t *s, int kind, size_t extra)
+{
+    qitem_t *q = calloc(1, sizeof *q + extra);
+    if (!q)
+        return NULL;
+    q->kind = kind;
+    q->seq = s->q_seq++;
+    if (s->qt)
+        s->qt->next = q;
+    else
+        s->qh = q;
+    s->qt = q;
+    return q;
+}
+
+static void stream_free(sws_engine_t *e, h2s_t *s)
+{
+    h2conn_t *hc = s->hc;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        hc->streams = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    hc->n_streams--;
+    if (s->open && hc->sess)
+        nghttp2_session_set_stream_user_data(hc->sess, s->id, NULL);
+    while (s->qh) {
+        qitem_t *q = s->qh;
+        s->qh = q->next;
+        if (q_is_data(q))
+            q_drop(q);
+        else
+            q_retire(hc, q); /* bytes before it may sit in pending output */
+    }
+    free(s->rq);
+    free(s->hdr);
+    free(s->bin);
+    free(s->hb);
+    free(s);
+}
+
+/* The access-log line and counters of a stream's request. */
+static void stream_log(sws_engine_t *e, h2s_t *s, const sws_request_t *r, int status)
+{
+    uint64_t ms = e->core.now - s->start;
+    access_log(e, &s->hc->c, r, status, s->sent, ms);
+    sws_stats_request(&e->core, s->route, status, ms);
+    e->core.cnt.requests++;
+}
+
+/* The handler lets go (the client reset the stream, or the connection
+ * closes): its gone hook, and the log line (499 when no answer started;
+ * log 0: the caller logs). */
+static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log);
+static void stream_gone(sws_engine_t *e, h2s_t *s) { stream_gone_log(e, s, 1); }
+
+static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log)
+{
+    h2conn_t *hc = s->hc;
+    sws_conn_t *c = &hc->c;
+    s->live = 0;
+    s->gone_due = 0;
+    hc->n_live--;
+    if (s->refs_out && c->fd >= 0 && !hc->closing) {
+        /* The handler frees what our pending output may still reference. */
+        if (e->net.niov && out_flush(e, c) < 0)
+            hc->dead = 1;
+        if (c->pend && conn_pend_own(c) < 0)
+            hc->dead = 1;
+        if (hc->dead)
+            h2_wake(e, hc);
+    }
+    if (s->hooks)
+        s->hooks->gone(e, s->ctx);
+    s->hooks = NULL;
+    if (log)
+        stream_log(e, s, &s->log, s->submitted ? s->status : 499);
+}
+
+/* ---- the response interface ---------------------------------------------------------- */
+
+static int hb_put(h2s_t *s, const char *p, size_t n)
+{
+    if (s->hb_len + n > s->hb_cap) {
+        size_t cap = s->hb_cap ? s->hb_cap * 2 : 512;
+        while (cap < s->hb_len + n)
+            cap *= 2;
+        char *nb = realloc(s->hb, cap);
+        if (!nb)
+            return -1;
+        s->hb = nb;
+        s->hb_cap = cap;
+    }
+    memcpy(s->hb + s->hb_len, p, n);
+    s->hb_len += n;
+    return 0;
+}
+
+static void h2_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
+                    size_t reason_len)
+{
+    h2s_t *s = H2S(r);
+    /* A head starts a response: nothing of one described and discarded
+     * before it carries over. HTTP/2 has no reason phrase. */
+    s->status = (uint16_t)status;
+    s->hb_len = 0;
+    s->head_ready = 0;
+    s->sent = 0;
+    s->no_body = s->head_only || status == 204 || status == 304 || status < 200;
+    memcpy(s->date, r->date ? r->date : e->core.date, SWS_HTTP_DATE_LEN);
+    r->date = NULL;
+}
+
+static void h2_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t nl,
+                     const char *value, size_t vl)
+{
+    h2s_t *s = H2S(r);
+    if (hb_put(s, name, nl) < 0 || hb_put(s, ": ", 2) < 0 || hb_put(s, value, vl) < 0 ||
+        hb_put(s, "\r\n", 2) < 0)
+        s->hb_len = 0; /* out of memory: the fields go; commit answers what is left */
+}
+
+static void h2_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t len)
+{
+    h2s_t *s = H2S(r);
+    if (len && hb_put(s, lines, len) < 0)
+        s->hb_len = 0;
+}
+
+static void h2_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len)
+{
+    h2s_t *s = H2S(r);
+    s->head_ready = 1;
+    switch (kind) {
+    case SWS_BODY_LENGTH:
+        if (s->status >= 200 && s->status != 204) { /* RFC 9110 §8.6 */
+            char num[40];
+            char *p = num + sizeof num;
+            uint64_t v = len;
+            p -= 2;
+            memcpy(p, "\r\n", 2);
+            do
+                *--p = (char)('0' + v % 10);
+            while (v /= 10);
+            h2_fields(e, r, "content-length: ", 16);
+            h2_fields(e, r, p, (size_t)(num + sizeof num - p));
+        }
+        if (len == 0)
+            s->no_body = 1;
+        break;
+    case SWS_BODY_STREAM:
+        break;
+    case SWS_BODY_TUNNEL: /* RFC 8441's extended CONNECT is not offered: never asked for */
+    default:
+        s->no_body = 1;
+        break;
+    }
+}
+
+static void h2_data(sws_engine_t *e, sws_resp_t *r, const char *p, size_t n, int flags)
+{
+    h2s_t *s = H2S(r);
+    if (s->no_body || !n)
+        return;
+    qitem_t *q = q_push(s, flags & SWS_REF ? Q_REF : Q_COPY, flags & SWS_REF ? 0 : n);
+    if (!q) {
+        h2_fail(e, s->hc); /* a body with a hole must not look complete */
+        return;
+    }
+    if (flags & SWS_REF) {
+        q->p = p;
+    } else {
+        memcpy(q->data, p, n);
+        q->p = q->data;
+    }
+    q->len = n;
+    s->q_bytes += n;
+    s->sent += n;
+}
+
+static void h2_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off, uint64_t len,
+                    size_t chunk)
+{
+    h2s_t *s = H2S(r);
+    if (s->no_body || len == 0) {
+        sws_filecache_release(e->net.fc, f);
+        return;
+    }
+    if (f->mem) { /* the cache's copy: referenced, the entry held until written */
+        h2_data(e, r, f->mem + off, (size_t)len, SWS_REF);
+        r->ops->hold_file(e, r, f);
+        return;
+    }
+    qitem_t *q = q_push(s, Q_FILE, 0);
+    if (!q) {
+        sws_filecache_release(e->net.fc, f);
+        h2_fail(e, s->hc);
+        return;
+    }
+    q->f = f;
+    q->fc = e->net.fc;
+    q->off = off;
+    q->len = len;
+    s->q_bytes += len;
+    s->sent += len;
+}
+
+static void marker(sws_engine_t *e, h2s_t *s, int kind, sws_file_t *f, char *heap, sws_hold_t *h)
+{
+    qitem_t *q = q_push(s, kind, 0);
+    if (!q) {
+        /* Nothing references it once the connection is gone. */
+        h2_fail(e, s->hc);
+        if (f)
+            sws_filecache_release(e->net.fc, f);
+        free(heap);
+        if (h)
+            conn_hold(&s->hc->c, h);
+        return;
+    }
+    q->f = f;
+    q->fc = e->net.fc;
+    q->heap = heap;
+    q->hold = h;
+}
+
+static void h2_hold_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f)
+{
+    marker(e, H2S(r), Q_HOLD_FILE, f, NULL, NULL);
+}
+
+static void h2_hold_heap(sws_engine_t *e, sws_resp_t *r, char *buf)
+{
+    marker(e, H2S(r), Q_HOLD_HEAP, NULL, buf, NULL);
+}
+
+static void h2_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h)
+{
+    marker(e, H2S(r), Q_HOLD, NULL, NULL, h);
+}
+
+static void h2_done(sws_engine_t *e, sws_resp_t *r) { H2S(r)->body_done = 1; }
+
+/* Connection-specific fields have no place in HTTP/2 (RFC 9113 §8.2.2). */
+static int conn_specific(const char *n, size_t nl)
+{
+    switch (nl) {
+    case 2: return memcmp(n, "te", 2) == 0;
+    case 7: return memcmp(n, "upgrade", 7) == 0;
+    case 10: return memcmp(n, "connection", 10) == 0 || memcmp(n, "keep-alive", 10) == 0;
+    case 16: return memcmp(n, "proxy-connection", 16) == 0;
+    case 17: return memcmp(n, "transfer-encoding", 17) == 0;
+    default: return 0;
+    }
+}
+
+static void nv_set(nghttp2_nv *nv, const char *n, size_t nl, const char *v, size_t vl)
+{
+    nv->name = (uint8_t *)n;
+    nv->namelen = nl;
+    nv->value = (uint8_t *)v;
+    nv->valuelen = vl;
+    nv->flags = NGHTTP2_NV_FLAG_NONE;
+}
+
+/* Field lines of buf[0..len) into nva (names lowercased in place). */
+static size_t parse_lines(char *buf, size_t len, nghttp2_nv *nva, size_t n, size_t max)
+{
+    char *p = buf, *end = buf + len;
+    while (p < end && n < max) {
+        char *eol = memchr(p, '\n', (size_t)(end - p));
+        char *le = eol ? eol : end;
+        char *next = eol ? eol + 1 : end;
+        if (le > p && le[-1] == '\r')
+            le--;
+        char *colon = memchr(p, ':', (size_t)(le - p));
+        if (colon && colon > p) {
+            for (char *q = p; q < colon; q++)
+                if (*q >= 'A' && *q <= 'Z')
+                    *q = (char)(*q + 32);
+            char *v = colon + 1;
+            while (v < le && (*v == ' ' || *v == '\t'))
+                v++;
+            char *ve = le;
+            while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            size_t nl = (size_t)(colon - p);
+            if (!conn_specific(p, nl))
+                nv_set(&nva[n++], p, nl, v, (size_t)(ve - v));
+        }
+        p = next;
+    }
+    return n;
+}
+
+static ssize_t read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t length,
+                       uint32_t *flags, nghttp2_data_source *src, void *user);
+
+/* Hands the described head to nghttp2 (HEADERS, with the body's data
+ * provider). -1 when it could not be. */
+static int commit(sws_engine_t *e, h2s_t *s)
+{
+    h2conn_t *hc = s->hc;
+    if (s->submitted || !s->head_ready)
+        return 0;
+    s->submitted = 1;
+    if (hc->c.tls && s->site) { /* Strict-Transport-Security */
+        size_t n;
+        const char *f = sws_site_tls_fields(s->site, &n);
+        if (n && hb_put(s, f, n) < 0)
+            return -1;
+    }
+    size_t max = 4;
+    for (size_t i = 0; i < s->hb_len; i++)
+        max += s->hb[i] == '\n';
+    max += 1;
+    nghttp2_nv *nva = malloc(max * sizeof *nva);
+    if (!nva)
+        return -1;
+    char st[3] = {(char)('0' + s->status / 100 % 10), (char)('0' + s->status / 10 % 10),
+                  (char)('0' + s->status % 10)};
+    size_t n = 0;
+    nv_set(&nva[n++], ":status", 7, st, 3);
+    const char *sl = e->h1.server_line;
+    size_t sll = e->h1.server_line_len;
+    if (sll > 10) /* "Server: x\r\n" */
+        nv_set(&nva[n++], "server", 6, sl + 8, sll - 10);
+    nv_set(&nva[n++], "date", 4, s->date, SWS_HTTP_DATE_LEN);
+    n = parse_lines(s->hb, s->hb_len, nva, n, max);
+    nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_cb};
+    int rv = nghttp2_submit_response(hc->sess, s->id, nva, n, s->no_body ? NULL : &prd);
+    free(nva);
+    free(s->hb);
+    s->hb = NULL;
+    s->hb_len = s->hb_cap = 0;
+    if (rv != 0) {
+        elog(e, SWS_L_ERROR, "HTTP/2: cannot submit a response: %s", nghttp2_strerror(rv));
+        return -1;
+    }
+    return 0;
+}
+
+/* The body's next piece may go: the data provider waited. */
+static void resume(h2s_t *s)
+{
+    if (s->submitted && s->deferred && s->open && (s->q_bytes || s->body_done)) {
+        s->deferred = 0;
+        nghttp2_session_resume_data(s->hc->sess, s->id);
+    }
+}
+
+static void h2_attach(sws_engine_t *e, sws_resp_t *r, const sws_resp_hooks_t *hooks, void *ctx)
+{
+    h2s_t *s = H2S(r);
+    s->hooks = hooks;
+    s->ctx = ctx;
+}
+
+static int h2_backed_up(const sws_resp_t *r)
+{
+    const h2s_t *s = (const h2s_t *)((const char *)r - offsetof(h2s_t, resp));
+    return s->q_bytes > 0 || s->hc->c.pend != NULL;
+}
+
+static int h2_flush(sws_engine_t *e, sws_resp_t *r)
+{
+    h2s_t *s = H2S(r);
+    h2conn_t *hc = s->hc;
+    if (s->gone_due) { /* the client reset the stream while the handler worked */
+        stream_gone(e, s);
+        if (!s->open)
+            stream_free(e, s);
+        return -1;
+    }
+    s->commit_seq = s->q_seq;
+    if (!s->open || hc->dead)
+        return 0; /* sent nowhere; gone comes with the close */
+    if (s->head_ready && !s->submitted && commit(e, s) < 0) {
+        nghttp2_submit_rst_stream(hc->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    }
+    resume(s);
+    hc->in_op++;
+    h2_send(e, hc);
+    hc->in_op--;
+    if (s->gone_due) {
+        stream_gone(e, s);
+        if (!s->open)
+            stream_free(e, s);
+        return -1;
+    }
+    if (h2_backed_up(r))
+        s->drain_due = 1;
+    return 0;
+}
+
+static void h2_want_body(sws_engine_t *e, sws_resp_t *r, int on)
+{
+    h2s_t *s = H2S(r);
+    s->want_body = on;
+    if (on && (s->bin_len || (s->req_done && !s->fin_given)))
+        h2_wake(e, s->hc); /* h2_work hands it over */
+}
+
+/* A marker dropped before its body was framed: nothing references it. */
+static void q_release_now(qitem_t *q)
+{
+    if (q->kind == Q_HOLD) {
+        q->hold->release(q->hold);
+        free(q);
+    } else {
+        q_release(&q->h);
+    }
+}
+
+/* Drops the queue from the first piece whose seq is `from` on. */
+static void q_cut(h2s_t *s, uint64_t from)
+{
+    qitem_t **pp = &s->qh, *last = NULL;
+    while (*pp && (*pp)->seq < from) {
+        last = *pp;
+        pp = &(*pp)->next;
+    }
+    qitem_t *q = *pp;
+    *pp = NULL;
+    s->qt = last;
+    while (q) {
+        qitem_t *next = q->next;
+        if (q_is_data(q)) {
+            s->q_bytes -= q->len;
+            s->sent -= q->len;
+            q_drop(q);
+        } else {
+            q_release_now(q);
+        }
+        q = next;
+    }
+}
+
+static void h2_discard(sws_engine_t *e, sws_resp_t *r)
+{
+    h2s_t *s = H2S(r);
+    if (!s->submitted) {
+        s->hb_len = 0;
+        s->head_ready = 0;
+    }
+    q_cut(s, s->commit_seq); /* what was given since the last flush */
+    s->body_done = 0;
+}
+
+static void h2_finish(sws_engine_t *e, sws_resp_t *r, int how)
+{
+    h2s_t *s = H2S(r);
+    h2conn_t *hc = s->hc;
+    stream_log(e, s, &s->log, s->status);
+    s->live = 0;
+    s->hooks = NULL;
+    hc->n_live--;
+    if (!s->open) {
+        stream_free(e, s); /* the client had all of it, or reset the stream */
+        h2_wake(e, hc);    /* an idle connection's timer, or its end after GOAWAY */
+        return;
+    }
+    if (how == SWS_FIN_ABORT || !s->head_ready || (!s->body_done && !s->no_body)) {
+        /* cut short: the client must see it, never a complete-looking body */
+        nghttp2_submit_rst_stream(hc->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    } else {
+        if (!s->submitted && commit(e, s) < 0)
+            nghttp2_submit_rst_stream(hc->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        resume(s);
+    }
+    if (s->bin_len) { /* request body the handler never took */
+        nghttp2_session_consume(hc->sess, s->id, s->bin_len);
+        s->bin_len = 0;
+    }
+    hc->in_op++;
+    h2_send(e, hc); /* s may be freed here (its stream closed) */
+    hc->in_op--;
+    h2_wake(e, hc); /* timers, an idle connection after GOAWAY */
+}
+
+static void h2_close(sws_engine_t *e, sws_resp_t *r)
+{
+    h2s_t *s = H2S(r);
+    h2conn_t *hc = s->hc;
+    if (!s->live)
+        return;
+    if (s->open)
+        nghttp2_submit_rst_stream(hc->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    stream_gone(e, s);
+    if (!s->open) {
+        stream_free(e, s);
+    } else if (s->bin_len) {
+        nghttp2_session_consume(hc->sess, s->id, s->bin_len);
+        s->bin_len = 0;
+    }
+    hc->in_op++;
+    h2_send(e, hc);
+    hc->in_op--;
+}
+
+static const sws_resp_ops_t h2_resp_ops = {
+    h2_head, h2_field, h2_fields, h2_start_body, h2_data, h2_file, h2_hold_file, h2_hold_heap,
+    h2_done, h2_attach, h2_flush, h2_backed_up, h2_want_body, h2_discard, h2_finish, h2_close,
+    h2_hold,
+};
+
+/* ---- nghttp2's callbacks: output ---------------------------------------------------------- */
+
+static ssize_t read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t length,
+                       uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    h2s_t *s = src->ptr;
+    q_pop_markers(s);
+    qitem_t *q = s->qh;
+    if (!q) {
+        if (s->body_done) {
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+            return 0;
+        }
+        s->deferred = 1;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    size_t n = q->len < length ? (size_t)q->len : length; /* a frame never spans two pieces */
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (s->body_done && n == s->q_bytes)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+/* A DATA frame of `length` bytes from the head of s's queue: its header
+ * and payload into the batch (referenced, copied, or read from the file
+ * into it). */
+static int send_data_cb(nghttp2_session *sess, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *src, void *user)
+{
+    h2conn_t *hc = user;
+    sws_engine_t *e = hc->e;
+    h2s_t *s = src->ptr;
+    qitem_t *q = s->qh;
+    size_t pad = frame->data.padlen;
+    if (!q || q->len < length)
+        return NGHTTP2_ERR_CALLBACK_FAILURE; /* cannot happen: read_cb said so */
+    size_t copy = 9 + pad + (q->kind == Q_REF ? 0 : length);
+    if (e->net.out_len + copy > OUT_BUF || e->net.niov + 4 > OUT_IOV) {
+        hc->room_blocked = 1;
+        return NGHTTP2_ERR_WOULDBLOCK; /* nghttp2 comes back with the same frame */
+    }
+    char *d = out_space(e);
+    memcpy(d, framehd, 9);
+    size_t at = 9;
+    if (pad)
+        d[at++] = (char)(pad - 1);
+    if (q->kind == Q_FILE) {
+        size_t got = 0;
+        while (got < length) {
+            ssize_t k = pread(q->f->fd, d + at + got, length - got, (off_t)(q->off + got));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                /* the file shrank or failed under us: the stream is reset,
+                 * never a short body that looks whole */
+                elog(e, SWS_L_ERROR, "HTTP/2: reading a file body failed (%s)",
+                     k < 0 ? strerror(errno) : "unexpected end of file");
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            }
+            got += (size_t)k;
+        }
+        q->off += length;
+        at += length;
+    } else if (q->kind == Q_COPY) {
+        memcpy(d + at, q->p, length);
+        q->p += length;
+        at += length;
+    }
+    if (q->kind == Q_REF) {
+        out_commit(e, at);
+        out_ref(e, q->p, length);
+        q->p += length;
+        s->refs_out = 1;
+        if (pad > 1) {
+            memset(out_space(e), 0, pad - 1);
+            out_commit(e, pad - 1);
+        }
+    } else {
+        if (pad > 1)
+            memset(d + at, 0, pad - 1), at += pad - 1;
+        out_commit(e, at);
+    }
+    q->len -= length;
+    s->q_bytes -= length;
+    if (!q->len) {
+        s->qh = q->next;
+        if (!s->qh)
+            s->qt = NULL;
+        q_drop(q);
+    }
+    q_pop_markers(s);
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    h2conn_t *hc = user;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        hc->rst[hc->n_rst++ % SWS_H2_RST_KEEP] = frame->hd.stream_id;
+        return 0;
+    }
+    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    h2s_t *s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    if (!s)
+        return 0;
+    s->end_sent = 1;
+    if (!s->req_done && nghttp2_session_get_stream_remote_close(sess, s->id) == 0) {
+        /* The answer is complete before the request. Up to SWS_H2_DISCARD
+         * more body bytes are read and dropped, so that clients which
+         * treat a reset of their upload as a failure (curl 7.88) still see
+         * the answer; past that, RST_STREAM NO_ERROR tells the client to
+         * stop (RFC 9113 §8.1). */
+        s->discard_left = SWS_H2_DISCARD;
+        if (s->cl_known && s->cl_left > SWS_H2_DISCARD) {
+            s->discard_left = 0;
+            nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+        }
+    }
+    return 0;
+}
+
+/* ---- nghttp2's callbacks: input ---------------------------------------------------------- */
+
+/* HEADERS that name a stream which is closed: the client sent END_STREAM
+ * on it, so anything more is a connection error STREAM_CLOSED (RFC 9113
+ * §5.1) -- unless we reset it, when its trailers may have crossed our
+ * RST_STREAM. nghttp2 keeps no closed streams (we announce
+ * SETTINGS_NO_RFC7540_PRIORITIES) and would drop such a block silently. */
+static int on_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, void *user)
+{
+    h2conn_t *hc = user;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+        return 0;
+    if (hd->stream_id > hc->max_sid) {
+        hc->max_sid = hd->stream_id;
+        return 0;
+    }
+    if (nghttp2_session_find_stream(sess, hd->stream_id))
+        return 0;
+    uint32_t n = hc->n_rst < SWS_H2_RST_KEEP ? hc->n_rst : SWS_H2_RST_KEEP;
+    for (uint32_t i = 0; i < n; i++)
+        if (hc->rst[i] == hd->stream_id)
+            return 0;
+    hc->goaway = 2;
+    nghttp2_session_terminate_session(sess, NGHTTP2_STREAM_CLOSED);
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    h2conn_t *hc = user;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    h2s_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
+    s->hc = hc;
+    s->id = frame->hd.stream_id;
+    s->open = 1;
+    s->resp.ops = &h2_resp_ops;
+    s->start = hc->e->core.now;
+    s->next = hc->streams;
+    if (hc->streams)
+        hc->streams->prev = s;
+    hc->streams = s;
+    hc->n_streams++;
+    nghttp2_session_set_stream_user_data(sess, s->id, s);
+    return 0;
+}
+
+static int rq_put(h2s_t *s, const uint8_t *p, size_t n, uint32_t *off)
+{
+    if (s->rq_len + n > s->rq_cap) {
+        size_t cap = s->rq_cap ? s->rq_cap * 2 : 1024;
+        while (cap < s->rq_len + n)
+            cap *= 2;
+        char *nb = realloc(s->rq, cap);
+        if (!nb)
+            return -1;
+        s->rq = nb;
+        s->rq_cap = cap;
+    }
+    memcpy(s->rq + s->rq_len, p, n);
+    *off = (uint32_t)s->rq_len;
+    s->rq_len += n;
+    return 0;
+}
+
+static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user)
+{
+    h2conn_t *hc = user;
+    sws_engine_t *e = hc->e;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0; /* trailers: dropped */
+    h2s_t *s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    if (!s || s->too_big)
+        return 0;
+    s->hsize += (uint32_t)(namelen + valuelen + 32);
+    int pseudo = namelen && name[0] == ':';
+    if (s->hsize > e->core.lim.max_header_bytes + 32 * e->core.lim.max_headers ||
+        (!pseudo && s->nh >= e->core.lim.max_headers)) {
+        s->too_big = 1; /* 431 once the block has ended */
+        return 0;
+    }
+    hoff_t h = {0, (uint32_t)namelen, 0, (uint32_t)valuelen};
+    if (rq_put(s, name, namelen, &h.n) < 0 || rq_put(s, value, valuelen, &h.v) < 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (pseudo) {
+        /* nghttp2 checked them (RFC 9113 §8.3): known, once, before the rest */
+        if (namelen == 7 && memcmp(name, ":method", 7) == 0)
+            s->pm = h;
+        else if (namelen == 5 && memcmp(name, ":path", 5) == 0)
+            s->pp = h;
+        else if (namelen == 10 && memcmp(name, ":authority", 10) == 0)
+            s->pa = h;
+        return 0;
+    }
+    if (s->nh == s->hcap) {
+        size_t cap = s->hcap ? s->hcap * 2 : 16;
+        hoff_t *nb = realloc(s->hdr, cap * sizeof *nb);
+        if (!nb)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        s->hdr = nb;
+        s->hcap = cap;
+    }
+    s->hdr[s->nh++] = h;
+    return 0;
+}
+
+static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s);
+static void body_to_handler(sws_engine_t *e, h2s_t *s);
+
+static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *user)
+{
+    h2conn_t *hc = user;
+    sws_engine_t *e = hc->e;
+    h2s_t *s = nghttp2_session_get_stream_user_data(sess, id);
+    if (s && s->cl_known)
+        s->cl_left -= len < s->cl_left ? len : s->cl_left;
+    if (!s || !s->live) {
+        nghttp2_session_consume(sess, id, len); /* answered already: read past */
+        if (s && s->end_sent && !s->req_done && s->discard_left) {
+            if (s->discard_left <= len) {
+                s->discard_left = 0;
+                nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+            } else {
+                s->discard_left -= len;
+            }
+        }
+        return 0;
+    }
+    s->body_total += len;
+    if (s->body_total > e->core.lim.max_body_bytes) {
+        /* RFC 9110 §15.5.14, as nginx's client_max_body_size: the handler
+         * lets go; 413 when no answer began, else the stream is reset. */
+        nghttp2_session_consume(sess, id, len + s->bin_len);
+        s->bin_len = 0;
+        int started = s->submitted;
+        stream_gone_log(e, s, started);
+        if (!started) {
+            q_cut(s, 0); /* nothing of it was framed */
+            s->body_done = 0;
+            sws_respond_answer(e, &s->resp, &e->rsp.err[SWS_ERR_413]);
+            stream_log(e, s, &s->log, 413);
+            if (commit(e, s) < 0)
+                nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+        } else {
+            nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+        }
+        return 0;
+    }
+    if (s->want_body && !s->bin_len && s->hooks) {
+        int rc = s->hooks->body(e, s->ctx, (char *)data, len, 0);
+        nghttp2_session_consume(sess, id, len); /* the handler took it: the client may send more */
+        if (rc < 0 && s->live) {
+            nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+            stream_gone(e, s);
+        }
+        return 0;
+    }
+    /* Kept (not consumed: the window bounds it) until the handler wants it. */
+    if (s->bin_len + len > s->bin_cap) {
+        size_t cap = s->bin_cap ? s->bin_cap * 2 : 16384;
+        while (cap < s->bin_len + len)
+            cap *= 2;
+        char *nb = realloc(s->bin, cap);
+        if (!nb)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        s->bin = nb;
+        s->bin_cap = cap;
+    }
+    memcpy(s->bin + s->bin_len, data, len);
+    s->bin_len += len;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    h2conn_t *hc = user;
+    sws_engine_t *e = hc->e;
+    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK) &&
+        memcmp(frame->ping.opaque_data, stop_ping, 8) == 0) {
+        goaway(e, hc); /* the client saw the first GOAWAY: the final one */
+        return 0;
+    }
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+        return 0;
+    h2s_t *s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    if (!s)
+        return 0;
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        s->req_done = 1;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
+        !s->dispatched) {
+        s->dispatched = 1;
+        dispatch(e, hc, s);
+        return 0;
+    }
+    if (s->req_done && s->live && s->want_body)
+        body_to_handler(e, s); /* the end of the body */
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t code, void *user)
+{
+    h2conn_t *hc = user;
+    sws_engine_t *e = hc->e;
+    h2s_t *s = nghttp2_session_get_stream_user_data(sess, id);
+    if (!s)
+        return 0;
+    s->open = 0;
+    if (s->bin_len) {
+        nghttp2_session_consume(sess, id, s->bin_len); /* the connection's window */
+        s->bin_len = 0;
+    }
+    if (s->live && !s->end_sent) {
+        /* reset before the answer was complete: the handler lets go */
+        if (hc->in_op) {
+            s->gone_due = 1;
+            h2_wake(e, hc);
+            return 0;
+        }
+        stream_gone(e, s);
+    }
+    if (!s->live)
+        stream_free(e, s);
+    /* else its handler finishes: finish frees it */
+    return 0;
+}
+
+static int on_error(nghttp2_session *sess, int code, const char *msg, size_t len, void *user)
+{
+    h2conn_t *hc = user;
+    char peer[48];
+    *put_peer(peer, &hc->c) = 0;
+    elog(hc->e, SWS_L_INFO, "HTTP/2: %.*s, client: %s", (int)len, msg, peer);
+    return 0;
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+/* Hands the request body waiting in s to its handler (it wants it). */
+static void body_to_handler(sws_engine_t *e, h2s_t *s)
+{
+    h2conn_t *hc = s->hc;
+    static char none[1];
+    if (!s->bin_len && !(s->req_done && !s->fin_given))
+        return;
+    char *b = s->bin;
+    size_t n = s->bin_len;
+    int done = s->req_done;
+    s->bin = NULL;
+    s->bin_len = s->bin_cap = 0;
+    if (done)
+        s->fin_given = 1;
+    int32_t id = s->id;
+    int open = s->open;
+    int rc = s->hooks->body(e, s->ctx, b ? b : none, n, done);
+    if (n && open && hc->sess)
+        nghttp2_session_consume(hc->sess, id, n);
+    free(b);
+    if (rc < 0 && s->live) {
+        if (s->open)
+            nghttp2_submit_rst_stream(hc->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        stream_gone(e, s);
+    }
+}
+
+static int sane_rid(const char *s, size_t n)
+{
+    if (n == 0 || n > RID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Starts a handler that answers later: 0 when it took the request (s is
+ * live), or a status to answer now. */
+static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
+                   const sws_handler_t *h)
+{
+    const sws_header_t *rh = find_header(req, "x-request-id", 12);
+    if (rh && peer_trusted(e, &hc->c) && sane_rid(rh->value, rh->value_len)) {
+        memcpy(s->rid, rh->value, rh->value_len);
+        req->rid_len = rh->value_len;
+    } else {
+        format_request_id(next_request_id(e), s->rid);
+        req->rid_len = 16;
+    }
+    req->rid = s->rid;
+    /* What the log needs lives in s->rq for the stream's life. */
+    s->log = *req;
+    size_t nh = 0;
+    const sws_header_t *ref = find_header(req, "referer", 7);
+    const sws_header_t *ua = find_header(req, "user-agent", 10);
+    if (ref)
+        s->log_h[nh++] = *ref;
+    if (ua)
+        s->log_h[nh++] = *ua;
+    s->log.h = s->log_h;
+    s->log.nh = nh;
+    s->log.path = s->log.raw_path = s->log.query = NULL;
+    s->log.path_len = s->log.raw_len = s->log.query_len = 0;
+    s->log.info = NULL;
+    s->live = 1;
+    hc->n_live++;
+    int status = h->cache ? sws_cache_fetch(e, &s->resp, req, h, NULL, 0, s->req_done)
+                 : h->kind == SWS_H_FASTCGI
+                     ? sws_fastcgi_start(e, &s->resp, req, h->data, NULL, 0, s->req_done)
+                     : sws_proxy_start(e, &s->resp, req, h->data, NULL, 0, s->req_done);
+    if (status == 0) {
+        if (s->req_done)
+            s->fin_given = 1; /* done came with the start */
+        return 0;
+    }
+    s->live = 0;
+    s->hooks = NULL;
+    hc->n_live--;
+    req->rid = NULL; /* the log makes its own */
+    req->rid_len = 0;
+    return status;
+}
+
+/* Content-Length as 1*DIGIT (nghttp2 checks it against the DATA frames). */
+static int parse_cl(const char *v, size_t n, uint64_t *out)
+{
+    uint64_t x = 0;
+    if (!n || n > 19)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -1;
+        x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    *out = x;
+    return 0;
+}
+
+/* A request whose header block ended: the request view, the route, the
+ * handler (HTTP/1's conn_process, without the framing). */
+static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
+{
+    sws_conn_t *c = &hc->c;
+    sws_request_t r;
+    memset(&r, 0, sizeof r);
+    r.conn = c;
+    r.http2 = 1;
+    r.minor = 1;
+    sws_request_info_t info;
+    memset(&info, 0, sizeof info);
+    info.keepalive = 1;
+    const char *q = s->rq ? s->rq : "";
+    size_t nh = 0;
+    sws_header_t hdrs[s->nh + 1];
+    size_t cookie_len = 0, n_cookies = 0;
+    for (size_t i = 0; i < s->nh; i++) {
+        sws_header_t *h = &hdrs[nh];
+        h->name = q + s->hdr[i].n;
+        h->name_len = s->hdr[i].nl;
+        h->value = q + s->hdr[i].v;
+        h->value_len = s->hdr[i].vl;
+        if (h->name_len == 6 && memcmp(h->name, "cookie", 6) == 0) {
+            n_cookies++;
+            cookie_len += h->value_len + 2;
+            if (n_cookies > 1)
+                continue; /* merged below */
+        }
+        nh++;
+    }
+    char *merged = NULL;
+    if (n_cookies > 1) {
+        /* RFC 9113 §8.2.3: crumbs become one field for HTTP/1 (upstreams, FastCGI). */
+        merged = malloc(cookie_len);
+        if (merged) {
+            size_t m = 0;
+            for (size_t i = 0; i < s->nh; i++) {
+                if (s->hdr[i].nl != 6 || memcmp(q + s->hdr[i].n, "cookie", 6) != 0)
+                    continue;
+                if (m) {
+                    memcpy(merged + m, "; ", 2);
+                    m += 2;
+                }
+                memcpy(merged + m, q + s->hdr[i].v, s->hdr[i].vl);
+                m += s->hdr[i].vl;
+            }
+            for (size_t i = 0; i < nh; i++)
+                if (hdrs[i].name_len == 6 && memcmp(hdrs[i].name, "cookie", 6) == 0) {
+                    hdrs[i].value = merged;
+                    hdrs[i].value_len = m;
+                }
+        }
+    }
+    r.h = hdrs;
+    r.nh = nh;
+    r.method = q + s->pm.v;
+    r.method_len = s->pm.vl;
+    r.target = s->pp.nl ? q + s->pp.v : "";
+    r.target_len = s->pp.nl ? s->pp.vl : 0;
+    int method = sws_method_id(r.method, r.method_len);
+    r.method_id = method;
+    info.method = method;
+    s->head_only = method == SWS_M_HEAD;
+    if (s->pa.nl && s->pa.vl) {
+        r.host = q + s->pa.v;
+        r.host_len = s->pa.vl;
+    } else {
+        const sws_header_t *hh = find_header(&r, "host", 4);
+        if (hh) {
+            r.host = hh->value;
+            r.host_len = hh->value_len;
+        }
+    }
+    info.host = r.host;
+    info.host_len = r.host_len;
+    info.has_host = r.host != NULL;
+    int status = 0;
+    const sws_header_t *cl = find_header(&r, "content-length", 14);
+    if (cl) {
+        if (parse_cl(cl->value, cl->value_len, &info.content_length) < 0)
+            status = 400;
+        info.has_content_length = 1;
+        s->cl_known = !status;
+        s->cl_left = info.content_length;
+    }
+    const sws_header_t *ex = find_header(&r, "expect", 6);
+    info.expect_continue = ex && ex->value_len == 12 && strncasecmp(ex->value, "100-continue", 12) == 0;
+    /* a body whose length is unknown goes to HTTP/1 upstreams chunked */
+    info.chunked = !s->req_done && !info.has_content_length;
+    r.info = &info;
+    if (status) {
+    } else if (s->too_big) {
+        status = 431;
+    } else if (method == SWS_M_CONNECT) {
+        status = 501; /* not a forward proxy; RFC 8441 is not offered */
+    } else if (!r.target_len) {
+        status = 400;
+    } else if (r.target_len > e->core.lim.max_uri_bytes) {
+        status = 414;
+    } else if (r.target[0] != '/' && !(r.target_len == 1 && r.target[0] == '*' && method == SWS_M_OPTIONS)) {
+        status = 400;
+    } else if (!r.host_len) {
+        status = 400; /* RFC 9113 §8.3.1 */
+    } else if (info.has_content_length && info.content_length > e->core.lim.max_body_bytes) {
+        status = 413;
+    }
+    const char *path = r.target;
+    size_t path_len = r.target_len;
+    if (!status) {
+        const char *qm = memchr(r.target, '?', r.target_len);
+        path_len = qm ? (size_t)(qm - r.target) : r.target_len;
+        r.raw_path = path;
+        r.raw_len = path_len;
+        if (qm) {
+            r.query = qm + 1;
+            r.query_len = (size_t)(r.target + r.target_len - r.query);
+        }
+        if (path[0] == '/') {
+            ssize_t nl = sws_normalize_path(path, path_len, e->h2.path);
+            if (nl < 0) {
+                status = 400;
+            } else {
+                path = e->h2.path;
+                path_len = (size_t)nl;
+            }
+        }
+    }
+    if (status) {
+        s->site = NULL;
+        sws_respond_answer(e, &s->resp, &e->rsp.err[err_index(status)]);
+        stream_log(e, s, &r, s->status);
+        e->core.cnt.errors_4xx_close++;
+        if (commit(e, s) < 0)
+            nghttp2_submit_rst_stream(hc->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        free(merged);
+        return;
+    }
+    r.path = path;
+    r.path_len = path_len;
+    const sws_site_t *site = sws_vhosts_find(hc->vh, r.host, r.host_len);
+    s->site = site;
+    r.site = site;
+    const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
+    s->route = h && h->stat_id <= UINT16_MAX ? (uint16_t)h->stat_id : 0;
+    const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->rsp.err[SWS_ERR_404];
+    const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->st.fc ? h->data : NULL;
+    const sws_handler_t *pxc = h && (h->kind == SWS_H_PROXY || h->kind == SWS_H_FASTCGI) ? h : NULL;
+    const sws_redirect_t *rdr = h && h->kind == SWS_H_REDIRECT_HTTPS ? h->data : NULL;
+    int answered_static = 0;
+    if (st) {
+        if (sws_static_answer(e, &s->resp, &r, site, st, 0) == SWS_REROUTE) {
+            pxc = e->st.reroute;
+            r.path = e->st.reroute_path;
+            r.path_len = e->st.reroute_len;
+            if (!e->st.reroute_args)
+                r.query_len = 0;
+        } else {
+            answered_static = 1;
+        }
+    }
+    if (pxc && pxc->cache && !answered_static &&
+        sws_cache_answer(e, &s->resp, &r, pxc) == SWS_CACHE_DONE) {
+        pxc = NULL;
+        answered_static = 1;
+    }
+    if (pxc) {
+        int rc = x_start(e, hc, s, &r, pxc);
+        if (rc == 0) {
+            free(merged); /* the handler copied what it keeps */
+            return;
+        }
+        if (rc != SWS_ANSWERED)
+            sws_respond_answer(e, &s->resp, &e->rsp.err[err_index(rc)]);
+    } else if (answered_static) {
+    } else if (rdr) {
+        sws_redirect_answer(e, &s->resp, &r, rdr);
+    } else {
+        sws_respond_answer(e, &s->resp, resp);
+    }
+    stream_log(e, s, &r, s->status);
+    free(merged);
+    if (commit(e, s) < 0)
+        nghttp2_submit_rst_stream(hc->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+/* ---- the connection ------------------------------------------------------------------------- */
+
+/* Copies n serialized bytes into the batch, writing it out when full. */
+static int put_bytes(sws_engine_t *e, sws_conn_t *c, const uint8_t *p, size_t n)
+{
+    while (n) {
+        size_t room = OUT_BUF - e->net.out_len;
+        if (room == 0 || e->net.niov + 2 > OUT_IOV) {
+            if (out_flush(e, c) < 0)
+                return -1;
+            continue;
+        }
+        size_t k = n < room ? n : room;
+        out_copy(e, (const char *)p, k);
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* What nghttp2 has to send, through the batch, until it has nothing more
+ * or the socket is full (c->pend: the rest when it is writable). */
+static void h2_send(sws_engine_t *e, h2conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+    if (hc->busy) {
+        hc->send_due = 1;
+        return;
+    }
+    if (c->fd < 0 || hc->dead || !hc->sess)
+        return;
+    hc->busy = 1;
+    int failed = 0;
+    for (;;) {
+        hc->send_due = 0;
+        hc->room_blocked = 0;
+        while (!c->pend) {
+            const uint8_t *p;
+            ssize_t n = nghttp2_session_mem_send(hc->sess, &p);
+            if (n < 0) {
+                elog(e, SWS_L_INFO, "HTTP/2: %s", nghttp2_strerror((int)n));
+                failed = 1;
+                break;
+            }
+            if (n == 0)
+                break;
+            if (put_bytes(e, c, p, (size_t)n) < 0) {
+                failed = 1;
+                break;
+            }
+        }
+        if (failed || out_flush(e, c) < 0) {
+            failed = 1;
+            out_discard(e);
+            break;
+        }
+        if (c->pend || !(hc->room_blocked || hc->send_due))
+            break;
+    }
+    hc->busy = 0;
+    if (failed)
+        h2_fail(e, hc);
+}
+
+/* Work marked for the connection's own time: hooks that could not run
+ * while another handler was on the stack, request bodies handlers asked
+ * for, and drained for handlers that waited on our output. After any hook
+ * the walk starts over: a hook may free streams. */
+static void h2_work(sws_engine_t *e, h2conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+again:
+    for (h2s_t *s = hc->streams; s; s = s->next) {
+        if (c->fd < 0 || hc->dead)
+            return;
+        if (s->gone_due && s->live) {
+            stream_gone(e, s);
+            if (!s->open)
+                stream_free(e, s);
+            goto again;
+        }
+        if (s->live && s->want_body && s->hooks && (s->bin_len || (s->req_done && !s->fin_given))) {
+            body_to_handler(e, s);
+            goto again;
+        }
+        if (s->live && s->hooks && s->drain_due && !s->q_bytes && !c->pend) {
+            s->drain_due = 0;
+            s->hooks->drained(e, s->ctx);
+            goto again;
+        }
+    }
+}
+
+/* A stream still works on something other than the client: the client's
+ * silence is not a timeout. */
+static int waits_on_handlers(const h2conn_t *hc)
+{
+    for (const h2s_t *s = hc->streams; s; s = s->next)
+        if (s->live && s->req_done && !s->q_bytes)
+            return 1;
+    return 0;
+}
+
+/* The stop, in two steps (RFC 9113 §6.8): a GOAWAY that says "no new
+ * streams" with the largest id, and a PING; once the client acknowledged
+ * the PING, every stream it opened before it saw the first GOAWAY has
+ * arrived, and the final GOAWAY names the last one. Streams that crossed
+ * the first GOAWAY are served, not refused. */
+static void goaway_notice(sws_engine_t *e, h2conn_t *hc)
+{
+    if (hc->goaway || !hc->sess)
+        return;
+    hc->goaway = 1;
+    if (nghttp2_submit_shutdown_notice(hc->sess) != 0 ||
+        nghttp2_submit_ping(hc->sess, NGHTTP2_FLAG_NONE, stop_ping) != 0)
+        hc->goaway = 0; /* the final GOAWAY at once, then */
+}
+
+static void goaway(sws_engine_t *e, h2conn_t *hc)
+{
+    if (hc->goaway == 2 || !hc->sess)
+        return;
+    hc->goaway = 2;
+    nghttp2_submit_goaway(hc->sess, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(hc->sess), NGHTTP2_NO_ERROR,
+                          NULL, 0);
+}
+
+/* After the connection's work: its end, its timer and its epoll mask. */
+static void h2_settle(sws_engine_t *e, h2conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+    if (c->fd < 0)
+        return;
+    if (hc->dead) {
+        conn_close(e, c);
+        return;
+    }
+    if (e->core.shutting_down && !hc->goaway) {
+        goaway_notice(e, hc);
+        if (!hc->goaway)
+            goaway(e, hc);
+        h2_send(e, hc);
+        if (c->fd < 0 || hc->dead) {
+            if (c->fd >= 0)
+                conn_close(e, c);
+            return;
+        }
+    }
+    int idle = hc->n_streams == 0;
+    if (!c->pend && ((!nghttp2_session_want_read(hc->sess) && !nghttp2_session_want_write(hc->sess)) ||
+                     (hc->goaway == 2 && idle))) {
+        conn_close(e, c); /* GOAWAY said and every stream done: the end */
+        return;
+    }
+    if (c->pend) {
+        if (c->tn.tlist != TL_SEND)
+            tl_set(e, &c->tn, TL_SEND);
+    } else if (idle && hc->goaway == 1) {
+        if (c->tn.tlist != TL_GRACE)
+            tl_set(e, &c->tn, TL_GRACE); /* a client that never answers the PING */
+    } else if (idle) {
+        if (c->tn.tlist != TL_KEEPALIVE)
+            tl_set(e, &c->tn, TL_KEEPALIVE);
+    } else {
+        tl_set(e, &c->tn, TL_HEADER); /* progress: the client's silence is timed from here */
+    }
+    conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP | (c->pend ? EPOLLOUT : 0));
+}
+
+static void h2_read(sws_engine_t *e, h2conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+    size_t len = conn_unstash(e, c);
+    ssize_t got = conn_recv(c, e->net.in + len, e->net.in_cap - len);
+    if (got > 0) {
+        e->core.st->bytes_in += (uint64_t)got;
+        len += (size_t)got;
+    } else if (got == 0 || errno != EAGAIN) {
+        conn_close(e, c); /* the client left; its streams are void */
+        return;
+    }
+    if (!len)
+        return;
+    hc->busy = 1;
+    ssize_t rv = nghttp2_session_mem_recv(hc->sess, (const uint8_t *)e->net.in, len);
+    hc->busy = 0;
+    if (rv < 0) {
+        char peer[48];
+        *put_peer(peer, c) = 0;
+        elog(e, SWS_L_INFO, "HTTP/2: %s, client: %s", nghttp2_strerror((int)rv), peer);
+        if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+            conn_close(e, c);
+            return;
+        }
+        /* nghttp2 queued its GOAWAY; it goes out, then the connection ends */
+        if (hc->goaway != 2) {
+            hc->goaway = 2;
+            nghttp2_session_terminate_session(hc->sess, NGHTTP2_PROTOCOL_ERROR);
+        }
+    }
+}
+
+static void h2_event(sws_engine_t *e, void *obj, uint32_t events)
+{
+    h2conn_t *hc = obj;
+    sws_conn_t *c = &hc->c;
+    if (hc->dead) {
+        conn_close(e, c);
+        return;
+    }
+    if (c->pend && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+        int rc = pend_send(e, c);
+        if (rc < 0) {
+            conn_close(e, c);
+            return;
+        }
+    }
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) || c->stash) {
+        h2_read(e, hc);
+        if (c->fd < 0)
+            return;
+    }
+    h2_send(e, hc);
+    if (c->fd < 0)
+        return;
+    h2_work(e, hc);
+    if (c->fd < 0)
+        return;
+    h2_send(e, hc); /* what h2_work made: WINDOW_UPDATE for the body handlers took */
+    h2_settle(e, hc);
+}
+
+static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
+{
+    h2conn_t *hc = (h2conn_t *)c;
+    hc->e = e;
+    hc->vh = conf;
+    if (nghttp2_session_server_new2(&hc->sess, e->h2.cbs, hc, e->h2.opt) != 0) {
+        hc->sess = NULL;
+        conn_close(e, c);
+        return;
+    }
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, SWS_H2_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, SWS_H2_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+         (uint32_t)(e->core.lim.max_header_bytes + 32 * e->core.lim.max_headers)},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+    };
+    if (nghttp2_submit_settings(hc->sess, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
+        nghttp2_session_set_local_window_size(hc->sess, NGHTTP2_FLAG_NONE, 0, SWS_H2_CONN_WINDOW) != 0) {
+        conn_close(e, c);
+        return;
+    }
+    tl_set(e, &c->tn, TL_HEADER); /* the preface and a first request */
+    conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
+    h2_event(e, c, 0); /* our SETTINGS; with h2c, the stashed preface and what followed */
+}
+
+static void h2_expire(sws_engine_t *e, sws_conn_t *c, int which)
+{
+    h2conn_t *hc = (h2conn_t *)c;
+    if (which == TL_HEADER && waits_on_handlers(hc)) {
+        tl_set(e, &c->tn, TL_HEADER); /* upstreams have their own deadlines */
+        return;
+    }
+    if (which == TL_KEEPALIVE || which == TL_GRACE || (!hc->n_streams && !c->pend)) {
+        /* idle: say so before closing (RFC 9113 §6.8) */
+        tl_unlink(e, &c->tn);
+        goaway(e, hc);
+        h2_send(e, hc);
+        if (c->fd >= 0)
+            conn_close(e, c);
+        return;
+    }
+    if (which == TL_HEADER || which == TL_SEND)
+        e->core.cnt.timeouts++;
+    conn_close(e, c);
+}
+
+static void h2_closing(sws_engine_t *e, sws_conn_t *c)
+{
+    h2conn_t *hc = (h2conn_t *)c;
+    hc->closing = 1;
+    sws_ready_remove(e, &c->ev);
+    while (hc->streams) {
+        h2s_t *s = hc->streams;
+        if (s->live)
+            stream_gone(e, s);
+        stream_free(e, s);
+    }
+    nghttp2_session_del(hc->sess);
+    hc->sess = NULL;
+}
+
+const sws_proto_t sws_h2_proto = {sizeof(h2conn_t), h2_event, h2_open, h2_expire, h2_closing};
+
+int sws_h2_preface(const char *buf, size_t len)
+{
+    static const char pf[] = NGHTTP2_CLIENT_MAGIC;
+    size_t n = len < sizeof pf - 1 ? len : sizeof pf - 1;
+    if (memcmp(buf, pf, n) != 0)
+        return -1;
+    return n == sizeof pf - 1;
+}
+
+int sws_h2_init(sws_engine_t *e)
+{
+    e->h2.path = malloc(e->core.lim.max_uri_bytes + 512);
+    nghttp2_session_callbacks *cb;
+    if (!e->h2.path || nghttp2_session_callbacks_new(&cb) != 0)
+        return -ENOMEM;
+    e->h2.cbs = cb;
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_send_data_callback(cb, send_data_cb);
+    nghttp2_session_callbacks_set_error_callback2(cb, on_error);
+    nghttp2_option *opt;
+    if (nghttp2_option_new(&opt) != 0)
+        return -ENOMEM;
+    e->h2.opt = opt;
+    /* WINDOW_UPDATE only for what handlers took (nghttp2_session_consume) */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    return 0;
+}
+
+void sws_h2_free(sws_engine_t *e)
+{
+    free(e->h2.path);
+    nghttp2_session_callbacks_del(e->h2.cbs);
+    nghttp2_option_del(e->h2.opt);
+}
+
+void sws_h2_shutdown(sws_engine_t *e)
+{
+    /* Every HTTP/2 connection is in a timeout list: GOAWAY to each, with
+     * the last stream it took (RFC 9113 §6.8); the ones with nothing in
+     * flight close once it is written, the others when their streams end. */
+    for (int which = 0; which < TL_COUNT; which++) {
+        sws_tnode_t *n = e->core.tl[which].head;
+        while (n) {
+            sws_tnode_t *next = n->tnext;
+            sws_conn_t *c = CONN_OF_TNODE(n);
+            if (c->proto == &sws_h2_proto && !((h2conn_t *)c)->goaway)
+                h2_settle(e, (h2conn_t *)c); /* shutting_down: the first GOAWAY */
+            n = next;
+        }
+    }
+}

@@ -1,0 +1,99 @@
+/* scalws/h2.h — the HTTP/2 connection protocol (csrc/http/h2.c), beside
+ * HTTP/1 on the same request view and response interface.
+ *
+ * Owns: a client connection's HTTP/2 state (h2conn_t, which begins with
+ * net's sws_conn_t): one libnghttp2 server session per connection, the
+ * streams (h2s_t, one per request, each an implementation of sws_resp_t),
+ * their request bodies and response queues, GOAWAY on the graceful stop.
+ * libnghttp2 does frames, HPACK, stream states and flow-control
+ * arithmetic; we do the socket I/O (through the connection's transport and
+ * net's output batch), the request view, the handlers and the access log.
+ *
+ * How a connection becomes HTTP/2: its listener was added with HTTP/2
+ * allowed (listener_t.alt = &sws_h2_proto); on a TLS listener ALPN chose
+ * "h2" (net/tls.c), on a plain one the client sent the connection preface
+ * first (prior knowledge, `h2c` in the listen string; h1.c sees it). Net
+ * then switches the connection's protocol (conn_switch) and calls our open.
+ *
+ * Output: frames are serialized by nghttp2 (nghttp2_session_mem_send) into
+ * net's batch; DATA payloads are never copied by nghttp2
+ * (NGHTTP2_DATA_FLAG_NO_COPY): send_data puts the frame header in the
+ * batch and then references the handler's bytes (SWS_REF: the proxy's
+ * read buffer, a cached file's memory, a respond body), copies small
+ * copied pieces, or preads a file segment straight into the batch. What a
+ * batch references stays alive until the connection has written it
+ * (net's holds).
+ *
+ * Request bodies reach a waiting handler through hooks->body as DATA
+ * arrives, while it wants them; what it does not want yet waits in the
+ * stream (at most the stream window we advertised), and WINDOW_UPDATE
+ * gives the client room only for what the handler took
+ * (nghttp2_option_set_no_auto_window_update + nghttp2_session_consume).
+ *
+ * May call: net (bytes in and out, holds), the router, the handlers, the
+ * access log, the core; libnghttp2. Handlers reach it only through
+ * sws_resp_t.
+ */
+#ifndef SCALWS_H2_H
+#define SCALWS_H2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scalws/net.h"
+#include "scalws/response.h"
+#include "scalws/router.h"
+
+struct nghttp2_session;
+struct nghttp2_session_callbacks;
+struct nghttp2_option;
+
+/* Defaults (docs/configuration.md, "HTTP/2"). */
+#define SWS_H2_MAX_STREAMS 128          /* SETTINGS_MAX_CONCURRENT_STREAMS */
+#define SWS_H2_STREAM_WINDOW (256 * 1024) /* SETTINGS_INITIAL_WINDOW_SIZE: request body per stream */
+#define SWS_H2_CONN_WINDOW (1024 * 1024) /* the connection's receive window */
+#define SWS_H2_RST_KEEP 32              /* recently reset streams remembered */
+#define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
+
+typedef struct h2s h2s_t;
+
+typedef struct {
+    sws_conn_t c;              /* first: net's part */
+    sws_engine_t *e;           /* for nghttp2's callbacks */
+    struct nghttp2_session *sess;
+    const sws_vhosts_t *vh;
+    h2s_t *streams;            /* every stream object, open or waiting for its handler */
+    uint32_t n_streams;
+    uint32_t n_live;           /* streams whose handler answers later and has not finished */
+    uint32_t in_op;            /* a handler's flush, finish or close is on the stack */
+    int32_t max_sid;           /* the highest stream a HEADERS frame named */
+    int32_t rst[SWS_H2_RST_KEEP]; /* streams we reset lately: their trailers may still come */
+    uint32_t n_rst;
+    unsigned busy : 1,         /* inside nghttp2 (mem_recv or mem_send): no re-entry */
+        send_due : 1,          /* a send was asked for while busy */
+        room_blocked : 1,      /* send_data waited for room in the batch */
+        dead : 1,              /* to close at the next event (an error while a handler ran) */
+        goaway : 2,            /* 1: the stop's first GOAWAY and PING went, 2: the final GOAWAY */
+        closing : 1;           /* conn_close runs */
+} h2conn_t;
+
+/* HTTP/2's part of the engine (e->h2). */
+typedef struct {
+    char *path;                /* the normalized path of the current request */
+    struct nghttp2_session_callbacks *cbs;
+    struct nghttp2_option *opt;
+} sws_h2_t;
+
+extern const sws_proto_t sws_h2_proto;
+
+SWS_INTERNAL int sws_h2_init(sws_engine_t *e);
+SWS_INTERNAL void sws_h2_free(sws_engine_t *e);
+/* The graceful stop's part: every HTTP/2 connection gets GOAWAY (first
+ * "no new streams" and a PING, then, once the PING is answered, the last
+ * stream it took); streams in flight finish, then it closes. */
+SWS_INTERNAL void sws_h2_shutdown(sws_engine_t *e);
+/* Is buf[0..len) the start of the client connection preface (len >= 24:
+ * all of it)? 1: all of it, 0: a proper prefix so far, -1: not it. */
+SWS_INTERNAL int sws_h2_preface(const char *buf, size_t len);
+
+#endif
