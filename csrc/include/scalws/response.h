@@ -137,15 +137,15 @@ typedef struct {
 
 struct sws_resp {
     const sws_resp_ops_t *ops;
-    /* Set by the cache's tee: the proxy passes the upstream's Date on
-     * (the protocol writes its own; the cache needs the origin's). */
-    int upstream_date;
     /* A Date for the next head in place of now (the cache's stored one,
      * RFC 9110 6.6.1); the protocol copies it and clears it. */
     const char *date;
+    /* Set by the cache's tee: the proxy passes the upstream's Date on
+     * (the protocol writes its own; the cache needs the origin's). */
+    unsigned char upstream_date;
     /* Set by a handler before it answers with its own page (a 502 when the
      * upstream failed), not the upstream's: the cache never stores it. */
-    int local_answer;
+    unsigned char local_answer;
 };
 
 /* A start that answered at once through r (not an error status). */
