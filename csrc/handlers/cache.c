@@ -1024,7 +1024,6 @@ static void tee_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t n
 
 static void tee_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t len)
 {
-    tee_t *t = (tee_t *)r;
     /* the route's own lines (headers.response.set): parsed like any field */
     const char *p = lines, *end = lines + len;
     while (p < end) {
@@ -1043,7 +1042,6 @@ static void tee_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t
         }
         p = eol + 1;
     }
-    (void)t;
 }
 
 /* Builds the stored head from fl: the stored fields in order; the ETag
@@ -1396,7 +1394,6 @@ static void commit(tee_t *t)
 {
     sws_engine_t *e = t->e;
     sws_cs_t *z = t->z;
-    const sws_cache_route_t *c = t->c;
     int64_t life = lifetime_of(t);
     if (life < 0)
         return;
@@ -1491,7 +1488,6 @@ static void commit(tee_t *t)
     sws_cs_publish(z, ent, CS_READY);
     cnt(&z->c.stored);
     sws_cs_unlock(z);
-    (void)c;
 }
 
 /* Removes from lines[0..n) the fields a 304 must not update: the stored

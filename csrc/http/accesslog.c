@@ -67,6 +67,19 @@ uint64_t next_request_id(sws_engine_t *e)
     return e->alog.rid_base ^ (++e->alog.rid_seq * 0x9E3779B97F4A7C15ull);
 }
 
+int sane_request_id(const char *s, size_t n)
+{
+    if (n == 0 || n > RID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.'))
+            return 0;
+    }
+    return 1;
+}
+
 void format_request_id(uint64_t id, char out[16])
 {
     for (int i = 0; i < 16; i++)

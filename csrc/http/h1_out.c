@@ -379,19 +379,6 @@ static void log_copy(h1x_t *x, const sws_request_t *r)
     x->log.info = NULL;
 }
 
-static int sane_rid(const char *s, size_t n)
-{
-    if (n == 0 || n > RID_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.'))
-            return 0;
-    }
-    return 1;
-}
-
 /* Unframes request body bytes in buf[0..len): the payload is then
  * buf[0..*n), *done when the body ended. Returns the input bytes consumed
  * (the bytes after the body then start at buf + ret), or -1 for a malformed
@@ -441,7 +428,7 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     x->req_done = !info->chunked && x->req_left == 0;
     /* X-Request-Id: a trusted peer's sane one, else ours. */
     const sws_header_t *rh = find_header(req, "x-request-id", 12);
-    if (rh && peer_trusted(e, c) && sane_rid(rh->value, rh->value_len)) {
+    if (rh && peer_trusted(e, c) && sane_request_id(rh->value, rh->value_len)) {
         memcpy(x->rid, rh->value, rh->value_len);
         req->rid_len = rh->value_len;
     } else {

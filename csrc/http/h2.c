@@ -1076,26 +1076,13 @@ static void body_to_handler(sws_engine_t *e, h2s_t *s)
     }
 }
 
-static int sane_rid(const char *s, size_t n)
-{
-    if (n == 0 || n > RID_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.'))
-            return 0;
-    }
-    return 1;
-}
-
 /* Starts a handler that answers later: 0 when it took the request (s is
  * live), or a status to answer now. */
 static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
                    const sws_handler_t *h)
 {
     const sws_header_t *rh = find_header(req, "x-request-id", 12);
-    if (rh && peer_trusted(e, &hc->c) && sane_rid(rh->value, rh->value_len)) {
+    if (rh && peer_trusted(e, &hc->c) && sane_request_id(rh->value, rh->value_len)) {
         memcpy(s->rid, rh->value, rh->value_len);
         req->rid_len = rh->value_len;
     } else {

@@ -604,6 +604,7 @@ cdef class Engine:
         cdef uint16_t *expect
         cdef bytes b
         cdef sws_cidr_t *cidrs
+        cdef size_t n_trusted
         for name, cfg in config.upstreams.items():
             u = <sws_upstream_t *>PyMem_Calloc(1, sizeof(sws_upstream_t))
             self._keep.append(_Block(<size_t>u))
@@ -685,18 +686,8 @@ cdef class Engine:
             if sws_engine_add_upstream(self.e, u) != 0:
                 raise MemoryError()
             self._upstreams[name] = <size_t>u
-        trusted = [ipaddress.ip_network(t, strict=False) for t in config.trusted_proxies]
-        cidrs = <sws_cidr_t *>PyMem_Calloc(len(trusted) + 1, sizeof(sws_cidr_t))
-        self._keep.append(_Block(<size_t>cidrs))
-        if cidrs == NULL:
-            raise MemoryError()
-        for i, net in enumerate(trusted):
-            cidrs[i].family = _AF_INET6 if net.version == 6 else _AF_INET
-            packed = net.network_address.packed
-            for k in range(len(packed)):
-                cidrs[i].addr[k] = packed[k]
-            cidrs[i].bits = net.prefixlen
-        sws_engine_set_trusted(self.e, cidrs, len(trusted))
+        cidrs = self._cidrs(config.trusted_proxies, &n_trusted)
+        sws_engine_set_trusted(self.e, cidrs, n_trusted)
 
     cdef sws_uptls_t *_uptls(self, name, t) except NULL:
         """The client TLS context of a group (model.UpstreamTLS), freed

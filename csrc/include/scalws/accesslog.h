@@ -39,5 +39,8 @@ SWS_INTERNAL void sws_alog_maybe_flush(sws_engine_t *e);
 SWS_INTERNAL uint64_t next_request_id(sws_engine_t *e);
 /* A request id as 16 hex digits (no NUL). */
 SWS_INTERNAL void format_request_id(uint64_t id, char out[16]);
+/* May a trusted peer's X-Request-Id be kept: 1 to RID_MAX bytes of letters,
+ * digits, '-', '_' and '.' (HTTP/1 and HTTP/2 take it alike). */
+SWS_INTERNAL int sane_request_id(const char *s, size_t n);
 
 #endif
