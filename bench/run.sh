@@ -118,9 +118,9 @@ backend() {  # backend NAME HOST PORT CMD...: start on CPU_LOAD, wait for its po
         return 1
     fi
 }
-if has proxy || has cache-hit || has cache-1m; then
+if has proxy || has tls-h2-proxy || has cache-hit || has cache-1m; then
     if ! upstream_start; then
-        for s in proxy cache-hit cache-1m; do BACKEND_FAIL[$s]="upstream nginx did not start"; done
+        for s in proxy tls-h2-proxy cache-hit cache-1m; do BACKEND_FAIL[$s]="upstream nginx did not start"; done
     fi
 fi
 if has php; then
@@ -225,11 +225,11 @@ measure() {  # measure SERVER SCENARIO ORDER
     lock_acquire
     load_run "$scen" "$WARMUP" "$base.warmup.txt"
     ub= ua=
-    case $scen in proxy | cache-*) ub=$(upstream_count) ;; esac
+    case $scen in proxy | tls-h2-proxy | cache-*) ub=$(upstream_count) ;; esac
     before=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
     load_run "$scen" "$DURATION" "$base.load.txt" "$base.h2log"
     after=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
-    case $scen in proxy | cache-*) ua=$(upstream_count) ;; esac
+    case $scen in proxy | tls-h2-proxy | cache-*) ua=$(upstream_count) ;; esac
     lock_release
     stop_pid "$pid"
     emit --server "$srv" --scenario "$scen" --order "$order" --tool "$tool" --out "$base.load.txt" \

@@ -36,7 +36,7 @@ H2LOAD=${H2LOAD:-$(command -v h2load || true)}
 
 # the TLS ones together: HTTP/1.1 over TLS (tls-static-small, tls-respond:
 # static-small and respond over HTTPS), then HTTP/2
-ALL_SCENARIOS="static-small static-1m respond proxy cache-hit cache-1m tls-static-small tls-respond tls-h2-static-small php node python"
+ALL_SCENARIOS="static-small static-1m respond proxy cache-hit cache-1m tls-static-small tls-respond tls-h2-static-small tls-h2-respond tls-h2-proxy php node python"
 
 # The response caches of the cache-* scenarios and bench/cache_zipf.sh:
 # CACHE_SIZE is ScalWS's zone (`max_size`: keys, heads and bodies in one

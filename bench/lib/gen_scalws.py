@@ -83,15 +83,20 @@ def build(a):
         route = hello
     elif s in ("static-small", "static-1m"):
         route = static
-    elif s in ("tls-static-small", "tls-respond", "tls-h2-static-small"):
+    elif s.startswith("tls-"):
         # HTTPS with make_cert's ECDSA P-256 certificate and ScalWS's TLS
-        # defaults (TLS 1.2 + 1.3, tls_tickets on); HTTP/2 asks for the
-        # listen option `http2`, which --check-config refuses until HTTP/2
-        # lands (the scenario is n/a for scalws until then)
-        opts = "tls http2" if s.startswith("tls-h2-") else "tls"
-        site["listen"] = [f"{h}:{a.https_port} {opts}" for h in a.addr]
+        # defaults (TLS 1.2 + 1.3, tls_tickets on; ALPN offers h2 first)
+        site["listen"] = [f"{h}:{a.https_port} tls" for h in a.addr]
         site["tls"] = {"cert": a.cert, "key": a.key}
-        route = hello if s == "tls-respond" else static
+        if s in ("tls-respond", "tls-h2-respond"):
+            route = hello
+        elif s == "tls-h2-proxy":
+            upstreams["up"] = {"servers": [f"127.0.0.1:{a.up_port}"], "keepalive": 64}
+            route = {"proxy": {"upstream": "up"}}
+        elif s in ("tls-static-small", "tls-h2-static-small"):
+            route = static
+        else:
+            sys.exit(f"gen_scalws: unknown scenario {s}")
     elif s == "proxy":
         upstreams["up"] = {"servers": [f"127.0.0.1:{a.up_port}"], "keepalive": 64}
         route = {"proxy": {"upstream": "up"}}

@@ -28,8 +28,8 @@ scen_path() {
     case $1 in
         static-small | tls-static-small | tls-h2-static-small) echo /static/1k.html ;;
         static-1m) echo /static/1m.bin ;;
-        respond | tls-respond) echo /respond ;;
-        proxy) echo /proxy/ ;;
+        respond | tls-respond | tls-h2-respond) echo /respond ;;
+        proxy | tls-h2-proxy) echo /proxy/ ;;
         cache-hit) echo /cache/1k.html ;;
         cache-1m) echo /cache/1m.bin ;;
         php) echo /php/hello.php ;;
@@ -123,7 +123,7 @@ srv_supports() {
                 lighttpd_has_tls || { echo "lighttpd: mod_openssl not installed (apt-get install lighttpd-mod-openssl)"; return 1; } ;;
             esac
             case $scen in
-                respond | tls-respond) echo "lighttpd: no fixed-response directive (mod_magnet is not packaged)"; return 1 ;;
+                respond | tls-respond | tls-h2-respond) echo "lighttpd: no fixed-response directive (mod_magnet is not packaged)"; return 1 ;;
                 cache-*) echo "lighttpd: no proxy cache"; return 1 ;;
             esac
             ;;
