@@ -75,6 +75,7 @@ struct h2s {
     /* the response */
     char *hb;                  /* head fields as "Name: value\r\n" lines */
     size_t hb_len, hb_cap;
+    uint32_t hb_lines;         /* field lines in hb (names lowercased as they came) */
     char date[SWS_HTTP_DATE_LEN];
     qitem_t *qh, *qt;
     uint64_t q_bytes;          /* body bytes queued, not yet framed */
@@ -258,7 +259,8 @@ static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log)
 
 /* ---- the response interface ---------------------------------------------------------- */
 
-static int hb_put(h2s_t *s, const char *p, size_t n)
+/* Room for n more bytes in the head's field lines. */
+static int hb_room(h2s_t *s, size_t n)
 {
     if (s->hb_len + n > s->hb_cap) {
         size_t cap = s->hb_cap ? s->hb_cap * 2 : 512;
@@ -270,9 +272,23 @@ static int hb_put(h2s_t *s, const char *p, size_t n)
         s->hb = nb;
         s->hb_cap = cap;
     }
+    return 0;
+}
+
+static int hb_put(h2s_t *s, const char *p, size_t n)
+{
+    if (hb_room(s, n) < 0)
+        return -1;
     memcpy(s->hb + s->hb_len, p, n);
     s->hb_len += n;
     return 0;
+}
+
+/* The head's lines are dropped (out of memory): commit answers without them. */
+static void hb_lost(h2s_t *s)
+{
+    s->hb_len = 0;
+    s->hb_lines = 0;
 }
 
 static void h2_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
@@ -282,7 +298,7 @@ static void h2_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reas
     /* A head starts a response: nothing of one described and discarded
      * before it carries over. HTTP/2 has no reason phrase. */
     s->status = (uint16_t)status;
-    s->hb_len = 0;
+    hb_lost(s);
     s->head_ready = 0;
     s->sent = 0;
     s->no_body = s->head_only || status == 204 || status == 304 || status < 200;
@@ -294,16 +310,43 @@ static void h2_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t nl
                      const char *value, size_t vl)
 {
     h2s_t *s = H2S(r);
-    if (hb_put(s, name, nl) < 0 || hb_put(s, ": ", 2) < 0 || hb_put(s, value, vl) < 0 ||
-        hb_put(s, "\r\n", 2) < 0)
-        s->hb_len = 0; /* out of memory: the fields go; commit answers what is left */
+    if (hb_room(s, nl + vl + 4) < 0) {
+        hb_lost(s);
+        return;
+    }
+    char *p = s->hb + s->hb_len; /* the name lowercased here (HTTP/2), not again by commit */
+    for (size_t i = 0; i < nl; i++)
+        p[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    p += nl;
+    *p++ = ':';
+    *p++ = ' ';
+    memcpy(p, value, vl);
+    p += vl;
+    *p++ = '\r';
+    *p++ = '\n';
+    s->hb_len = (size_t)(p - s->hb);
+    s->hb_lines++;
 }
 
 static void h2_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t len)
 {
     h2s_t *s = H2S(r);
-    if (len && hb_put(s, lines, len) < 0)
-        s->hb_len = 0;
+    if (!len)
+        return;
+    if (hb_put(s, lines, len) < 0) {
+        hb_lost(s);
+        return;
+    }
+    /* Each line's name lowercased here (HTTP/2), as h2_field does. */
+    char *p = s->hb + s->hb_len - len, *end = s->hb + s->hb_len;
+    while (p < end) {
+        s->hb_lines++;
+        for (; p < end && *p != ':' && *p != '\n'; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p + 32);
+        char *eol = memchr(p, '\n', (size_t)(end - p));
+        p = eol ? eol + 1 : end;
+    }
 }
 
 static void h2_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len)
@@ -313,16 +356,13 @@ static void h2_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len
     switch (kind) {
     case SWS_BODY_LENGTH:
         if (s->status >= 200 && s->status != 204) { /* RFC 9110 §8.6 */
-            char num[40];
+            char num[24];
             char *p = num + sizeof num;
             uint64_t v = len;
-            p -= 2;
-            memcpy(p, "\r\n", 2);
             do
                 *--p = (char)('0' + v % 10);
             while (v /= 10);
-            h2_fields(e, r, "content-length: ", 16);
-            h2_fields(e, r, p, (size_t)(num + sizeof num - p));
+            h2_field(e, r, "content-length", 14, p, (size_t)(num + sizeof num - p));
         }
         if (len == 0)
             s->no_body = 1;
@@ -442,7 +482,7 @@ static void nv_set(nghttp2_nv *nv, const char *n, size_t nl, const char *v, size
     nv->flags = NGHTTP2_NV_FLAG_NONE;
 }
 
-/* Field lines of buf[0..len) into nva (names lowercased in place). */
+/* Field lines of buf[0..len) into nva (names already lowercase). */
 static size_t parse_lines(char *buf, size_t len, nghttp2_nv *nva, size_t n, size_t max)
 {
     char *p = buf, *end = buf + len;
@@ -454,9 +494,6 @@ static size_t parse_lines(char *buf, size_t len, nghttp2_nv *nva, size_t n, size
             le--;
         char *colon = memchr(p, ':', (size_t)(le - p));
         if (colon && colon > p) {
-            for (char *q = p; q < colon; q++)
-                if (*q >= 'A' && *q <= 'Z')
-                    *q = (char)(*q + 32);
             char *v = colon + 1;
             while (v < le && (*v == ' ' || *v == '\t'))
                 v++;
@@ -486,16 +523,21 @@ static int commit(sws_engine_t *e, h2s_t *s)
     if (hc->c.tls && s->site) { /* Strict-Transport-Security */
         size_t n;
         const char *f = sws_site_tls_fields(s->site, &n);
-        if (n && hb_put(s, f, n) < 0)
+        if (n && (h2_fields(e, &s->resp, f, n), !s->hb_len))
             return -1;
     }
-    size_t max = 4;
-    for (size_t i = 0; i < s->hb_len; i++)
-        max += s->hb[i] == '\n';
-    max += 1;
-    nghttp2_nv *nva = malloc(max * sizeof *nva);
-    if (!nva)
-        return -1;
+    size_t max = 3 + s->hb_lines; /* :status, server, date, the lines */
+    if (max > e->h2.nva_cap) {
+        size_t cap = e->h2.nva_cap ? e->h2.nva_cap : 32;
+        while (cap < max)
+            cap *= 2;
+        nghttp2_nv *nv = realloc(e->h2.nva, cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        e->h2.nva = nv;
+        e->h2.nva_cap = cap;
+    }
+    nghttp2_nv *nva = e->h2.nva;
     char st[3] = {(char)('0' + s->status / 100 % 10), (char)('0' + s->status / 10 % 10),
                   (char)('0' + s->status % 10)};
     size_t n = 0;
@@ -508,7 +550,6 @@ static int commit(sws_engine_t *e, h2s_t *s)
     n = parse_lines(s->hb, s->hb_len, nva, n, max);
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_cb};
     int rv = nghttp2_submit_response(hc->sess, s->id, nva, n, s->no_body ? NULL : &prd);
-    free(nva);
     free(s->hb);
     s->hb = NULL;
     s->hb_len = s->hb_cap = 0;
@@ -1659,6 +1700,7 @@ int sws_h2_init(sws_engine_t *e)
 void sws_h2_free(sws_engine_t *e)
 {
     free(e->h2.path);
+    free(e->h2.nva);
     nghttp2_session_callbacks_del(e->h2.cbs);
     nghttp2_option_del(e->h2.opt);
 }

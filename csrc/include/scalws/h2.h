@@ -82,6 +82,8 @@ typedef struct {
     char *path;                /* the normalized path of the current request */
     struct nghttp2_session_callbacks *cbs;
     struct nghttp2_option *opt;
+    void *nva;                 /* commit's nghttp2_nv array (nghttp2 copies it) */
+    size_t nva_cap;
 } sws_h2_t;
 
 extern const sws_proto_t sws_h2_proto;
