@@ -161,8 +161,14 @@ const char *pool_refusal(const sws_engine_t *e, const upconn_t *uc)
     return NULL;
 }
 
-/* Puts uc in its group's pool (most recent first), evicting the oldest
- * when the pool is full. */
+/* Puts uc in its group's pool, most recent first. Beyond `keepalive`
+ * connections, uc gets the short deadline excess_ms (0: the oldest is
+ * closed at once): the streams of HTTP/2 clients come in waves wider than
+ * the pool, and closing the excess after each wave made nearly every
+ * request of the next one connect (ADR 0020). At most `keepalive` pooled
+ * connections have the long deadline (one gets it only while the pool is
+ * within bounds), and the most recent are taken first, so the excess is
+ * what the next wave reuses and what the tick closes once it stays idle. */
 void pool_put(sws_engine_t *e, upconn_t *uc)
 {
     sws_upstream_t *up = uc->up;
@@ -180,7 +186,9 @@ void pool_put(sws_engine_t *e, upconn_t *uc)
     up->idle = uc;
     up->n_idle++;
     uc_set_mask(e, uc, EPOLLIN | EPOLLRDHUP); /* anything from an idle upstream: it closed */
-    if (up->n_idle > up->keepalive) {
+    if (up->n_idle > up->keepalive && up->excess_ms) {
+        uc->deadline = e->core.now + up->excess_ms;
+    } else if (up->n_idle > up->keepalive) {
         upconn_t *old = up->idle;
         while (old->inext)
             old = old->inext;

@@ -49,6 +49,8 @@ _LEVELS = {"emerg": 0, "alert": 1, "crit": 2, "error": 3, "warn": 4, "notice": 5
            "info": 6, "debug": 7}
 
 TICK_SECONDS = 0.25
+# Upstream connections beyond a pool's `keepalive`, idle this long, close (ADR 0020).
+POOL_EXCESS_MS = 1000
 # How long one uvloop callback may keep waiting on the engine's own epoll
 # before uvloop runs again (timers, signal handlers); ADR 0003.
 SERVE_MS = 10
@@ -653,6 +655,10 @@ cdef class Engine:
             u.keepalive_timeout_ms = _ms(cfg.keepalive_timeout)
             u.keepalive_requests = cfg.keepalive_requests
             u.keepalive_time_ms = _ms(getattr(cfg, "keepalive_time", 3600.0))
+            # A burst of HTTP/2 streams needs more connections at once than
+            # the pool keeps: the extra ones live through the burst (ADR 0020).
+            # Not to FastCGI: an idle connection holds a PHP-FPM child.
+            u.excess_ms = 0 if cfg.protocol == "fastcgi" else min(POOL_EXCESS_MS, u.keepalive_timeout_ms)
             h = cfg.health
             if h is not None and cfg.protocol == "fastcgi":
                 b = self._bytes(_fastcgi_check(h.path))

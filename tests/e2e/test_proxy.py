@@ -606,6 +606,37 @@ def test_upstream_connections_are_reused(proxy_server, upstream_app):
         f"1,000 requests over 4 client connections opened {got['connections']} upstream ones"
 
 
+@pytest.mark.timeout(60)
+def test_a_burst_wider_than_the_pool_reuses_its_connections(proxy_server, upstream_app):
+    """More requests at once than `keepalive`: the extra connections live
+    through the burst, so the next wave reuses them instead of connecting
+    again (the waves of an HTTP/2 client's streams, ADR 0020), and close
+    once idle for a second, down to `keepalive`."""
+    a = upstream_app("a")
+    srv = proxy_server([a], upstream={"keepalive": 2})
+    wide = 12
+
+    def wave(key):
+        with ThreadPoolExecutor(wide) as pool:
+            got = [pool.submit(request, srv.port, f"/hold/{key}") for _ in range(wide)]
+            deadline = time.monotonic() + 10
+            while json.loads(a.get(f"/held/{key}")[2])["held"] != wide:
+                assert time.monotonic() < deadline, f"the upstream never held {wide} requests"
+                time.sleep(0.02)
+            assert a.release(key) == wide
+            assert [r.result().status for r in got] == [200] * wide
+
+    wave("w1")
+    assert a.conns()["connections"] == wide
+    wave("w2")
+    assert a.conns()["connections"] == wide, "the second wave connected again"
+    t0 = time.monotonic()
+    a.wait_conns("active", lambda n: n <= 2, timeout=4.0,
+                 what="(connections beyond keepalive: 2 close once idle for a second)")
+    assert time.monotonic() - t0 >= 0.5, "the extra connections closed at once"
+    assert a.conns()["active"] == 2, "keepalive: 2 connections stay pooled"
+
+
 def test_keepalive_0_opens_a_connection_per_request(proxy_server, upstream_app):
     a = upstream_app("a")
     srv = proxy_server([a], upstream={"keepalive": 0})

@@ -90,6 +90,8 @@ typedef struct {
     uint32_t keepalive_timeout_ms;
     uint32_t keepalive_requests;
     uint32_t keepalive_time_ms;  /* a connection older than this is not pooled again */
+    uint32_t excess_ms;        /* idle connections beyond `keepalive` close after this
+                                * (0: at once, a FastCGI group: each holds a child) */
     /* active health checks: hc_request NULL = none */
     const char *hc_request;    /* whole request bytes */
     size_t hc_request_len;
