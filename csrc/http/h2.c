@@ -1653,6 +1653,10 @@ int sws_h2_init(sws_engine_t *e)
     e->h2.opt = opt;
     /* WINDOW_UPDATE only for what handlers took (nghttp2_session_consume) */
     nghttp2_option_set_no_auto_window_update(opt, 1);
+    /* RFC 9218: nghttp2 schedules by urgency and incremental once we send
+     * SETTINGS_NO_RFC7540_PRIORITIES = 1, and reads the `priority` request
+     * field itself; PRIORITY_UPDATE frames it drops unless asked to read them. */
+    nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
     return 0;
 }
 
