@@ -1579,6 +1579,9 @@ static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
         conn_close(e, c);
         return;
     }
+    /* What the kernel holds unsent is out of the scheduler's reach: an
+     * urgent stream waits behind it (RFC 9218; ADR 0019). */
+    conn_limit_unsent(c, SWS_H2_UNSENT);
     tl_set(e, &c->tn, TL_HEADER); /* the preface and a first request */
     conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
     h2_event(e, c, 0); /* our SETTINGS; with h2c, the stashed preface and what followed */
