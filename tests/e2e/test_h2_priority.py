@@ -279,3 +279,35 @@ def test_incremental_streams_share_and_others_queue(site):
             assert all(v >= size * 3 // 4 for v in share.values()), share
         else:
             assert c.done == sids and all(v == 0 for v in share.values()), share
+
+
+# ---- a response's own priority (RFC 9218 §8) -------------------------------------------
+
+@pytest.mark.parametrize("client, upstream, where", [
+    (None, None, "last"),          # the control: u=3 like the bulk, and asked last
+    (None, "u=0", "first"),        # the origin knows better
+    ("u=1", "i=?0", "first"),      # the response names no urgency: the client's u=1 stays
+    ("u=0", "u=7", "last"),        # the response's parameter wins over the request's
+], ids=["none", "upstream-u0", "merge-client-u1", "upstream-overrides-u0"])
+def test_a_proxied_response_priority_moves_its_stream(site, upstream_app, client, upstream, where):
+    """Six 2 MiB static assets at the default urgency go one after another;
+    a 512 KiB proxied download asked once they flow comes after all of them
+    at the same urgency, and before the second of them when its merged
+    priority (each parameter the upstream's `priority` gives, else the
+    client's, else the default) is more urgent."""
+    up = upstream_app()
+    srv = site(upstream=up)
+    c = Client(srv.port)
+    bulk = [c.get(f"/files/bulk.bin?{k}") for k in range(6)]
+    c.until(lambda: c.data_total >= 256 * KIB)
+    q = f"&priority={upstream.replace('=', '%3D')}" if upstream else ""
+    px = c.get(f"/up/download?size={512 * KIB}{q}", client)
+    c.finish(bulk + [px])
+    c.close()
+    assert c.status[px] == "200" and c.got[px] == 512 * KIB
+    if upstream:
+        assert c.headers[px].get("priority") == upstream   # passed on as it came
+    if where == "first":
+        assert rank(c, px) <= 1, c.done
+    else:
+        assert c.done[-1] == px, c.done
