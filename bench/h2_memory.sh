@@ -92,7 +92,7 @@ measure() {  # measure SERVER TEST
     sampler "$root" "$out" &
     local sp=$!
     log "$srv $test: h2load -n$n -c1000 -m8 https://127.0.0.1:$HTTPS_PORT$path"
-    "$H2LOAD" -n "$n" -c 1000 -m 8 -t 1 "https://127.0.0.1:$HTTPS_PORT$path" \
+    timeout 300 "$H2LOAD" -n "$n" -c 1000 -m 8 -t 1 "https://127.0.0.1:$HTTPS_PORT$path" \
         >"$RUN_DIR/h2load-$srv-$test.txt" 2>&1 || true
     touch "$out.stop"
     wait "$sp" || true
