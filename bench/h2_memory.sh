@@ -119,7 +119,7 @@ for test in $TESTS; do
 done
 
 echo "# bench/h2_memory.sh: h2load -c1000 -m8 over TLS (h2), one worker per server; KiB, Σ over the server's process tree"
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs; server on CPU $CPU_SERVER, h2load and upstream on CPU $CPU_LOAD"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc --all) CPUs; server on CPU $CPU_SERVER, h2load and upstream on CPU $CPU_LOAD"
 printf '%-8s %-7s %8s %8s %8s %8s  %s\n' test server idle peak hwm peak-idle "h2load requests"
 for test in $TESTS; do
     for srv in $SERVERS; do
