@@ -20,6 +20,7 @@
 
 #include "context.h"
 #include "scalws/path.h"
+#include "scalws/priority.h"
 
 /* ---- streams ----------------------------------------------------------------------- */
 
@@ -82,6 +83,10 @@ struct h2s {
     uint64_t q_seq, commit_seq;
     uint64_t sent;             /* body bytes described, for the log */
     uint16_t status;
+    /* RFC 9218 §8: a response's `priority` field merged with the client's
+     * signal (SWS_PRI_* masks: which parameters each gave, and their values) */
+    uint8_t pri_cli, cli_u, cli_i;
+    uint8_t pri_rsp, rsp_u, rsp_i;
     unsigned open : 1,         /* nghttp2 has the stream */
         req_done : 1,          /* END_STREAM received */
         fin_given : 1,         /* the handler got body(done = 1) */
@@ -482,6 +487,41 @@ static void nv_set(nghttp2_nv *nv, const char *n, size_t nl, const char *v, size
     nv->flags = NGHTTP2_NV_FLAG_NONE;
 }
 
+/* The stream's priority once a response named some of it (RFC 9218 §8):
+ * each parameter the response gave, else the client's, else the default.
+ * From then on nghttp2 ignores the client's signals for the stream, and
+ * on_frame_recv merges its PRIORITY_UPDATEs here instead. */
+static void pri_apply(h2conn_t *hc, h2s_t *s)
+{
+    nghttp2_extpri x = {NGHTTP2_EXTPRI_DEFAULT_URGENCY, 0};
+    if (s->pri_cli & SWS_PRI_U)
+        x.urgency = s->cli_u;
+    if (s->pri_cli & SWS_PRI_I)
+        x.inc = s->cli_i;
+    if (s->pri_rsp & SWS_PRI_U)
+        x.urgency = s->rsp_u;
+    if (s->pri_rsp & SWS_PRI_I)
+        x.inc = s->rsp_i;
+    nghttp2_session_change_extpri_stream_priority(hc->sess, s->id, &x, 1);
+}
+
+/* A Priority field value of the client's (a request field line, or a
+ * PRIORITY_UPDATE: `whole`, which replaces what the client said before). */
+static void pri_client(h2s_t *s, const uint8_t *v, size_t n, int whole)
+{
+    int u = 0, i = 0;
+    int got = sws_parse_priority((const char *)v, n, &u, &i);
+    if (got < 0)
+        return;
+    if (whole)
+        s->pri_cli = 0;
+    s->pri_cli |= (uint8_t)got;
+    if (got & SWS_PRI_U)
+        s->cli_u = (uint8_t)u;
+    if (got & SWS_PRI_I)
+        s->cli_i = (uint8_t)i;
+}
+
 /* Field lines of buf[0..len) into nva (names already lowercase). */
 static size_t parse_lines(char *buf, size_t len, nghttp2_nv *nva, size_t n, size_t max)
 {
@@ -547,7 +587,21 @@ static int commit(sws_engine_t *e, h2s_t *s)
     if (sll > 10) /* "Server: x\r\n" */
         nv_set(&nva[n++], "server", 6, sl + 8, sll - 10);
     nv_set(&nva[n++], "date", 4, s->date, SWS_HTTP_DATE_LEN);
+    size_t fields = n;
     n = parse_lines(s->hb, s->hb_len, nva, n, max);
+    for (size_t k = fields; k < n; k++) { /* the response's own priority (RFC 9218 §8) */
+        int u = 0, i = 0, got;
+        if (nva[k].namelen != 8 || memcmp(nva[k].name, "priority", 8) != 0 ||
+            (got = sws_parse_priority((const char *)nva[k].value, nva[k].valuelen, &u, &i)) <= 0)
+            continue;
+        s->pri_rsp |= (uint8_t)got;
+        if (got & SWS_PRI_U)
+            s->rsp_u = (uint8_t)u;
+        if (got & SWS_PRI_I)
+            s->rsp_i = (uint8_t)i;
+    }
+    if (s->pri_rsp)
+        pri_apply(hc, s); /* before the DATA is queued at the old urgency */
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_cb};
     int rv = nghttp2_submit_response(hc->sess, s->id, nva, n, s->no_body ? NULL : &prd);
     free(s->hb);
@@ -945,6 +999,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
             s->pa = h;
         return 0;
     }
+    if (namelen == 8 && memcmp(name, "priority", 8) == 0)
+        pri_client(s, value, valuelen, 0); /* nghttp2 applies it; we keep it for merging */
     if (s->nh == s->hcap) {
         size_t cap = s->hcap ? s->hcap * 2 : 16;
         hoff_t *nb = realloc(s->hdr, cap * sizeof *nb);
@@ -1032,6 +1088,18 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
     if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK) &&
         memcmp(frame->ping.opaque_data, stop_ping, 8) == 0) {
         goaway(e, hc); /* the client saw the first GOAWAY: the final one */
+        return 0;
+    }
+    if (frame->hd.type == NGHTTP2_PRIORITY_UPDATE) {
+        /* nghttp2 applied it, unless a response's priority took over the
+         * stream (pri_apply): then the merge is ours to redo */
+        const nghttp2_ext_priority_update *pu = frame->ext.payload;
+        h2s_t *s = nghttp2_session_get_stream_user_data(sess, pu->stream_id);
+        if (s) {
+            pri_client(s, pu->field_value, pu->field_value_len, 1);
+            if (s->pri_rsp)
+                pri_apply(hc, s);
+        }
         return 0;
     }
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
@@ -1620,6 +1688,9 @@ static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
         conn_close(e, c);
         return;
     }
+    /* What the kernel holds unsent is out of the scheduler's reach: an
+     * urgent stream waits behind it (RFC 9218; ADR 0019). */
+    conn_limit_unsent(c, SWS_H2_UNSENT);
     tl_set(e, &c->tn, TL_HEADER); /* the preface and a first request */
     conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
     h2_event(e, c, 0); /* our SETTINGS; with h2c, the stashed preface and what followed */
@@ -1694,6 +1765,10 @@ int sws_h2_init(sws_engine_t *e)
     e->h2.opt = opt;
     /* WINDOW_UPDATE only for what handlers took (nghttp2_session_consume) */
     nghttp2_option_set_no_auto_window_update(opt, 1);
+    /* RFC 9218: nghttp2 schedules by urgency and incremental once we send
+     * SETTINGS_NO_RFC7540_PRIORITIES = 1, and reads the `priority` request
+     * field itself; PRIORITY_UPDATE frames it drops unless asked to read them. */
+    nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
     return 0;
 }
 

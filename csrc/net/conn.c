@@ -130,6 +130,12 @@ int conn_set_mask(sws_engine_t *e, sws_conn_t *c, uint32_t events)
     return epoll_ctl(e->core.epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
+void conn_limit_unsent(sws_conn_t *c, int bytes)
+{
+    if (!c->is_unix)
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof bytes);
+}
+
 static int in_batch(const sws_engine_t *e, const void *p)
 {
     return (const char *)p >= e->net.out && (const char *)p < e->net.out + OUT_BUF;

@@ -54,6 +54,7 @@ struct nghttp2_option;
 #define SWS_H2_CONN_WINDOW (1024 * 1024) /* the connection's receive window */
 #define SWS_H2_RST_KEEP 32              /* recently reset streams remembered */
 #define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
+#define SWS_H2_UNSENT (16 * 1024)       /* TCP_NOTSENT_LOWAT: output the kernel holds unsent (ADR 0019) */
 
 typedef struct h2s h2s_t;
 

@@ -196,6 +196,11 @@ SWS_INTERNAL void conn_file_start(sws_engine_t *e, sws_conn_t *c, sws_file_t *f,
  * writability with EPOLLOUT armed) or -1 to close. */
 SWS_INTERNAL int conn_send_file(sws_engine_t *e, sws_conn_t *c);
 SWS_INTERNAL int conn_set_mask(sws_engine_t *e, sws_conn_t *c, uint32_t events);
+/* At most about `bytes` of c's output wait unsent in the kernel
+ * (TCP_NOTSENT_LOWAT; a no-op on unix sockets): the socket reports itself
+ * writable only below that. A protocol that multiplexes keeps the order of
+ * what is not yet on its way in its own hands (HTTP/2's priorities). */
+SWS_INTERNAL void conn_limit_unsent(sws_conn_t *c, int bytes);
 /* recv through the transport; as recv(2). */
 SWS_INTERNAL ssize_t conn_recv(sws_conn_t *c, char *buf, size_t len);
 /* Appends bytes to the unread input; -1 when out of memory. */

@@ -14,7 +14,7 @@ conn_seq below):
                     body_sha256 (the body streamed through sha256), peer_port,
                     conn_seq (which accepted connection carried the request)
   /conns            JSON connection counts, see Connections
-  /download?size=N[&chunked=1][&piece=M]
+  /download?size=N[&chunked=1][&piece=M][&priority=V]
                     N bytes of the pattern in tests/e2e/upstreams/__init__.py,
                     with Content-Length, or chunked in pieces of M (64 KiB)
   /upload[?delay=S] streams the request body (Content-Length or chunked):
@@ -225,6 +225,8 @@ async def download(request):
     if piece <= 0:
         raise web.HTTPBadRequest(text="bad piece\n")
     resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    if "priority" in request.query:  # RFC 9218's response field (test_h2_priority)
+        resp.headers["Priority"] = request.query["priority"]
     if not chunked:
         resp.content_length = size
     # Without a length aiohttp frames the body chunked to an HTTP/1.1 client
