@@ -10,11 +10,13 @@ import socket
 import ssl
 import struct
 import subprocess
+import sys
 import time
 
 import pytest
 from hpack import Decoder, Encoder
 
+from tests.e2e.conftest import recv_to_close
 from tests.tlspki import PKI
 
 HOST = "127.0.0.1"
@@ -29,6 +31,7 @@ CONFIG = """
 workers: 1
 log: {{level: info}}
 limits: {{header_timeout: 2s, keepalive_timeout: 30s, send_timeout: 2s}}
+status: {{listen: "127.0.0.1:{port3}", file: "{tmp}/stats.bin"}}
 http2:
   max_concurrent_streams: 8
   max_header_list_size: 4k
@@ -224,8 +227,29 @@ class Attack:
 
 
 def calm_count(srv):
-    """scalws_http2_calm_total, from the log lines (one per connection)."""
-    return srv.log().count("GOAWAY ENHANCE_YOUR_CALM")
+    """Connections ended by a budget: the log's lines (one per connection),
+    which must agree with scalws_http2_calm_total in /metrics."""
+    logged = srv.log().count("GOAWAY ENHANCE_YOUR_CALM")
+    with socket.create_connection((HOST, srv.ports[2]), timeout=10) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        body = recv_to_close(s).decode()
+    m = re.search(r"^scalws_http2_calm_total (\d+)$", body, re.M)
+    assert m, body[:2000]
+    assert int(m.group(1)) == logged, (m.group(0), logged)
+    return logged
+
+
+def test_check_config_refuses_bad_http2_values(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("http2:\n  max_concurrent_streams: 128\n  reset_rate: 0\n  frame_burst: lots\n"
+                   "sites:\n  - listen: 127.0.0.1:8081\n    routes: [{path: /, respond: 200}]\n")
+    scalwsd = os.path.join(os.path.dirname(sys.executable), "scalwsd")
+    r = subprocess.run([scalwsd, "--check-config", str(bad)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[:2] == [
+        f"{bad}:3:15: http2.reset_rate: must be between 1 and 1000000, got 0",
+        f"{bad}:4:16: http2.frame_burst: expected an integer, got a string 'lots'"]
 
 
 # ---- streams ------------------------------------------------------------------------------------
