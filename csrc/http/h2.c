@@ -833,10 +833,10 @@ static void calm(sws_engine_t *e, h2conn_t *hc, const char *what)
 static void budget_fill(sws_engine_t *e, h2conn_t *hc)
 {
     const sws_h2_conf_t *cf = &e->h2.conf;
-    uint64_t dt = e->core.now - hc->budget_at;
+    uint64_t dt = (uint32_t)e->core.now - hc->budget_at; /* the difference survives the wrap */
     if (!dt)
         return;
-    hc->budget_at = e->core.now;
+    hc->budget_at = (uint32_t)e->core.now;
     uint64_t r = hc->rst_tokens + dt * cf->reset_rate, rcap = (uint64_t)cf->reset_burst * 1000u;
     uint64_t f = hc->frame_tokens + dt * cf->frame_rate, fcap = (uint64_t)cf->frame_burst * 1000u;
     hc->rst_tokens = (uint32_t)(r < rcap ? r : rcap);
@@ -1682,7 +1682,7 @@ static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
     const sws_h2_conf_t *cf = &e->h2.conf;
     hc->rst_tokens = cf->reset_burst * 1000u;
     hc->frame_tokens = cf->frame_burst * 1000u;
-    hc->budget_at = e->core.now;
+    hc->budget_at = (uint32_t)e->core.now;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cf->max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cf->stream_window},

@@ -92,7 +92,7 @@ typedef struct {
     uint32_t n_rst;
     uint32_t rst_tokens;       /* the budgets' buckets, in thousandths of a frame */
     uint32_t frame_tokens;
-    uint64_t budget_at;        /* monotonic ms the buckets were last filled */
+    uint32_t budget_at;        /* monotonic ms the buckets were last filled (mod 2^32) */
     unsigned busy : 1,         /* inside nghttp2 (mem_recv or mem_send): no re-entry */
         send_due : 1,          /* a send was asked for while busy */
         room_blocked : 1,      /* send_data waited for room in the batch */
