@@ -200,7 +200,7 @@ class Attack:
     after it, the worker's RSS must stay within `rss_kib` of its start, and
     the worker must be the same process."""
 
-    def __init__(self, srv, rss_kib_max=8 * 1024):
+    def __init__(self, srv, rss_kib_max=2 * 1024):
         self.srv = srv
         self.max = rss_kib_max
 
@@ -481,7 +481,7 @@ def test_download_acknowledged_frame_by_frame_is_not_a_flood(srv):
 # ---- a reader that never reads -------------------------------------------------------------------
 
 def test_stream_that_never_opens_its_window_is_dropped(srv):
-    with Attack(srv, rss_kib_max=4 * 1024):
+    with Attack(srv):
         # INITIAL_WINDOW_SIZE 0 (RFC 9113 §6.5.2): no DATA may come, and
         # no WINDOW_UPDATE ever opens it; PINGs keep the socket busy.
         c = Client(srv.port, settings=struct.pack(">HI", 0x4, 0)).ready()
