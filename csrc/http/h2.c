@@ -854,9 +854,11 @@ static int spend(uint32_t *tokens)
 
 /* The budgets of frames that ask the server for work without asking a
  * handler for anything: RST_STREAM (the rapid reset, CVE-2023-44487), and
- * SETTINGS, PING, WINDOW_UPDATE, PRIORITY, PRIORITY_UPDATE, extension
- * frames and DATA that is empty and does not end the stream. Counted when
- * their header arrives, before nghttp2 acts on them. -1: over budget. */
+ * SETTINGS, PING, WINDOW_UPDATE, PRIORITY, DATA that is empty and does not
+ * end the stream, and any other type nghttp2 reports (it skips unknown and
+ * disabled extension frames, PRIORITY_UPDATE among them, without a
+ * callback). Counted when their header arrives, before nghttp2 acts on
+ * them. -1: over budget (the connection is ending). */
 static int budget_frame(h2conn_t *hc, const nghttp2_frame_hd *hd)
 {
     sws_engine_t *e = hc->e;
@@ -899,7 +901,7 @@ static int on_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, voi
         return 0;
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
         return 0;
-    hc->hdr_open = !(hd->flags & NGHTTP2_FLAG_END_HEADERS) || hd->length > 0;
+    hc->hdr_open = 1; /* until on_frame_recv sees the block's end */
     if (hd->stream_id > hc->max_sid) {
         hc->max_sid = hd->stream_id;
         return 0;
