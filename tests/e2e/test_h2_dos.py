@@ -346,7 +346,7 @@ def test_unfinished_header_block_times_out_despite_a_trickle(srv):
         c.sock.settimeout(10)
         assert got is not None and got[0] == GOAWAY, got
         assert struct.unpack(">II", got[3][:8])[1] == NO_ERROR
-        assert time.monotonic() - start < 2 + 1.5  # header_timeout, the tick, slack
+        assert time.monotonic() - start < 2 + 2.5  # header_timeout, the tick, slack
         assert c.read_frame() is None
     assert "client timed out sending a request" in srv.log()
 
@@ -359,7 +359,7 @@ def test_idle_connection_gets_goaway_and_is_closed(server, pki, tmp_path):
     start = time.monotonic()
     assert c.get(1)[0] == "200"
     assert c.goaway() == (1, NO_ERROR)
-    assert 0.5 < time.monotonic() - start < 1 + 1.5  # keepalive_timeout, the tick, slack
+    assert 0.5 < time.monotonic() - start < 1 + 2.5  # keepalive_timeout, the tick, slack
 
 
 # ---- floods -------------------------------------------------------------------------------------
@@ -501,7 +501,7 @@ def test_stream_that_never_opens_its_window_is_dropped(srv):
             assert got[0] != DATA, got
         assert got is not None and got[0] == GOAWAY, got
         assert struct.unpack(">II", got[3][:8])[1] == NO_ERROR
-        assert time.monotonic() - start < 2 + 1.5  # send_timeout, the tick, slack
+        assert time.monotonic() - start < 2 + 2.5  # send_timeout, the tick, slack
         c.sock.settimeout(10)
         assert c.read_frame() is None
     assert "client timed out reading the response" in srv.log()
@@ -531,5 +531,5 @@ def test_proxied_downloads_that_are_never_read_hold_bounded_memory(server, pki, 
             if f[0] == GOAWAY:
                 break
         assert heads == 8 and struct.unpack(">II", f[3][:8])[1] == NO_ERROR
-        assert time.monotonic() - start < 2 + 1.5  # send_timeout, the tick, slack
+        assert time.monotonic() - start < 2 + 2.5  # send_timeout, the tick, slack
         assert c.read_frame() is None
