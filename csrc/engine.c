@@ -113,6 +113,11 @@ void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len)
     e->h1.server_line_len = len;
 }
 
+int sws_engine_set_h2(sws_engine_t *e, const sws_h2_conf_t *conf)
+{
+    return sws_h2_configure(e, conf);
+}
+
 void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
 {
     e->core.elog_fd = fd;

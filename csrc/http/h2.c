@@ -862,6 +862,11 @@ static int send_data_cb(nghttp2_session *sess, nghttp2_frame *frame, const uint8
     }
     q->len -= length;
     s->q_bytes -= length;
+    hc->data_out = 1;
+    /* A client acknowledges DATA with WINDOW_UPDATE (stream and
+     * connection): those are paid for here, not by the frame budget. */
+    uint32_t cap = e->h2.conf.frame_burst * 1000u;
+    hc->frame_tokens = hc->frame_tokens + 2000u < cap ? hc->frame_tokens + 2000u : cap;
     if (!q->len) {
         s->qh = q->next;
         if (!s->qh)
@@ -903,6 +908,80 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
 
 /* ---- nghttp2's callbacks: input ---------------------------------------------------------- */
 
+/* The connection went over a budget (ADR 0016): GOAWAY ENHANCE_YOUR_CALM
+ * (RFC 9113 §5.4.1), one log line and one count per connection. */
+static void calm(sws_engine_t *e, h2conn_t *hc, const char *what)
+{
+    if (hc->goaway == 2 || !hc->sess)
+        return;
+    hc->goaway = 2;
+    e->core.st->h2_calm++;
+    char peer[48];
+    *put_peer(peer, &hc->c) = 0;
+    elog(e, SWS_L_INFO, "HTTP/2: %s, GOAWAY ENHANCE_YOUR_CALM, client: %s", what, peer);
+    nghttp2_session_terminate_session(hc->sess, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* Fills both buckets (thousandths of a frame) for the time since they
+ * were last filled, at their rate a second, up to their burst. No system
+ * call: the time is the pass's (e->core.now). */
+static void budget_fill(sws_engine_t *e, h2conn_t *hc)
+{
+    const sws_h2_conf_t *cf = &e->h2.conf;
+    uint64_t dt = (uint32_t)e->core.now - hc->budget_at; /* the difference survives the wrap */
+    if (!dt)
+        return;
+    hc->budget_at = (uint32_t)e->core.now;
+    uint64_t r = hc->rst_tokens + dt * cf->reset_rate, rcap = (uint64_t)cf->reset_burst * 1000u;
+    uint64_t f = hc->frame_tokens + dt * cf->frame_rate, fcap = (uint64_t)cf->frame_burst * 1000u;
+    hc->rst_tokens = (uint32_t)(r < rcap ? r : rcap);
+    hc->frame_tokens = (uint32_t)(f < fcap ? f : fcap);
+}
+
+/* One frame from a bucket: 0, or -1 when it is empty. */
+static int spend(uint32_t *tokens)
+{
+    if (*tokens < 1000u)
+        return -1;
+    *tokens -= 1000u;
+    return 0;
+}
+
+/* The budgets of frames that ask the server for work without asking a
+ * handler for anything: RST_STREAM (the rapid reset, CVE-2023-44487), and
+ * SETTINGS, PING, WINDOW_UPDATE, PRIORITY, PRIORITY_UPDATE (RFC 9218, read
+ * since ADR 0019), DATA that is empty and does not end the stream, and any
+ * other type nghttp2 reports (it skips unknown extension frames without a
+ * callback). Counted when their header arrives, before nghttp2 acts on
+ * them. -1: over budget (the connection is ending). */
+static int budget_frame(h2conn_t *hc, const nghttp2_frame_hd *hd)
+{
+    sws_engine_t *e = hc->e;
+    budget_fill(e, hc);
+    switch (hd->type) {
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_CONTINUATION: /* nghttp2 bounds them (max_continuations) */
+    case NGHTTP2_PUSH_PROMISE: /* a connection error by itself */
+    case NGHTTP2_GOAWAY:
+        return 0;
+    case NGHTTP2_DATA:
+        if (hd->length || (hd->flags & NGHTTP2_FLAG_END_STREAM))
+            return 0;
+        break;
+    case NGHTTP2_RST_STREAM:
+        if (spend(&hc->rst_tokens) == 0)
+            return 0;
+        calm(e, hc, "too many streams reset (rapid reset)");
+        return -1;
+    default:
+        break;
+    }
+    if (spend(&hc->frame_tokens) == 0)
+        return 0;
+    calm(e, hc, "too many control or empty frames (flood)");
+    return -1;
+}
+
 /* HEADERS that name a stream which is closed: the client sent END_STREAM
  * on it, so anything more is a connection error STREAM_CLOSED (RFC 9113
  * §5.1) -- unless we reset it, when its trailers may have crossed our
@@ -911,8 +990,13 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
 static int on_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, void *user)
 {
     h2conn_t *hc = user;
+    if (hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION)
+        hc->hdr_open = 0;
+    if (budget_frame(hc, hd) < 0)
+        return 0;
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
         return 0;
+    hc->hdr_open = 1; /* until on_frame_recv sees the block's end */
     if (hd->stream_id > hc->max_sid) {
         hc->max_sid = hd->stream_id;
         return 0;
@@ -981,7 +1065,7 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
         return 0;
     s->hsize += (uint32_t)(namelen + valuelen + 32);
     int pseudo = namelen && name[0] == ':';
-    if (s->hsize > e->core.lim.max_header_bytes + 32 * e->core.lim.max_headers ||
+    if (s->hsize > e->h2.conf.max_header_list ||
         (!pseudo && s->nh >= e->core.lim.max_headers)) {
         s->too_big = 1; /* 431 once the block has ended */
         return 0;
@@ -1090,6 +1174,8 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
         goaway(e, hc); /* the client saw the first GOAWAY: the final one */
         return 0;
     }
+    if (frame->hd.type == NGHTTP2_HEADERS)
+        hc->hdr_open = 0;
     if (frame->hd.type == NGHTTP2_PRIORITY_UPDATE) {
         /* nghttp2 applied it, unless a response's priority took over the
          * stream (pri_apply): then the merge is ours to redo */
@@ -1561,6 +1647,16 @@ static void goaway(sws_engine_t *e, h2conn_t *hc)
                           NULL, 0);
 }
 
+/* Body queued for a stream that nghttp2 could not frame although the
+ * socket takes bytes: the client's flow-control window is closed. */
+static int window_stalled(const h2conn_t *hc)
+{
+    for (const h2s_t *s = hc->streams; s; s = s->next)
+        if (s->q_bytes && s->submitted && s->open && !s->deferred)
+            return 1;
+    return 0;
+}
+
 /* After the connection's work: its end, its timer and its epoll mask. */
 static void h2_settle(sws_engine_t *e, h2conn_t *hc)
 {
@@ -1582,7 +1678,7 @@ static void h2_settle(sws_engine_t *e, h2conn_t *hc)
             return;
         }
     }
-    int idle = hc->n_streams == 0;
+    int idle = hc->n_streams == 0 && !hc->hdr_open;
     if (!c->pend && ((!nghttp2_session_want_read(hc->sess) && !nghttp2_session_want_write(hc->sess)) ||
                      (hc->goaway == 2 && idle))) {
         conn_close(e, c); /* GOAWAY said and every stream done: the end */
@@ -1597,9 +1693,20 @@ static void h2_settle(sws_engine_t *e, h2conn_t *hc)
     } else if (idle) {
         if (c->tn.tlist != TL_KEEPALIVE)
             tl_set(e, &c->tn, TL_KEEPALIVE);
+    } else if (window_stalled(hc)) {
+        /* Answers wait for the client's WINDOW_UPDATE: timed as a socket
+         * that does not drain, renewed only when DATA goes out. */
+        if (c->tn.tlist != TL_SEND || hc->data_out)
+            tl_set(e, &c->tn, TL_SEND);
+    } else if (hc->hdr_open) {
+        /* A header block in pieces: timed from its start, whatever else
+         * trickles in (slowloris) */
+        if (c->tn.tlist != TL_HEADER)
+            tl_set(e, &c->tn, TL_HEADER);
     } else {
         tl_set(e, &c->tn, TL_HEADER); /* progress: the client's silence is timed from here */
     }
+    hc->data_out = 0;
     conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP | (c->pend ? EPOLLOUT : 0));
 }
 
@@ -1620,6 +1727,13 @@ static void h2_read(sws_engine_t *e, h2conn_t *hc)
     hc->busy = 1;
     ssize_t rv = nghttp2_session_mem_recv(hc->sess, (const uint8_t *)e->net.in, len);
     hc->busy = 0;
+    if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
+        /* ACKs piling up unread (max_outbound_ack), or a header block in
+         * too many pieces (max_continuations, CVE-2024-27316) */
+        calm(e, hc, rv == NGHTTP2_ERR_FLOODED ? "too many frames to acknowledge (flood)"
+                                              : "too many CONTINUATION frames");
+        return;
+    }
     if (rv < 0) {
         char peer[48];
         *put_peer(peer, c) = 0;
@@ -1676,15 +1790,19 @@ static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
         conn_close(e, c);
         return;
     }
+    const sws_h2_conf_t *cf = &e->h2.conf;
+    hc->rst_tokens = cf->reset_burst * 1000u;
+    hc->frame_tokens = cf->frame_burst * 1000u;
+    hc->budget_at = (uint32_t)e->core.now;
     nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, SWS_H2_MAX_STREAMS},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, SWS_H2_STREAM_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
-         (uint32_t)(e->core.lim.max_header_bytes + 32 * e->core.lim.max_headers)},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cf->max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cf->stream_window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cf->max_header_list},
+        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, cf->header_table},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     if (nghttp2_submit_settings(hc->sess, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
-        nghttp2_session_set_local_window_size(hc->sess, NGHTTP2_FLAG_NONE, 0, SWS_H2_CONN_WINDOW) != 0) {
+        nghttp2_session_set_local_window_size(hc->sess, NGHTTP2_FLAG_NONE, 0, cf->conn_window) != 0) {
         conn_close(e, c);
         return;
     }
@@ -1703,7 +1821,8 @@ static void h2_expire(sws_engine_t *e, sws_conn_t *c, int which)
         tl_set(e, &c->tn, TL_HEADER); /* upstreams have their own deadlines */
         return;
     }
-    if (which == TL_KEEPALIVE || which == TL_GRACE || (!hc->n_streams && !c->pend)) {
+    if (which == TL_KEEPALIVE || which == TL_GRACE ||
+        (!hc->n_streams && !hc->hdr_open && !c->pend)) {
         /* idle: say so before closing (RFC 9113 §6.8) */
         tl_unlink(e, &c->tn);
         goaway(e, hc);
@@ -1714,7 +1833,19 @@ static void h2_expire(sws_engine_t *e, sws_conn_t *c, int which)
     }
     if (which == TL_HEADER || which == TL_SEND)
         e->core.cnt.timeouts++;
-    conn_close(e, c);
+    char peer[48];
+    *put_peer(peer, c) = 0;
+    elog(e, SWS_L_INFO, "HTTP/2: client timed out %s, client: %s",
+         which == TL_SEND ? "reading the response" : "sending a request", peer);
+    /* the streams are dropped; GOAWAY says which ones were taken (RFC 9113
+     * §6.8), written if the socket takes it */
+    tl_unlink(e, &c->tn);
+    if (!c->pend) {
+        goaway(e, hc);
+        h2_send(e, hc);
+    }
+    if (c->fd >= 0)
+        conn_close(e, c);
 }
 
 static void h2_closing(sws_engine_t *e, sws_conn_t *c)
@@ -1759,16 +1890,44 @@ int sws_h2_init(sws_engine_t *e)
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_send_data_callback(cb, send_data_cb);
     nghttp2_session_callbacks_set_error_callback2(cb, on_error);
+    const sws_h2_conf_t defaults = {
+        .max_streams = SWS_H2_MAX_STREAMS,
+        .stream_window = SWS_H2_STREAM_WINDOW,
+        .conn_window = SWS_H2_CONN_WINDOW,
+        .header_table = SWS_H2_TABLE,
+        .max_continuations = SWS_H2_CONTINUATIONS,
+        .reset_burst = SWS_H2_RESET_BURST,
+        .reset_rate = SWS_H2_RESET_RATE,
+        .frame_burst = SWS_H2_FRAME_BURST,
+        .frame_rate = SWS_H2_FRAME_RATE,
+    };
+    return sws_h2_configure(e, &defaults);
+}
+
+int sws_h2_configure(sws_engine_t *e, const sws_h2_conf_t *conf)
+{
     nghttp2_option *opt;
     if (nghttp2_option_new(&opt) != 0)
         return -ENOMEM;
+    nghttp2_option_del(e->h2.opt);
     e->h2.opt = opt;
+    e->h2.conf = *conf;
+    if (!conf->max_header_list) /* RFC 9113 §6.5.2's size of what HTTP/1 would take */
+        e->h2.conf.max_header_list =
+            (uint32_t)(e->core.lim.max_header_bytes + 32 * e->core.lim.max_headers);
     /* WINDOW_UPDATE only for what handlers took (nghttp2_session_consume) */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     /* RFC 9218: nghttp2 schedules by urgency and incremental once we send
      * SETTINGS_NO_RFC7540_PRIORITIES = 1, and reads the `priority` request
      * field itself; PRIORITY_UPDATE frames it drops unless asked to read them. */
     nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
+    /* nghttp2's own bounds, from the same settings: its reset limiter
+     * backs ours (ours counts first and says ENHANCE_YOUR_CALM, its says
+     * INTERNAL_ERROR), its decoder and encoder tables, its CONTINUATION
+     * count (CVE-2024-27316) */
+    nghttp2_option_set_stream_reset_rate_limit(opt, conf->reset_burst, conf->reset_rate);
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, conf->header_table);
+    nghttp2_option_set_max_continuations(opt, conf->max_continuations);
     return 0;
 }
 

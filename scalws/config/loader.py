@@ -39,7 +39,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, cache, fastcgi, proxy, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
-from .model import Config, Instances, Limits, Listen, LogConfig, Route, Site
+from .model import Config, Http2, Instances, Limits, Listen, LogConfig, Route, Site
 from .units import DURATION_HINT, SIZE_HINT, format_size, parse_duration, parse_size
 
 __all__ = ["load_config", "load_config_text", "default_config", "ConfigError"]
@@ -62,7 +62,7 @@ _NOT_AVAILABLE = "'{}' is not available in this version of scalws"
 BUSY_POLL_AUTO = 50e-6
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
-            "pid", "log", "limits", "batch_window", "busy_poll", "trusted_proxies",
+            "pid", "log", "limits", "http2", "batch_window", "busy_poll", "trusted_proxies",
             "tls_tickets", "upstreams", "cache_zones", "apps", "instances", "sites",
             "status")
 # Keys of the design (DESIGN.md) that this version does not implement yet
@@ -70,6 +70,7 @@ TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
 TOP_UNAVAILABLE: dict = {}
 LOG_KEYS = ("access", "format", "error", "level", "buffer", "flush")
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
+HTTP2_KEYS = tuple(Http2.__dataclass_fields__)
 SITE_KEYS = ("listen", "server_names", "tls", "routes")
 
 LOG_FORMATS = ("combined", "json")
@@ -597,6 +598,8 @@ def _walk_document(ctx: _Context, root) -> Config:
 
     if "limits" in keys:
         _limits(ctx, keys["limits"][1], cfg.limits)
+    if "http2" in keys:
+        _http2(ctx, keys["http2"][1], cfg.http2)
 
     if "trusted_proxies" in keys:
         cfg.trusted_proxies = proxy.compile_trusted_proxies(
@@ -940,6 +943,36 @@ def _limits(ctx, node, limits: Limits) -> None:
                       f"({format_size(limits.max_header_bytes)})")
     else:
         limits.max_uri_bytes = min(limits.max_uri_bytes, limits.max_header_bytes)
+
+
+# (reader, arguments) per http2 key; ranges are documented in
+# docs/configuration.md. Windows: RFC 9113 §6.9.2 (at most 2^31-1; the
+# connection's never below the RFC's 65,535 start); the budgets fit the C
+# side's thousandths of a frame in 32 bits.
+_WINDOW_MAX = (1 << 31) - 1
+_HTTP2 = {
+    "max_concurrent_streams": ("integer", dict(lo=1, hi=10_000)),
+    "stream_window": ("size", dict(lo=1 << 10, hi=_WINDOW_MAX)),
+    "connection_window": ("size", dict(lo=65535, hi=_WINDOW_MAX)),
+    "max_header_list_size": ("size", dict(lo=1 << 10, hi=2 << 20)),
+    "header_table_size": ("size", dict(lo=0, hi=64 << 10)),
+    "max_continuations": ("integer", dict(lo=1, hi=1000)),
+    "reset_burst": ("integer", dict(lo=1, hi=1_000_000)),
+    "reset_rate": ("integer", dict(lo=1, hi=1_000_000)),
+    "frame_burst": ("integer", dict(lo=1, hi=1_000_000)),
+    "frame_rate": ("integer", dict(lo=1, hi=1_000_000)),
+}
+
+
+def _http2(ctx, node, http2: Http2) -> None:
+    keys = ctx.mapping(node, "http2", HTTP2_KEYS)
+    if keys is None:
+        return
+    for name, (reader, kwargs) in _HTTP2.items():
+        if name in keys:
+            value = getattr(ctx, reader)(keys[name][1], f"http2.{name}", **kwargs)
+            if value is not None:
+                setattr(http2, name, value)
 
 
 # -- sites -----------------------------------------------------------------

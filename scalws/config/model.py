@@ -31,6 +31,24 @@ class Limits:
 
 
 @dataclass
+class Http2:
+    """`http2:`: HTTP/2's settings and DoS budgets, every HTTP/2 connection
+    of the server (docs/configuration.md, docs/adr/0016-h2-dos-budgets.md).
+    A budget is a token bucket: `*_burst` frames at once, `*_rate` more a
+    second; past it the connection ends with GOAWAY ENHANCE_YOUR_CALM."""
+    max_concurrent_streams: int = 128      # SETTINGS_MAX_CONCURRENT_STREAMS
+    stream_window: int = 256 * 1024        # SETTINGS_INITIAL_WINDOW_SIZE: request body per stream
+    connection_window: int = 1024 * 1024   # request body per connection
+    max_header_list_size: Optional[int] = None  # None: limits.max_header_bytes + 32 x max_headers
+    header_table_size: int = 4096          # HPACK dynamic table, both directions
+    max_continuations: int = 8             # CONTINUATION frames after a HEADERS
+    reset_burst: int = 1000                # RST_STREAM from the client (rapid reset)
+    reset_rate: int = 33                   # ... per second
+    frame_burst: int = 1000                # SETTINGS, PING, WINDOW_UPDATE, PRIORITY, empty DATA
+    frame_rate: int = 100                  # ... per second
+
+
+@dataclass
 class LogConfig:
     access: Optional[str] = None           # path; None = access log off
     format: str = "combined"               # "combined" | "json"
@@ -161,6 +179,7 @@ class Config:
     pid: Optional[str] = None              # pid file path
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)
+    http2: Http2 = field(default_factory=Http2)
     sites: list = field(default_factory=list)  # [Site]
     upstreams: dict = field(default_factory=dict)  # name -> Upstream (reverse proxy)
     trusted_proxies: list = field(default_factory=list)  # CIDR strings whose X-Forwarded-* we believe

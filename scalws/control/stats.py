@@ -55,7 +55,8 @@ HEAD_FIELDS = (["pid", "busy_ns", "idle_ns", "conns_accepted", "conns_active", "
                # reserved for the cache (issue 17): zero until it exists
                + ["cache_hits", "cache_misses", "cache_stale", "cache_bypass",
                   "cache_stores", "cache_evictions", "cache_bytes", "cache_entries"]
-               + [f"reserved_{i}" for i in range(8)])
+               + ["h2_calm"]  # HTTP/2 connections ended by a DoS budget (ADR 0016)
+               + [f"reserved_{i}" for i in range(7)])
 HIST_WORDS = N_BUCKETS + 2
 HEAD_BYTES = 8 * (len(HEAD_FIELDS) + HIST_WORDS)
 GROUP_FIELDS = ["requests", "errors", "servers_up", "servers_down"]
@@ -200,6 +201,7 @@ def _read(buf) -> dict:
            "connections_active": 0, "connections_idle": 0, "connections_accepted": 0,
            "connections_tls_active": 0, "connections_tls_accepted": 0,
            "requests_by_class": {c: 0 for c in CLASSES}, "bytes_in": 0, "bytes_out": 0,
+           "h2_calm": 0,
            "cache": {}, "request_duration": None, "routes": {}, "upstreams": {}}
     route_hists = [None] * n_routes
     groups = [[0] * len(GROUP_FIELDS) for _ in range(n_groups)]
@@ -219,7 +221,8 @@ def _read(buf) -> dict:
                            ("connections_accepted", "conns_accepted"),
                            ("connections_tls_active", "conns_tls_active"),
                            ("connections_tls_accepted", "conns_tls_accepted"),
-                           ("bytes_in", "bytes_in"), ("bytes_out", "bytes_out")):
+                           ("bytes_in", "bytes_in"), ("bytes_out", "bytes_out"),
+                           ("h2_calm", "h2_calm")):
             out[key] += head[field]
         for c in CLASSES:
             out["requests_by_class"][c] += head[f"status_{c}"]
@@ -283,7 +286,7 @@ def _sum_dicts(stats_dicts):
            "upstreams": {}, "request_duration": None, "cache": {}}
     for key in ("busy_ns", "idle_ns", "requests", "connections_active", "connections_idle",
                 "connections_accepted", "connections_tls_active",
-                "connections_tls_accepted", "bytes_in", "bytes_out"):
+                "connections_tls_accepted", "bytes_in", "bytes_out", "h2_calm"):
         out[key] = sum(s.get(key, 0) for s in stats_dicts)
     for s in stats_dicts:
         out["workers"] += s["workers"]
@@ -354,6 +357,10 @@ def render_prometheus(stats_dicts, instance_labels=None) -> str:
            lambda s: [("", {}, s["bytes_in"])])
     family("scalws_sent_bytes_total", "counter", "Bytes written to clients (before TLS).",
            lambda s: [("", {}, s["bytes_out"])])
+    family("scalws_http2_calm_total", "counter",
+           "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM: a DoS budget ran out "
+           "(rapid reset, a frame flood, a CONTINUATION flood).",
+           lambda s: [("", {}, s.get("h2_calm", 0))])
     family("scalws_loop_busy_seconds_total", "counter",
            "Worker loop time spent handling events.",
            lambda s: (("", {"worker": str(w["worker"])}, w["busy_ns"] / 1e9)

@@ -307,6 +307,18 @@ cdef extern from "scalws/engine.h" nogil:
     enum:
         SWS_LOG_OFF, SWS_LOG_COMBINED, SWS_LOG_JSON
 
+    ctypedef struct sws_h2_conf_t:
+        uint32_t max_streams
+        uint32_t stream_window
+        uint32_t conn_window
+        uint32_t max_header_list
+        uint32_t header_table
+        uint32_t max_continuations
+        uint32_t reset_burst
+        uint32_t reset_rate
+        uint32_t frame_burst
+        uint32_t frame_rate
+
     ctypedef struct sws_counters_t:
         uint64_t accepted
         uint64_t handled
@@ -337,6 +349,7 @@ cdef extern from "scalws/engine.h" nogil:
     int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid_ms,
                                  size_t mem_max)
     void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len)
+    int sws_engine_set_h2(sws_engine_t *e, const sws_h2_conf_t *conf)
     int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
     int sws_upstream_server_set_addr(sws_upstream_server_t *s, const char *host, int port,
                                      const char *unix_path)

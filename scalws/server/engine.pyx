@@ -169,6 +169,7 @@ cdef class Engine:
         self.router = sws_router_new()
         if self.router == NULL:
             raise MemoryError()
+        self._set_h2(config.http2)
         self._server = server
         line = f"Server: {server}\r\n".encode("latin-1") if server else b""
         self._keep.append(line)
@@ -189,6 +190,22 @@ cdef class Engine:
                 max([st.memory_cache_max for st in statics] + [0]))
             if rc < 0:
                 raise MemoryError()
+
+    cdef _set_h2(self, http2):
+        """HTTP/2's settings and budgets (config.http2, checked by the loader)."""
+        cdef sws_h2_conf_t h2
+        h2.max_streams = http2.max_concurrent_streams
+        h2.stream_window = http2.stream_window
+        h2.conn_window = http2.connection_window
+        h2.max_header_list = http2.max_header_list_size or 0  # 0: from the limits
+        h2.header_table = http2.header_table_size
+        h2.max_continuations = http2.max_continuations
+        h2.reset_burst = http2.reset_burst
+        h2.reset_rate = http2.reset_rate
+        h2.frame_burst = http2.frame_burst
+        h2.frame_rate = http2.frame_rate
+        if sws_engine_set_h2(self.e, &h2) < 0:
+            raise MemoryError()
 
     cdef _set_stats(self, config, stats):
         """Points the engine at its counters slot (csrc/include/scalws/stats.h):

@@ -599,6 +599,52 @@ def test_top_level_value_problems(tmp_path, line, expected):
     assert one_problem(tmp_path, line + "\n" + SITE) == expected
 
 
+def test_http2_block(tmp_path):
+    cfg = load(tmp_path, "http2: {max_concurrent_streams: 64, stream_window: 1m, "
+                         "connection_window: 4m, max_header_list_size: 32k, header_table_size: 0, "
+                         "max_continuations: 2, reset_burst: 50, reset_rate: 5, frame_burst: 200, "
+                         "frame_rate: 20}\n" + SITE)
+    h = cfg.http2
+    assert (h.max_concurrent_streams, h.stream_window, h.connection_window) == (64, 1 << 20, 4 << 20)
+    assert (h.max_header_list_size, h.header_table_size, h.max_continuations) == (32 << 10, 0, 2)
+    assert (h.reset_burst, h.reset_rate, h.frame_burst, h.frame_rate) == (50, 5, 200, 20)
+
+
+def test_http2_defaults(tmp_path):
+    h = load(tmp_path, SITE).http2
+    assert (h.max_concurrent_streams, h.stream_window, h.connection_window) == (128, 256 << 10, 1 << 20)
+    assert h.max_header_list_size is None  # from limits, in the engine
+    assert (h.header_table_size, h.max_continuations) == (4096, 8)
+    assert (h.reset_burst, h.reset_rate, h.frame_burst, h.frame_rate) == (1000, 33, 1000, 100)
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("http2: 5", "F:1:8: http2: expected a mapping, got an integer 5"),
+    ("http2: {max_streams: 5}",
+     "F:1:9: http2.max_streams: unknown key 'max_streams'; did you mean 'max_concurrent_streams'?"),
+    ("http2: {max_concurrent_streams: 0}",
+     "F:1:33: http2.max_concurrent_streams: must be between 1 and 10000, got 0"),
+    ("http2: {stream_window: 2g}",
+     "F:1:24: http2.stream_window: must be between 1k and 2147483647, got 2g"),
+    ("http2: {connection_window: 16k}",
+     "F:1:28: http2.connection_window: must be between 65535 and 2147483647, got 16k"),
+    ("http2: {max_header_list_size: 100}",
+     "F:1:31: http2.max_header_list_size: must be between 1k and 2m, got 100"),
+    ("http2: {header_table_size: 1m}",
+     "F:1:28: http2.header_table_size: must be between 0 and 64k, got 1m"),
+    ("http2: {max_continuations: 0}",
+     "F:1:28: http2.max_continuations: must be between 1 and 1000, got 0"),
+    ("http2: {reset_burst: many}",
+     "F:1:22: http2.reset_burst: expected an integer, got a string 'many'"),
+    ("http2: {reset_rate: 0}", "F:1:21: http2.reset_rate: must be between 1 and 1000000, got 0"),
+    ("http2: {frame_burst: 2000000}",
+     "F:1:22: http2.frame_burst: must be between 1 and 1000000, got 2000000"),
+    ("http2: {frame_rate: -1}", "F:1:21: http2.frame_rate: must be between 1 and 1000000, got -1"),
+])
+def test_http2_problems(tmp_path, line, expected):
+    assert one_problem(tmp_path, line + "\n" + SITE) == expected
+
+
 def test_log_folder_must_exist(tmp_path):
     assert one_problem(tmp_path, "log: {access: nowhere/access.log}\n" + SITE) == \
         f"F:1:15: log.access: the folder {tmp_path}/nowhere does not exist"

@@ -33,6 +33,7 @@
 #include "scalws/core.h"
 #include "scalws/fastcgi.h"
 #include "scalws/filecache.h"
+#include "scalws/h2.h"
 #include "scalws/net.h"
 #include "scalws/proxy.h"
 #include "scalws/respond.h"
@@ -88,6 +89,10 @@ int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid
 /* The Server header line for answers built per request ("Server: x\r\n",
  * or empty); the bytes must outlive the engine. */
 void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len);
+
+/* HTTP/2's settings and budgets (the http2: block); without it, the
+ * defaults of scalws/h2.h. 0 / -ENOMEM. */
+int sws_engine_set_h2(sws_engine_t *e, const sws_h2_conf_t *conf);
 
 /* Error log for the engine's own messages: fd (-1 = stderr), level (SWS_L_*). */
 void sws_engine_set_error_log(sws_engine_t *e, int fd, int level);

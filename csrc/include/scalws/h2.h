@@ -48,15 +48,36 @@ struct nghttp2_session;
 struct nghttp2_session_callbacks;
 struct nghttp2_option;
 
-/* Defaults (docs/configuration.md, "HTTP/2"). */
+/* Defaults (docs/configuration.md, "http2"; docs/adr/0016-h2-dos-budgets.md). */
 #define SWS_H2_MAX_STREAMS 128          /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define SWS_H2_STREAM_WINDOW (256 * 1024) /* SETTINGS_INITIAL_WINDOW_SIZE: request body per stream */
 #define SWS_H2_CONN_WINDOW (1024 * 1024) /* the connection's receive window */
+#define SWS_H2_TABLE 4096               /* SETTINGS_HEADER_TABLE_SIZE, and our encoder's table */
+#define SWS_H2_CONTINUATIONS 8          /* CONTINUATION frames after one HEADERS */
+#define SWS_H2_RESET_BURST 1000         /* RST_STREAM from the client: a bucket of 1000 ... */
+#define SWS_H2_RESET_RATE 33            /* ... refilled by 33 a second (nghttp2's own defaults) */
+#define SWS_H2_FRAME_BURST 1000         /* frames that ask nothing of a handler (budget_frame) */
+#define SWS_H2_FRAME_RATE 100
 #define SWS_H2_RST_KEEP 32              /* recently reset streams remembered */
 #define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
 #define SWS_H2_UNSENT (16 * 1024)       /* TCP_NOTSENT_LOWAT: output the kernel holds unsent (ADR 0019) */
 
 typedef struct h2s h2s_t;
+
+/* The http2: block of the configuration (every connection of the engine).
+ * Budgets are token buckets: `burst` tokens at most, `rate` more a second;
+ * a frame that finds the bucket empty ends the connection with GOAWAY
+ * ENHANCE_YOUR_CALM. */
+typedef struct {
+    uint32_t max_streams;      /* SETTINGS_MAX_CONCURRENT_STREAMS */
+    uint32_t stream_window;    /* SETTINGS_INITIAL_WINDOW_SIZE, bytes */
+    uint32_t conn_window;      /* the connection's receive window, bytes */
+    uint32_t max_header_list;  /* SETTINGS_MAX_HEADER_LIST_SIZE, bytes; over it: 431; 0: from limits */
+    uint32_t header_table;     /* SETTINGS_HEADER_TABLE_SIZE, and the most our encoder uses, bytes */
+    uint32_t max_continuations;
+    uint32_t reset_burst, reset_rate;  /* RST_STREAM received (CVE-2023-44487) */
+    uint32_t frame_burst, frame_rate;  /* SETTINGS, PING, WINDOW_UPDATE, PRIORITY, empty DATA, ... */
+} sws_h2_conf_t;
 
 typedef struct {
     sws_conn_t c;              /* first: net's part */
@@ -70,12 +91,17 @@ typedef struct {
     int32_t max_sid;           /* the highest stream a HEADERS frame named */
     int32_t rst[SWS_H2_RST_KEEP]; /* streams we reset lately: their trailers may still come */
     uint32_t n_rst;
+    uint32_t rst_tokens;       /* the budgets' buckets, in thousandths of a frame */
+    uint32_t frame_tokens;
+    uint32_t budget_at;        /* monotonic ms the buckets were last filled (mod 2^32) */
     unsigned busy : 1,         /* inside nghttp2 (mem_recv or mem_send): no re-entry */
         send_due : 1,          /* a send was asked for while busy */
         room_blocked : 1,      /* send_data waited for room in the batch */
         dead : 1,              /* to close at the next event (an error while a handler ran) */
         goaway : 2,            /* 1: the stop's first GOAWAY and PING went, 2: the final GOAWAY */
-        closing : 1;           /* conn_close runs */
+        closing : 1,           /* conn_close runs */
+        hdr_open : 1,          /* a header block began and has not ended: its time is not renewed */
+        data_out : 1;          /* DATA went out since the send timer was set */
 } h2conn_t;
 
 /* HTTP/2's part of the engine (e->h2). */
@@ -83,6 +109,7 @@ typedef struct {
     char *path;                /* the normalized path of the current request */
     struct nghttp2_session_callbacks *cbs;
     struct nghttp2_option *opt;
+    sws_h2_conf_t conf;        /* max_header_list resolved */
     void *nva;                 /* commit's nghttp2_nv array (nghttp2 copies it) */
     size_t nva_cap;
 } sws_h2_t;
@@ -91,6 +118,9 @@ extern const sws_proto_t sws_h2_proto;
 
 SWS_INTERNAL int sws_h2_init(sws_engine_t *e);
 SWS_INTERNAL void sws_h2_free(sws_engine_t *e);
+/* The http2: block, for connections opened from now on (validated by the
+ * loader; 0 / -ENOMEM). */
+SWS_INTERNAL int sws_h2_configure(sws_engine_t *e, const sws_h2_conf_t *conf);
 /* The graceful stop's part: every HTTP/2 connection gets GOAWAY (first
  * "no new streams" and a PING, then, once the PING is answered, the last
  * stream it took); streams in flight finish, then it closes. */

@@ -55,7 +55,8 @@ typedef struct {
     uint64_t cache[8];         /* unused: the cache's counters are per zone,
                                 * in each zone (scalws/cachestore.h), read
                                 * by the status process from its mapping */
-    uint64_t reserved[8];
+    uint64_t h2_calm;          /* HTTP/2 connections ended with ENHANCE_YOUR_CALM (ADR 0016) */
+    uint64_t reserved[7];
     sws_hist_t duration;       /* every request answered */
 } sws_stats_head_t;
 
