@@ -118,18 +118,18 @@ static void h2_wake(sws_engine_t *e, h2conn_t *hc)
     sws_ready_add(e, &hc->c.ev, &hc->c.evmask);
 }
 
-/* The connection cannot go on: closed now, or at the next event when a
- * handler is on the stack (closing runs every stream's gone hook). */
+/* The connection cannot go on: marked dead and closed from its next event
+ * (h2_event, through the ready list; h2_settle and h2_expire close a dead
+ * one at once when they are that event). Never closed here: closing runs
+ * every stream's gone hook, and a handler may be on the stack even outside
+ * in_op -- a proxy's data, file or hold op called from its upstream's
+ * event, whose gone hook would free the exchange under it. */
 static void h2_fail(sws_engine_t *e, h2conn_t *hc)
 {
     if (hc->c.fd < 0)
         return;
-    if (hc->in_op || hc->busy) {
-        hc->dead = 1;
-        h2_wake(e, hc);
-        return;
-    }
-    conn_close(e, &hc->c);
+    hc->dead = 1;
+    h2_wake(e, hc);
 }
 
 static void q_release(sws_hold_t *h)
@@ -240,8 +240,10 @@ static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log)
     s->live = 0;
     s->gone_due = 0;
     hc->n_live--;
-    if (s->refs_out && c->fd >= 0 && !hc->closing) {
-        /* The handler frees what our pending output may still reference. */
+    if (s->refs_out && c->fd >= 0 && !hc->closing && !hc->dead) {
+        /* The handler frees what our pending output may still reference.
+         * A dead connection never writes or owns its pending output again
+         * (h2_event closes it first), so it may reference freed bytes. */
         if (e->net.niov && out_flush(e, c) < 0)
             hc->dead = 1;
         if (c->pend && conn_pend_own(c) < 0)
@@ -388,7 +390,7 @@ static void marker(sws_engine_t *e, h2s_t *s, int kind, sws_file_t *f, char *hea
 {
     qitem_t *q = q_push(s, kind, 0);
     if (!q) {
-        /* Nothing references it once the connection is gone. */
+        /* Nothing reads it once the connection is dead (stream_gone_log). */
         h2_fail(e, s->hc);
         if (f)
             sws_filecache_release(e->net.fc, f);
@@ -1115,9 +1117,16 @@ static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
             s->fin_given = 1; /* done came with the start */
         return 0;
     }
-    s->live = 0;
+    /* A start that fails has neither finished nor closed r (the handlers'
+     * in_start rule) and the connection cannot close under it (we are in
+     * nghttp2_session_mem_recv: h2_fail only marks), so s is still live;
+     * the test keeps one decrement should a handler close r before it
+     * returns its error (h2_close already counted it). */
+    if (s->live) {
+        s->live = 0;
+        hc->n_live--;
+    }
     s->hooks = NULL;
-    hc->n_live--;
     req->rid = NULL; /* the log makes its own */
     req->rid_len = 0;
     return status;
