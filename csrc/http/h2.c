@@ -818,14 +818,34 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
 static int on_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, void *user)
 {
     h2conn_t *hc = user;
+    if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0) {
+        /* RFC 9113 §6.3: a connection error PROTOCOL_ERROR. nghttp2 skips
+         * PRIORITY frames unread once RFC 7540 priorities are off. */
+        hc->goaway = 2;
+        nghttp2_session_terminate_session(sess, NGHTTP2_PROTOCOL_ERROR);
+        return 0;
+    }
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
         return 0;
     if (hd->stream_id > hc->max_sid) {
+        if (hd->stream_id - hc->max_sid > 2) { /* ids the client skipped */
+            hc->skip_lo = hc->max_sid + 1;
+            hc->skip_hi = hd->stream_id - 1;
+        }
         hc->max_sid = hd->stream_id;
         return 0;
     }
     if (nghttp2_session_find_stream(sess, hd->stream_id))
         return 0;
+    if (hd->stream_id >= hc->skip_lo && hd->stream_id <= hc->skip_hi) {
+        /* A stream that was never opened: a new stream below the highest
+         * one, PROTOCOL_ERROR (RFC 9113 §5.1.1), not STREAM_CLOSED. Only
+         * the latest skipped range is known; an id of an older one gets
+         * STREAM_CLOSED, a connection error all the same. */
+        hc->goaway = 2;
+        nghttp2_session_terminate_session(sess, NGHTTP2_PROTOCOL_ERROR);
+        return 0;
+    }
     uint32_t n = hc->n_rst < SWS_H2_RST_KEEP ? hc->n_rst : SWS_H2_RST_KEEP;
     for (uint32_t i = 0; i < n; i++)
         if (hc->rst[i] == hd->stream_id)
