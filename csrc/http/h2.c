@@ -1231,9 +1231,13 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     r.method_id = method;
     info.method = method;
     s->head_only = method == SWS_M_HEAD;
+    int host_differs = 0;
     if (s->pa.nl && s->pa.vl) {
         r.host = q + s->pa.v;
         r.host_len = s->pa.vl;
+        const sws_header_t *hh = find_header(&r, "host", 4);
+        host_differs = hh && (hh->value_len != r.host_len ||
+                              strncasecmp(hh->value, r.host, r.host_len) != 0);
     } else {
         const sws_header_t *hh = find_header(&r, "host", 4);
         if (hh) {
@@ -1269,8 +1273,12 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         status = 414;
     } else if (r.target[0] != '/' && !(r.target_len == 1 && r.target[0] == '*' && method == SWS_M_OPTIONS)) {
         status = 400;
-    } else if (!r.host_len) {
-        status = 400; /* RFC 9113 §8.3.1 */
+    } else if (!r.host_len || host_differs || memchr(r.host, '@', r.host_len)) {
+        /* RFC 9113 §8.3.1: an authority, without userinfo (nghttp2 lets '@'
+         * through: it checks authority characters), and a Host that names
+         * the same one; a malformed request may be answered (§8.1.1). The
+         * proxy sends this authority upstream as Host. */
+        status = 400;
     } else if (info.has_content_length && info.content_length > e->core.lim.max_body_bytes) {
         status = 413;
     }

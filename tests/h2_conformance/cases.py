@@ -1011,6 +1011,38 @@ def _(connect):
     malformed(connect, R(path="*"), raw=True)
 
 
+@case("8.3.1", "neither :authority nor host: PROTOCOL_ERROR")
+def _(connect):
+    malformed(connect, R()[:3], raw=True)
+
+
+@case("8.3.1", ":authority with userinfo: 400")
+def _(connect):
+    # "MUST NOT include the deprecated userinfo subcomponent"; nghttp2 lets
+    # '@' through, ScalWS answers 400 (§8.1.1: a server MAY answer a
+    # malformed request before closing the stream) as HTTP/1.1 does for
+    # such a Host, rather than send it upstream as Host.
+    c = connect()
+    c.headers(1, block=hp_literals(R(authority="user@localhost")))
+    status = c.status(1)
+    if status != 400:
+        raise Failed(f"answered {status}")
+    ok(c, 3)
+
+
+@case("8.3.1", "a host field naming another authority than :authority: 400")
+def _(connect):
+    # "SHOULD treat a request as malformed": answered 400 (§8.1.1).
+    c = connect()
+    c.headers(1, block=hp_literals(R(extra=[("host", "elsewhere.example")])))
+    status = c.status(1)
+    if status != 400:
+        raise Failed(f"answered {status}")
+    c.headers(3, block=hp_literals(R(extra=[("host", "LocalHost")])))  # the same, any case
+    if c.status(3) != 200:
+        raise Failed("the same authority in host was refused")
+
+
 @case("8.3.1", "OPTIONS * is served")
 def _(connect):
     c = connect()
