@@ -126,8 +126,8 @@ static void h2_wake(sws_engine_t *e, h2conn_t *hc)
  * event, whose gone hook would free the exchange under it. */
 static void h2_fail(sws_engine_t *e, h2conn_t *hc)
 {
-    if (hc->c.fd < 0)
-        return;
+    if (hc->c.fd < 0 || hc->closing)
+        return; /* closing: never back on the ready list */
     hc->dead = 1;
     h2_wake(e, hc);
 }
