@@ -124,18 +124,18 @@ static void h2_wake(sws_engine_t *e, h2conn_t *hc)
     sws_ready_add(e, &hc->c.ev, &hc->c.evmask);
 }
 
-/* The connection cannot go on: closed now, or at the next event when a
- * handler is on the stack (closing runs every stream's gone hook). */
+/* The connection cannot go on: marked dead and closed from its next event
+ * (h2_event, through the ready list; h2_settle and h2_expire close a dead
+ * one at once when they are that event). Never closed here: closing runs
+ * every stream's gone hook, and a handler may be on the stack even outside
+ * in_op -- a proxy's data, file or hold op called from its upstream's
+ * event, whose gone hook would free the exchange under it. */
 static void h2_fail(sws_engine_t *e, h2conn_t *hc)
 {
-    if (hc->c.fd < 0)
-        return;
-    if (hc->in_op || hc->busy) {
-        hc->dead = 1;
-        h2_wake(e, hc);
-        return;
-    }
-    conn_close(e, &hc->c);
+    if (hc->c.fd < 0 || hc->closing)
+        return; /* closing: never back on the ready list */
+    hc->dead = 1;
+    h2_wake(e, hc);
 }
 
 static void q_release(sws_hold_t *h)
@@ -246,8 +246,10 @@ static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log)
     s->live = 0;
     s->gone_due = 0;
     hc->n_live--;
-    if (s->refs_out && c->fd >= 0 && !hc->closing) {
-        /* The handler frees what our pending output may still reference. */
+    if (s->refs_out && c->fd >= 0 && !hc->closing && !hc->dead) {
+        /* The handler frees what our pending output may still reference.
+         * A dead connection never writes or owns its pending output again
+         * (h2_event closes it first), so it may reference freed bytes. */
         if (e->net.niov && out_flush(e, c) < 0)
             hc->dead = 1;
         if (c->pend && conn_pend_own(c) < 0)
@@ -433,7 +435,7 @@ static void marker(sws_engine_t *e, h2s_t *s, int kind, sws_file_t *f, char *hea
 {
     qitem_t *q = q_push(s, kind, 0);
     if (!q) {
-        /* Nothing references it once the connection is gone. */
+        /* Nothing reads it once the connection is dead (stream_gone_log). */
         h2_fail(e, s->hc);
         if (f)
             sws_filecache_release(e->net.fc, f);
@@ -992,17 +994,37 @@ static int on_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, voi
     h2conn_t *hc = user;
     if (hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION)
         hc->hdr_open = 0;
+    if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0) {
+        /* RFC 9113 §6.3: a connection error PROTOCOL_ERROR. nghttp2 skips
+         * PRIORITY frames unread once RFC 7540 priorities are off. */
+        hc->goaway = 2;
+        nghttp2_session_terminate_session(sess, NGHTTP2_PROTOCOL_ERROR);
+        return 0;
+    }
     if (budget_frame(hc, hd) < 0)
         return 0;
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
         return 0;
     hc->hdr_open = 1; /* until on_frame_recv sees the block's end */
     if (hd->stream_id > hc->max_sid) {
+        if (hd->stream_id - hc->max_sid > 2) { /* ids the client skipped */
+            hc->skip_lo = hc->max_sid + 1;
+            hc->skip_hi = hd->stream_id - 1;
+        }
         hc->max_sid = hd->stream_id;
         return 0;
     }
     if (nghttp2_session_find_stream(sess, hd->stream_id))
         return 0;
+    if (hd->stream_id >= hc->skip_lo && hd->stream_id <= hc->skip_hi) {
+        /* A stream that was never opened: a new stream below the highest
+         * one, PROTOCOL_ERROR (RFC 9113 §5.1.1), not STREAM_CLOSED. Only
+         * the latest skipped range is known; an id of an older one gets
+         * STREAM_CLOSED, a connection error all the same. */
+        hc->goaway = 2;
+        nghttp2_session_terminate_session(sess, NGHTTP2_PROTOCOL_ERROR);
+        return 0;
+    }
     uint32_t n = hc->n_rst < SWS_H2_RST_KEEP ? hc->n_rst : SWS_H2_RST_KEEP;
     for (uint32_t i = 0; i < n; i++)
         if (hc->rst[i] == hd->stream_id)
@@ -1310,9 +1332,16 @@ static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
             s->fin_given = 1; /* done came with the start */
         return 0;
     }
-    s->live = 0;
+    /* A start that fails has neither finished nor closed r (the handlers'
+     * in_start rule) and the connection cannot close under it (we are in
+     * nghttp2_session_mem_recv: h2_fail only marks), so s is still live;
+     * the test keeps one decrement should a handler close r before it
+     * returns its error (h2_close already counted it). */
+    if (s->live) {
+        s->live = 0;
+        hc->n_live--;
+    }
     s->hooks = NULL;
-    hc->n_live--;
     req->rid = NULL; /* the log makes its own */
     req->rid_len = 0;
     return status;
@@ -1397,9 +1426,13 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     r.method_id = method;
     info.method = method;
     s->head_only = method == SWS_M_HEAD;
+    int host_differs = 0;
     if (s->pa.nl && s->pa.vl) {
         r.host = q + s->pa.v;
         r.host_len = s->pa.vl;
+        const sws_header_t *hh = find_header(&r, "host", 4);
+        host_differs = hh && (hh->value_len != r.host_len ||
+                              strncasecmp(hh->value, r.host, r.host_len) != 0);
     } else {
         const sws_header_t *hh = find_header(&r, "host", 4);
         if (hh) {
@@ -1435,8 +1468,12 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         status = 414;
     } else if (r.target[0] != '/' && !(r.target_len == 1 && r.target[0] == '*' && method == SWS_M_OPTIONS)) {
         status = 400;
-    } else if (!r.host_len) {
-        status = 400; /* RFC 9113 §8.3.1 */
+    } else if (!r.host_len || host_differs || memchr(r.host, '@', r.host_len)) {
+        /* RFC 9113 §8.3.1: an authority, without userinfo (nghttp2 lets '@'
+         * through: it checks authority characters), and a Host that names
+         * the same one; a malformed request may be answered (§8.1.1). The
+         * proxy sends this authority upstream as Host. */
+        status = 400;
     } else if (info.has_content_length && info.content_length > e->core.lim.max_body_bytes) {
         status = 413;
     }

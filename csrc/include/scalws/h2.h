@@ -89,6 +89,7 @@ typedef struct {
     uint32_t n_live;           /* streams whose handler answers later and has not finished */
     uint32_t in_op;            /* a handler's flush, finish or close is on the stack */
     int32_t max_sid;           /* the highest stream a HEADERS frame named */
+    int32_t skip_lo, skip_hi;  /* the latest ids below it the client skipped (never opened) */
     int32_t rst[SWS_H2_RST_KEEP]; /* streams we reset lately: their trailers may still come */
     uint32_t n_rst;
     uint32_t rst_tokens;       /* the budgets' buckets, in thousandths of a frame */
