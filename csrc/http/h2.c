@@ -100,6 +100,7 @@ struct h2s {
         refs_out : 1,          /* referenced bytes were framed (may sit in pending output) */
         cl_known : 1,          /* the request had a content-length */
         dispatched : 1,
+        ws : 1,                /* an extended CONNECT for WebSocket went to the proxy */
         tunnel : 1;            /* RFC 8441: the 101 became 200, DATA carries the tunnel */
 };
 
@@ -283,6 +284,8 @@ static void h2_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reas
     h2s_t *s = H2S(r);
     /* A head starts a response: nothing of one described and discarded
      * before it carries over. HTTP/2 has no reason phrase. */
+    if (s->ws && status >= 200 && status < 300)
+        status = 502; /* not a 101: a 2xx would tell the client its WebSocket is open */
     s->status = (uint16_t)status;
     s->hb_len = 0;
     s->head_ready = 0;
@@ -957,7 +960,7 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
         return 0;
     }
     s->body_total += len;
-    if (s->body_total > e->core.lim.max_body_bytes) {
+    if (s->body_total > e->core.lim.max_body_bytes && !s->ws) { /* a tunnel is no body */
         /* RFC 9110 §15.5.14, as nginx's client_max_body_size: the handler
          * lets go; 413 when no answer began, else the stream is reset. */
         nghttp2_session_consume(sess, id, len + s->bin_len);
@@ -1378,6 +1381,7 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         resp = &e->rsp.err[SWS_ERR_501];
     } else if (ws) {
         ws_request(e, &r, &info, hdrs, ws_key);
+        s->ws = 1;
     }
     int answered_static = 0;
     if (st) {

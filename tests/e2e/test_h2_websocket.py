@@ -30,7 +30,7 @@ MIB = 1 << 20
 SITE = """
 workers: 1
 log: {{level: info, access: {tmp}/access.log, format: json}}
-limits: {{header_timeout: 5s, max_body_bytes: 64m}}
+limits: {{header_timeout: 5s, max_body_bytes: 4m}}
 sites:
   - listen: ["127.0.0.1:{port} h2c"]
     routes:
@@ -286,6 +286,10 @@ def test_echo_subprotocol_and_the_upstream_handshake(site):
     big = os.urandom(MIB)
     c.ws_send(sid, BINARY, big)
     assert c.ws_recv(sid) == (BINARY, big)
+    # More than max_body_bytes (4m) in all: a tunnel is not a request body.
+    for i in range(5):
+        c.ws_send(sid, BINARY, big)
+        assert c.ws_recv(sid) == (BINARY, big)
     for i in range(20):
         c.ws_send(sid, TEXT, f"message {i}".encode())
     assert [c.ws_recv(sid) for _ in range(20)] == [(TEXT, f"message {i}".encode()) for i in range(20)]
@@ -299,7 +303,7 @@ def test_echo_subprotocol_and_the_upstream_handshake(site):
     assert srv.stop() == 0  # the access log's buffer written out
     line = next(line for line in access_lines(srv) if line["uri"] == "/up/ws?x=1")
     assert (line["method"], line["status"], line["protocol"]) == ("CONNECT", 200, "HTTP/2.0"), line
-    assert line["body_bytes_sent"] > MIB, line
+    assert line["body_bytes_sent"] > 6 * MIB, line
 
 
 def test_two_websockets_and_a_get_on_one_connection(site):
@@ -331,6 +335,10 @@ def test_upstream_refusal_reaches_the_client(site):
     c.pump(lambda: c.streams[sid].ended)
     s = c.streams[sid]
     assert s.headers[":status"] == "403" and bytes(s.data) == b"refused 403\n", (s.headers, s.data)
+    # A 2xx that is not a 101 would read as an open WebSocket: 502.
+    ok = c.websocket("/up/ws?refuse=200")
+    c.pump(lambda: c.streams[ok].ended)
+    assert c.streams[ok].headers[":status"] == "502", c.streams[ok].headers
     # the connection serves on
     g = c.get("/")
     c.pump(lambda: c.streams[g].ended)
@@ -458,7 +466,7 @@ def test_expect_continue_to_a_proxy_route(site):
 def test_expect_continue_refused_gets_a_final_answer_without_100(site):
     srv, _ = site
     c = H2Client(srv.port)
-    too_big = _post(c, "/up/upload", 1 << 30)  # over max_body_bytes (64m)
+    too_big = _post(c, "/up/upload", 5 * MIB)  # over max_body_bytes (4m)
     respond = _post(c, "/", 1000)              # answered without reading the body
     c.pump(lambda: c.streams[too_big].ended and c.streams[respond].ended)
     for sid, status in ((too_big, "413"), (respond, "200")):
