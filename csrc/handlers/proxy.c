@@ -228,8 +228,10 @@ static int px_body(sws_engine_t *e, void *ctx, char *p, size_t n, int done)
         if (n && (x->req_chunked ? w_chunk(x, p, n) : w_put(x, p, n)) < 0)
             return -1;
         if (done) {
+            /* An end after the whole request (HTTP/2's END_STREAM on a
+             * WebSocket before the 101): the tunnel starts half-closed. */
+            x->cl_eof = x->upgrade && x->req_done;
             x->req_done = 1;
-            x->cl_eof = x->upgrade; /* before the 101: the tunnel starts half-closed */
             if (x->req_chunked && w_put(x, "0\r\n\r\n", 5) < 0)
                 return -1;
         }

@@ -1126,10 +1126,14 @@ static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
     s->log.info = NULL;
     s->live = 1;
     hc->n_live++;
-    int status = h->cache ? sws_cache_fetch(e, &s->resp, req, h, NULL, 0, s->req_done)
+    /* A WebSocket's upgrade request is whole (HTTP/1's has no body): the
+     * upstream's timeouts run, and a failed connect may be retried; what
+     * the stream carries is the tunnel's, its END_STREAM a later done. */
+    int done = s->req_done || s->ws;
+    int status = h->cache ? sws_cache_fetch(e, &s->resp, req, h, NULL, 0, done)
                  : h->kind == SWS_H_FASTCGI
-                     ? sws_fastcgi_start(e, &s->resp, req, h->data, NULL, 0, s->req_done)
-                     : sws_proxy_start(e, &s->resp, req, h->data, NULL, 0, s->req_done);
+                     ? sws_fastcgi_start(e, &s->resp, req, h->data, NULL, 0, done)
+                     : sws_proxy_start(e, &s->resp, req, h->data, NULL, 0, done);
     if (status == 0) {
         if (s->req_done)
             s->fin_given = 1; /* done came with the start */
@@ -1524,7 +1528,7 @@ again:
 static int waits_on_handlers(const h2conn_t *hc)
 {
     for (const h2s_t *s = hc->streams; s; s = s->next)
-        if (s->live && (s->req_done || s->tunnel) && !s->q_bytes)
+        if (s->live && (s->req_done || s->ws) && !s->q_bytes)
             return 1;
     return 0;
 }

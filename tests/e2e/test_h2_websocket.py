@@ -38,6 +38,8 @@ sites:
         static: {{root: {tmp}/www}}
       - path: /up/
         proxy: {{url: "{upstream}", strip_prefix: /up}}
+      - path: /slow/
+        proxy: {{url: "{upstream}", strip_prefix: /slow, read_timeout: 1s}}
       - path: /
         respond: {{body: "hello over h2\\n"}}
 """
@@ -343,6 +345,23 @@ def test_upstream_refusal_reaches_the_client(site):
     g = c.get("/")
     c.pump(lambda: c.streams[g].ended)
     assert bytes(c.streams[g].data) == b"hello over h2\n"
+    c.close()
+
+
+def test_an_upstream_that_never_answers_the_upgrade_times_out(site):
+    """The upstream's read_timeout (1s) runs while the 101 is awaited: a
+    504, long before the client's own header_timeout (5s) would end the
+    connection."""
+    srv, up = site
+    c = H2Client(srv.port)
+    t0 = time.monotonic()
+    sid = c.websocket("/slow/hold/never?timeout=30")
+    took = time.monotonic() - t0
+    assert c.streams[sid].headers[":status"] == "504" and took < 4, (c.streams[sid].headers, took)
+    g = c.get("/")  # the connection serves on
+    c.pump(lambda: c.streams[g].ended)
+    assert bytes(c.streams[g].data) == b"hello over h2\n"
+    up.release("never")
     c.close()
 
 
