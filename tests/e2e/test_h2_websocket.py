@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import socket
+import ssl
 import struct
 import subprocess
 import time
@@ -23,6 +24,7 @@ import h2.settings
 import pytest
 
 from tests.e2e.test_h2 import _rss_kib, access_lines
+from tests.tlspki import PKI
 
 HOST = "127.0.0.1"
 MIB = 1 << 20
@@ -135,8 +137,11 @@ class Stream:
 
 
 class H2Client:
-    def __init__(self, port, ack_data=True):
+    def __init__(self, port, ack_data=True, tls=None):
         self.sock = socket.create_connection((HOST, port), timeout=10)
+        if tls:  # HTTP/2 chosen by ALPN
+            self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
+            assert self.sock.selected_alpn_protocol() == "h2"
         cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         self.conn = h2.connection.H2Connection(cfg)
         self.conn.initiate_connection()
@@ -306,6 +311,41 @@ def test_echo_subprotocol_and_the_upstream_handshake(site):
     line = next(line for line in access_lines(srv) if line["uri"] == "/up/ws?x=1")
     assert (line["method"], line["status"], line["protocol"]) == ("CONNECT", 200, "HTTP/2.0"), line
     assert line["body_bytes_sent"] > 6 * MIB, line
+
+
+def test_websocket_over_tls(server, upstream_app, tmp_path):
+    """The same tunnel over TLS (ALPN h2): the transport's records carry
+    the stream's DATA both ways."""
+    (tmp_path / "pki").mkdir()
+    pki = PKI(tmp_path / "pki")
+    ca = pki.root()
+    leaf = pki.leaf(ca, ["localhost"], key="ec", name="ec")
+    up = upstream_app()
+    srv = server("""
+        workers: 1
+        sites:
+          - listen: ["127.0.0.1:{port} tls"]
+            server_names: [localhost]
+            tls: {{cert: {cert}, key: {key}}}
+            routes:
+              - path: /
+                proxy: {{url: "{upstream}"}}
+    """, cert=leaf.cert_path, key=leaf.key_path, upstream=up.url)
+    ctx = ssl.create_default_context(cafile=ca.cert_path)
+    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    c = H2Client(srv.port, tls=ctx)
+    sid = c.websocket("/ws")
+    assert c.streams[sid].headers[":status"] == "200"
+    big = os.urandom(MIB + 3)
+    c.ws_send(sid, BINARY, big)
+    c.ws_send(sid, TEXT, b"after the big one")
+    assert c.ws_recv(sid) == (BINARY, big)
+    assert c.ws_recv(sid) == (TEXT, b"after the big one")
+    c.ws_send(sid, CLOSE, struct.pack(">H", 1000))
+    assert c.ws_recv(sid)[0] == CLOSE
+    c.pump(lambda: c.streams[sid].ended or c.streams[sid].reset is not None)
+    assert c.streams[sid].ended and c.streams[sid].reset is None
+    c.close()
 
 
 def test_two_websockets_and_a_get_on_one_connection(site):
