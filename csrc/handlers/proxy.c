@@ -219,6 +219,7 @@ static int px_body(sws_engine_t *e, void *ctx, char *p, size_t n, int done)
     if (x->rs == RS_TUNNEL) {
         if (w_put(x, p, n) < 0)
             return -1;
+        x->cl_eof |= done; /* up_write passes it on once w is written */
         if (x->in_relay)
             return 0; /* up_read sends it */
         if (x->uc)
@@ -227,6 +228,9 @@ static int px_body(sws_engine_t *e, void *ctx, char *p, size_t n, int done)
         if (n && (x->req_chunked ? w_chunk(x, p, n) : w_put(x, p, n)) < 0)
             return -1;
         if (done) {
+            /* An end after the whole request (HTTP/2's END_STREAM on a
+             * WebSocket before the 101): the tunnel starts half-closed. */
+            x->cl_eof = x->upgrade && x->req_done;
             x->req_done = 1;
             if (x->req_chunked && w_put(x, "0\r\n\r\n", 5) < 0)
                 return -1;
@@ -416,8 +420,18 @@ static int up_write(sws_engine_t *e, px_t *x)
         x->woff += (size_t)n;
         uc->dkind = D_NONE; /* progress: px_sync starts the timeout again */
     }
-    if (x->woff == x->wlen)
+    if (x->woff == x->wlen) {
         x->woff = x->wlen = 0;
+        if (x->rs == RS_TUNNEL && x->cl_eof && !x->wr_shut) {
+            /* The client's half-close (HTTP/2's END_STREAM on an extended
+             * CONNECT) is the upstream's: it reads its end and can still
+             * answer. Over TLS the connection stays as it is (a
+             * close_notify would end both directions). */
+            x->wr_shut = 1;
+            if (!uc->ssl)
+                shutdown(uc->fd, SHUT_WR);
+        }
+    }
     return 0;
 }
 
@@ -563,17 +577,32 @@ static int to_client(sws_engine_t *e, px_t *x)
     return x->r->ops->flush(e, x->r);
 }
 
+/* A tunnel whose upstream closed, and the client has all it sent. */
+static void tunnel_end(sws_engine_t *e, px_t *x)
+{
+    resp_done(e, x->r);
+    if (to_client(e, x) < 0)
+        return;
+    px_finish(e, x, SWS_FIN_OK);
+}
+
 /* The upstream's end of a close-delimited body or tunnel, or a failure. */
 static void up_eof(sws_engine_t *e, px_t *x, int err)
 {
     if (x->rs == RS_TUNNEL) {
+        /* The upstream's close ends the client's side once it has what
+         * came before: cleanly (HTTP/2: END_STREAM) when it was an end,
+         * as a reset when it was a failure. */
         x->up_eof = 1;
+        x->junk = 1;
         if (x->uc) {
             uc_close(e, x->uc);
             x->uc = NULL;
         }
-        if (!x->r->ops->backed_up(x->r))
+        if (err)
             x->r->ops->close(e, x->r);
+        else if (!x->r->ops->backed_up(x->r))
+            tunnel_end(e, x);
         return;
     }
     if (x->rs == RS_BODY && x->ri.close_delimited && !err) {
@@ -682,7 +711,7 @@ static void up_read(sws_engine_t *e, px_t *x)
         px_finish(e, x, SWS_FIN_OK);
         return;
     }
-    if (x->rs == RS_TUNNEL && x->wlen > x->woff && up_write(e, x))
+    if (x->rs == RS_TUNNEL && up_write(e, x)) /* the client's bytes so far, or its end */
         return;
     px_sync(e, x);
 }
@@ -740,7 +769,7 @@ static void px_drained(sws_engine_t *e, void *ctx)
     if (x->rs != RS_HEAD)
         x->rlen = 0; /* the client has all of rbuf (a head still arriving stays) */
     if (x->up_eof) {
-        x->r->ops->close(e, x->r);
+        tunnel_end(e, x);
         return;
     }
     px_sync(e, x);

@@ -32,7 +32,9 @@ typedef struct px {
         junk : 1,                 /* bytes after the response: do not reuse */
         up_eof : 1,               /* tunnel: the upstream closed */
         in_start : 1,             /* sws_proxy_start is on the stack: errors are returned, not sent */
-        in_relay : 1;             /* up_read is putting a head through: body bytes only queue */
+        in_relay : 1,             /* up_read is putting a head through: body bytes only queue */
+        cl_eof : 1,               /* tunnel: the client ended its side (HTTP/2 END_STREAM) */
+        wr_shut : 1;              /* tunnel: the upstream was told (shutdown SHUT_WR) */
     int early_status;             /* the error sws_proxy_start returns */
     uint32_t attempts;
     uint64_t t_sent;              /* CLOCK_MONOTONIC ns when the attempt began */

@@ -58,6 +58,7 @@ struct h2s {
     hoff_t *hdr;
     size_t nh, hcap;
     hoff_t pm, pp, pa;         /* :method, :path, :authority (n = 0: absent) */
+    hoff_t pr;                 /* :protocol (RFC 8441's extended CONNECT) */
     uint32_t hsize;            /* RFC 9113 §6.5.2's size of the list so far */
     uint64_t body_total;
     uint64_t cl_left;          /* content-length bytes still to come (cl_known) */
@@ -104,7 +105,9 @@ struct h2s {
         drain_due : 1,         /* the handler saw backed_up and waits for drained */
         refs_out : 1,          /* referenced bytes were framed (may sit in pending output) */
         cl_known : 1,          /* the request had a content-length */
-        dispatched : 1;
+        dispatched : 1,
+        ws : 1,                /* an extended CONNECT for WebSocket went to the proxy */
+        tunnel : 1;            /* RFC 8441: the 101 became 200, DATA carries the tunnel */
 };
 
 #define H2S(r) ((h2s_t *)((char *)(r) - offsetof(h2s_t, resp)))
@@ -304,6 +307,8 @@ static void h2_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reas
     h2s_t *s = H2S(r);
     /* A head starts a response: nothing of one described and discarded
      * before it carries over. HTTP/2 has no reason phrase. */
+    if (s->ws && status >= 200 && status < 300)
+        status = 502; /* not a 101: a 2xx would tell the client its WebSocket is open */
     s->status = (uint16_t)status;
     hb_lost(s);
     s->head_ready = 0;
@@ -376,7 +381,13 @@ static void h2_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len
         break;
     case SWS_BODY_STREAM:
         break;
-    case SWS_BODY_TUNNEL: /* RFC 8441's extended CONNECT is not offered: never asked for */
+    case SWS_BODY_TUNNEL:
+        /* The upstream's 101 to an extended CONNECT (RFC 8441 §5): a 2xx
+         * opens the tunnel, and the stream's DATA frames carry it. */
+        s->status = 200;
+        s->no_body = 0;
+        s->tunnel = 1;
+        break;
     default:
         s->no_body = 1;
         break;
@@ -591,6 +602,13 @@ static int commit(sws_engine_t *e, h2s_t *s)
     nv_set(&nva[n++], "date", 4, s->date, SWS_HTTP_DATE_LEN);
     size_t fields = n;
     n = parse_lines(s->hb, s->hb_len, nva, n, max);
+    if (s->tunnel) { /* RFC 8441 §5: the handshake's proof is HTTP/1's, not ours to pass on */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!(nva[i].namelen == 20 && memcmp(nva[i].name, "sec-websocket-accept", 20) == 0))
+                nva[k++] = nva[i];
+        n = k;
+    }
     for (size_t k = fields; k < n; k++) { /* the response's own priority (RFC 9218 §8) */
         int u = 0, i = 0, got;
         if (nva[k].namelen != 8 || memcmp(nva[k].name, "priority", 8) != 0 ||
@@ -1103,6 +1121,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
             s->pp = h;
         else if (namelen == 10 && memcmp(name, ":authority", 10) == 0)
             s->pa = h;
+        else if (namelen == 9 && memcmp(name, ":protocol", 9) == 0)
+            s->pr = h;
         return 0;
     }
     if (namelen == 8 && memcmp(name, "priority", 8) == 0)
@@ -1143,7 +1163,7 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
         return 0;
     }
     s->body_total += len;
-    if (s->body_total > e->core.lim.max_body_bytes) {
+    if (s->body_total > e->core.lim.max_body_bytes && !s->ws) { /* a tunnel is no body */
         /* RFC 9110 §15.5.14, as nginx's client_max_body_size: the handler
          * lets go; 413 when no answer began, else the stream is reset. */
         nghttp2_session_consume(sess, id, len + s->bin_len);
@@ -1323,10 +1343,14 @@ static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
     s->log.info = NULL;
     s->live = 1;
     hc->n_live++;
-    int status = h->cache ? sws_cache_fetch(e, &s->resp, req, h, NULL, 0, s->req_done)
+    /* A WebSocket's upgrade request is whole (HTTP/1's has no body): the
+     * upstream's timeouts run, and a failed connect may be retried; what
+     * the stream carries is the tunnel's, its END_STREAM a later done. */
+    int done = s->req_done || s->ws;
+    int status = h->cache ? sws_cache_fetch(e, &s->resp, req, h, NULL, 0, done)
                  : h->kind == SWS_H_FASTCGI
-                     ? sws_fastcgi_start(e, &s->resp, req, h->data, NULL, 0, s->req_done)
-                     : sws_proxy_start(e, &s->resp, req, h->data, NULL, 0, s->req_done);
+                     ? sws_fastcgi_start(e, &s->resp, req, h->data, NULL, 0, done)
+                     : sws_proxy_start(e, &s->resp, req, h->data, NULL, 0, done);
     if (status == 0) {
         if (s->req_done)
             s->fin_given = 1; /* done came with the start */
@@ -1345,6 +1369,60 @@ static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
     req->rid = NULL; /* the log makes its own */
     req->rid_len = 0;
     return status;
+}
+
+/* RFC 9113 §8.1: an interim 100 before the final answer, so that a client
+ * that sent "Expect: 100-continue" sends its body now (RFC 9110 §10.1.1).
+ * Only a handler that reads the body asks for it; every other answer is
+ * final without one, and the body that follows it is read past. */
+static void send_continue(h2conn_t *hc, h2s_t *s)
+{
+    nghttp2_nv nv;
+    nv_set(&nv, ":status", 7, "100", 3);
+    if (s->open && !s->submitted)
+        nghttp2_submit_headers(hc->sess, NGHTTP2_FLAG_NONE, s->id, NULL, &nv, 1, NULL);
+}
+
+/* An extended CONNECT for WebSocket (RFC 8441 §5) as the HTTP/1.1 upgrade
+ * request an HTTP/1 client would have sent (RFC 6455 §4.1): GET with
+ * Upgrade (the proxy adds Connection: upgrade), a Sec-WebSocket-Key of
+ * ours (16 random bytes, base64: key holds 24 characters) and version 13;
+ * the client's Sec-WebSocket-Protocol and -Extensions pass on as they are.
+ * hdrs has room for three more fields. The body of the stream is the
+ * tunnel: no length, no chunking. */
+static void ws_request(sws_engine_t *e, sws_request_t *r, sws_request_info_t *info,
+                       sws_header_t *hdrs, char *key)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint8_t raw[18] = {0};
+    uint64_t *prng = &e->st.prng; /* seeded by getrandom; a nonce, not a secret */
+    for (int i = 0; i < 16; i += 8) {
+        *prng ^= *prng << 13;
+        *prng ^= *prng >> 7;
+        *prng ^= *prng << 17;
+        memcpy(raw + i, prng, 8);
+    }
+    for (int i = 0, o = 0; i < 18; i += 3, o += 4) {
+        uint32_t v = (uint32_t)raw[i] << 16 | (uint32_t)raw[i + 1] << 8 | raw[i + 2];
+        key[o] = b64[v >> 18 & 63];
+        key[o + 1] = b64[v >> 12 & 63];
+        key[o + 2] = b64[v >> 6 & 63];
+        key[o + 3] = b64[v & 63];
+    }
+    key[22] = key[23] = '='; /* 16 bytes: two padding characters */
+    sws_header_t *h = hdrs; /* r->h */
+    size_t nh = r->nh;
+    h[nh++] = (sws_header_t){"upgrade", 7, "websocket", 9};
+    h[nh++] = (sws_header_t){"sec-websocket-key", 17, key, 24};
+    h[nh++] = (sws_header_t){"sec-websocket-version", 21, "13", 2};
+    r->nh = nh;
+    r->method = "GET";
+    r->method_len = 3;
+    r->method_id = SWS_M_GET;
+    info->method = SWS_M_GET;
+    info->upgrade = 1;
+    info->chunked = 0;
+    info->expect_continue = 0;
 }
 
 /* Content-Length as 1*DIGIT (nghttp2 checks it against the DATA frames). */
@@ -1376,8 +1454,12 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     memset(&info, 0, sizeof info);
     info.keepalive = 1;
     const char *q = s->rq ? s->rq : "";
+    /* RFC 8441: CONNECT with :protocol (nghttp2 checked that :scheme,
+     * :path and :authority came with it). */
+    int ext = s->pr.nl && s->pm.vl == 7 && memcmp(q + s->pm.v, "CONNECT", 7) == 0;
+    int ws = ext && s->pr.vl == 9 && strncasecmp(q + s->pr.v, "websocket", 9) == 0;
     size_t nh = 0;
-    sws_header_t hdrs[s->nh + 1];
+    sws_header_t hdrs[s->nh + 4]; /* + the upgrade's three (ws_request) */
     size_t cookie_len = 0, n_cookies = 0;
     for (size_t i = 0; i < s->nh; i++) {
         sws_header_t *h = &hdrs[nh];
@@ -1385,6 +1467,9 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         h->name_len = s->hdr[i].nl;
         h->value = q + s->hdr[i].v;
         h->value_len = s->hdr[i].vl;
+        if (ws && ((h->name_len == 17 && memcmp(h->name, "sec-websocket-key", 17) == 0) ||
+                   (h->name_len == 21 && memcmp(h->name, "sec-websocket-version", 21) == 0)))
+            continue; /* ours to set for the HTTP/1 handshake (ws_request) */
         if (h->name_len == 6 && memcmp(h->name, "cookie", 6) == 0) {
             n_cookies++;
             cookie_len += h->value_len + 2;
@@ -1460,8 +1545,11 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     if (status) {
     } else if (s->too_big) {
         status = 431;
-    } else if (method == SWS_M_CONNECT) {
-        status = 501; /* not a forward proxy; RFC 8441 is not offered */
+    } else if (method == SWS_M_CONNECT && !ws) {
+        /* Not a forward proxy, and WebSocket is the only protocol extended
+         * CONNECT can ask for (RFC 9110 §15.6.2: the functionality is not
+         * there, for any target). */
+        status = 501;
     } else if (!r.target_len) {
         status = 400;
     } else if (r.target_len > e->core.lim.max_uri_bytes) {
@@ -1519,6 +1607,18 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->st.fc ? h->data : NULL;
     const sws_handler_t *pxc = h && (h->kind == SWS_H_PROXY || h->kind == SWS_H_FASTCGI) ? h : NULL;
     const sws_redirect_t *rdr = h && h->kind == SWS_H_REDIRECT_HTTPS ? h->data : NULL;
+    char ws_key[24];
+    if (ws && !(h && h->kind == SWS_H_PROXY)) {
+        /* Only a proxy route can tunnel: 501, as for a plain CONNECT (a
+         * 405 would have to list the methods the route takes in Allow). */
+        st = NULL;
+        pxc = NULL;
+        rdr = NULL;
+        resp = &e->rsp.err[SWS_ERR_501];
+    } else if (ws) {
+        ws_request(e, &r, &info, hdrs, ws_key);
+        s->ws = 1;
+    }
     int answered_static = 0;
     if (st) {
         if (sws_static_answer(e, &s->resp, &r, site, st, 0) == SWS_REROUTE) {
@@ -1539,6 +1639,12 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     if (pxc) {
         int rc = x_start(e, hc, s, &r, pxc);
         if (rc == 0) {
+            if (ws) { /* the log names what the client asked for */
+                s->log.method = q + s->pm.v;
+                s->log.method_len = s->pm.vl;
+            }
+            if (info.expect_continue && !s->req_done && !ws)
+                send_continue(hc, s); /* the handler reads the body: the client may send it */
             free(merged); /* the handler copied what it keeps */
             return;
         }
@@ -1654,7 +1760,7 @@ again:
 static int waits_on_handlers(const h2conn_t *hc)
 {
     for (const h2s_t *s = hc->streams; s; s = s->next)
-        if (s->live && s->req_done && !s->q_bytes)
+        if (s->live && (s->req_done || s->ws) && !s->q_bytes)
             return 1;
     return 0;
 }
@@ -1837,6 +1943,7 @@ static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cf->max_header_list},
         {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, cf->header_table},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}, /* RFC 8441: WebSocket to proxy routes */
     };
     if (nghttp2_submit_settings(hc->sess, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
         nghttp2_session_set_local_window_size(hc->sess, NGHTTP2_FLAG_NONE, 0, cf->conn_window) != 0) {

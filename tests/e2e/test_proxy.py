@@ -1027,6 +1027,23 @@ def test_websocket_echo_through_the_proxy(proxy_server, upstream_app):
     assert request(srv.port, "/id").text == "a"  # plain requests still work
 
 
+def test_websocket_closed_by_the_upstream_ends_cleanly(proxy_server, upstream_app, tmp_path):
+    """The upstream's close reaches the client after what it sent before
+    (its close frame), and the exchange is logged as a 101 with its bytes."""
+    from websockets.exceptions import ConnectionClosedOK
+    from websockets.sync.client import connect
+    a = upstream_app("a")
+    log = tmp_path / "access.json"
+    srv = proxy_server([a], top={"log": {"access": str(log), "format": "json", "flush": "100ms"}})
+    with connect(f"ws://127.0.0.1:{srv.port}/ws", open_timeout=10, close_timeout=5) as ws:
+        ws.send("!close")
+        with pytest.raises(ConnectionClosedOK) as closed:
+            ws.recv(timeout=10)
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1000, "upstream says bye")
+    (rec,) = access_records(log, 1)
+    assert (rec["status"], rec["uri"]) == (101, "/ws") and rec["body_bytes_sent"] > 0, rec
+
+
 # ---- other upstreams ---------------------------------------------------------------------
 
 def test_node_upstream(proxy_server, node_upstream):

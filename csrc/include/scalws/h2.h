@@ -30,6 +30,14 @@
  * gives the client room only for what the handler took
  * (nghttp2_option_set_no_auto_window_update + nghttp2_session_consume).
  *
+ * WebSocket (RFC 8441, SETTINGS_ENABLE_CONNECT_PROTOCOL announced): an
+ * extended CONNECT with :protocol websocket on a proxy route is handed to
+ * the proxy as the HTTP/1.1 upgrade request (GET, Upgrade, our
+ * Sec-WebSocket-Key); SWS_BODY_TUNNEL answers :status 200, and from then
+ * on the stream's DATA is the tunnel both ways, under the same windows as
+ * bodies. Other routes and protocols: 501. "Expect: 100-continue": an
+ * interim :status 100 once a handler that reads the body took the request.
+ *
  * May call: net (bytes in and out, holds), the router, the handlers, the
  * access log, the core; libnghttp2. Handlers reach it only through
  * sws_resp_t.

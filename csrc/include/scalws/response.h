@@ -79,7 +79,7 @@ enum {
     SWS_BODY_NONE,    /* no body and no length (304, 204, 1xx, an answer to HEAD without one) */
     SWS_BODY_LENGTH,  /* `len` bytes (for HEAD: the length a GET would have) */
     SWS_BODY_STREAM,  /* length unknown: pieces until done */
-    SWS_BODY_TUNNEL   /* 101: from here on, raw bytes both ways */
+    SWS_BODY_TUNNEL   /* 101: from here on, raw bytes both ways (HTTP/2: RFC 8441's 200) */
 };
 enum { SWS_REF = 1 };            /* data(): reference the bytes instead of copying */
 enum { SWS_FIN_OK = 0, SWS_FIN_ABORT = 1 }; /* finish(): abort = the body is cut short */

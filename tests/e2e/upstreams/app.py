@@ -42,7 +42,9 @@ conn_seq below):
   /release/KEY      releases every request held on KEY, now and later
                     (JSON {"held": how many were waiting})
   /healthz          200 "ok", or 503 "down" while --health-file holds "down"
-  /ws               WebSocket echo, text and binary
+  /ws[?refuse=N]    WebSocket echo, text and binary (subprotocols chat.v2, chat);
+                    the text "!headers" answers the request's headers as JSON,
+                    "!close" closes from this side; with refuse, status N, no upgrade
 
 `--delay S` makes every request except /conns, /healthz and /release wait S seconds
 first: a slow server for least_conn.
@@ -52,6 +54,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -375,10 +378,19 @@ async def healthz(request):
 
 
 async def ws(request):
-    sock = web.WebSocketResponse(max_msg_size=64 << 20)
+    refuse = _int(request, "refuse", 0)
+    if refuse:
+        return web.Response(status=refuse, text=f"refused {refuse}\n")
+    sock = web.WebSocketResponse(max_msg_size=64 << 20, protocols=("chat.v2", "chat"))
     await sock.prepare(request)
     async for msg in sock:
-        if msg.type == WSMsgType.TEXT:
+        if msg.type == WSMsgType.TEXT and msg.data == "!headers":
+            await sock.send_str(json.dumps([[k.decode("latin-1"), v.decode("latin-1")]
+                                            for k, v in request.raw_headers]))
+        elif msg.type == WSMsgType.TEXT and msg.data == "!close":
+            await sock.close(code=1000, message=b"upstream says bye")
+            break
+        elif msg.type == WSMsgType.TEXT:
             await sock.send_str(msg.data)
         elif msg.type == WSMsgType.BINARY:
             await sock.send_bytes(msg.data)
