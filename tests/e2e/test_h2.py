@@ -6,6 +6,7 @@ conditionals, a 10 MiB file), proxy (uploads and streamed downloads through
 a real upstream); GOAWAY on the graceful stop and the reload."""
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -242,6 +243,38 @@ def test_static_big_file_ranges_and_conditionals(server, pki, www):
     assert summary == "2 416"
     body, summary = curl("--http2", https(srv, "/files/missing"))
     assert summary == "2 404"
+
+
+def test_precompressed_files_over_h2(server, pki, tmp_path):
+    """A FILE.gz / FILE.br beside FILE answers for it when the client
+    accepts that encoding, with its own ETag and Vary, and ranges apply to
+    the encoded bytes (HTTP/2 as HTTP/1)."""
+    plain = b"precompressed over h2\n" * 200
+    gz = gzip.compress(plain)
+    br = b"pretend-brotli-bytes"  # served, never decoded: the server does not look inside
+    files = tmp_path / "www" / "files"
+    (files / "app.js").write_bytes(plain)
+    (files / "app.js.gz").write_bytes(gz)
+    (files / "app.js.br").write_bytes(br)
+    srv = start(server, pki)
+
+    def get(*extra):
+        out = subprocess.run(["curl", "-sS", "-D", "-", "--http2", "--cacert", pki.ca.cert_path,
+                              *extra, https(srv, "/files/app.js")], capture_output=True, check=True).stdout
+        head, _, body = out.partition(b"\r\n\r\n")
+        return head.decode().lower(), body
+
+    head, body = get("-H", "Accept-Encoding: gzip")
+    assert head.startswith("http/2 200") and body == gz
+    assert "content-encoding: gzip" in head and "vary: accept-encoding" in head
+    gz_etag = re.search(r"^etag: (.+)$", head, re.M).group(1)
+    head, body = get("-H", "Accept-Encoding: gzip, br")
+    assert "content-encoding: br" in head and body == br
+    head, body = get()
+    assert "content-encoding" not in head and body == plain and "vary: accept-encoding" in head
+    assert re.search(r"^etag: (.+)$", head, re.M).group(1) != gz_etag
+    head, body = get("-H", "Accept-Encoding: gzip", "-r", "0-9")
+    assert head.startswith("http/2 206") and body == gz[:10]
 
 
 def test_many_streams_on_one_connection(server, pki, www):
