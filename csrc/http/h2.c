@@ -349,8 +349,14 @@ static void h2_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t 
         hb_lost(s);
         return;
     }
-    /* Each line's name lowercased here (HTTP/2), as h2_field does. */
+    /* Each line's name lowercased here (HTTP/2), as h2_field does. A
+     * handler may give a line in pieces (a redirect's Location): a piece
+     * that does not start a line starts in a value, which stays as it is. */
     char *p = s->hb + s->hb_len - len, *end = s->hb + s->hb_len;
+    if (p > s->hb && p[-1] != '\n') {
+        char *eol = memchr(p, '\n', (size_t)(end - p));
+        p = eol ? eol + 1 : end;
+    }
     while (p < end) {
         s->hb_lines++;
         for (; p < end && *p != ':' && *p != '\n'; p++)
@@ -884,9 +890,12 @@ static int send_data_cb(nghttp2_session *sess, nghttp2_frame *frame, const uint8
     s->q_bytes -= length;
     hc->data_out = 1;
     /* A client acknowledges DATA with WINDOW_UPDATE (stream and
-     * connection): those are paid for here, not by the frame budget. */
-    uint32_t cap = e->h2.conf.frame_burst * 1000u;
-    hc->frame_tokens = hc->frame_tokens + 2000u < cap ? hc->frame_tokens + 2000u : cap;
+     * connection): two frames of credit per 16 KiB sent (thousandths: the
+     * bytes x 2000 / 16384), by bytes, not frames, so that a client which
+     * makes us send tiny frames (a 1-byte window) earns nothing for its
+     * other frames from them. */
+    uint32_t cap = e->h2.conf.frame_burst * 1000u, credit = (uint32_t)length * 125u / 1024u;
+    hc->frame_tokens = hc->frame_tokens + credit < cap ? hc->frame_tokens + credit : cap;
     if (!q->len) {
         s->qh = q->next;
         if (!s->qh)
@@ -932,8 +941,9 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
  * (RFC 9113 §5.4.1), one log line and one count per connection. */
 static void calm(sws_engine_t *e, h2conn_t *hc, const char *what)
 {
-    if (hc->goaway == 2 || !hc->sess)
-        return;
+    if (hc->calmed || !hc->sess)
+        return; /* (not goaway: a graceful stop's final GOAWAY does not end the budgets) */
+    hc->calmed = 1;
     hc->goaway = 2;
     e->core.st->h2_calm++;
     char peer[48];

@@ -214,7 +214,9 @@ upconn_t *pool_take(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *
 
 void sws_up_tick(sws_engine_t *e)
 {
-    /* Restart the scan after each expiry: handling one may close others. */
+    /* Restart the scan after each expiry of a busy connection: its owner
+     * may close others. Closing an idle one closes only it (a burst's
+     * extra connections expire together: no restart for each). */
     for (upconn_t *uc = e->up.upconns; uc;) {
         if (!uc->deadline || uc->deadline > e->core.now) {
             uc = uc->next;
@@ -223,9 +225,13 @@ void sws_up_tick(sws_engine_t *e)
         int dkind = uc->dkind;
         uc->deadline = 0;
         uc->dkind = 0;
-        if (uc->state == UC_IDLE)
+        if (uc->state == UC_IDLE) {
+            upconn_t *next = uc->next;
             uc_close(e, uc);
-        else if (uc->hc)
+            uc = next;
+            continue;
+        }
+        if (uc->hc)
             hc_done(e, uc, 0, "timed out");
         else
             uc->ops->expire(e, uc, dkind);

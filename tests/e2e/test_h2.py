@@ -277,6 +277,27 @@ def test_precompressed_files_over_h2(server, pki, tmp_path):
     assert head.startswith("http/2 206") and body == gz[:10]
 
 
+def test_https_redirect_over_h2c_keeps_the_target_as_sent(server, pki):
+    """The plain listener's redirect to https (tls.redirect) over h2c: the
+    Location keeps the target's case (its pieces are values, not names)."""
+    srv = server("""
+        workers: 1
+        sites:
+          - listen: ["127.0.0.1:{port} tls", "127.0.0.1:{port2} h2c"]
+            server_names: [localhost]
+            tls: {{cert: %s, key: %s, redirect: on}}
+            routes:
+              - {{path: /, respond: {{body: "ok"}}}}
+        """ % (pki.ec.cert_path, pki.ec.key_path))
+    out = subprocess.run(["curl", "-sS", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge",
+                          "-H", "Host: localhost",
+                          f"http://127.0.0.1:{srv.ports[1]}/Docs/Page?next=/Admin&Q=X"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith("HTTP/2 301"), out
+    assert re.search(r"^location: (.+)$", out, re.M).group(1) == \
+        f"https://localhost:{srv.port}/Docs/Page?next=/Admin&Q=X", out
+
+
 def test_many_streams_on_one_connection(server, pki, www):
     srv = start(server, pki)
     # nghttp: 40 URLs on one connection, all at once.

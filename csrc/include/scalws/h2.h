@@ -110,7 +110,8 @@ typedef struct {
         goaway : 2,            /* 1: the stop's first GOAWAY and PING went, 2: the final GOAWAY */
         closing : 1,           /* conn_close runs */
         hdr_open : 1,          /* a header block began and has not ended: its time is not renewed */
-        data_out : 1;          /* DATA went out since the send timer was set */
+        data_out : 1,          /* DATA went out since the send timer was set */
+        calmed : 1;            /* over a budget: GOAWAY ENHANCE_YOUR_CALM given */
 } h2conn_t;
 
 /* HTTP/2's part of the engine (e->h2). */
