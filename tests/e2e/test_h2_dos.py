@@ -488,6 +488,26 @@ def test_download_acknowledged_frame_by_frame_is_not_a_flood(srv):
     assert calm_count(srv) == 0
 
 
+def test_tiny_frames_earn_no_credit_for_a_flood(srv):
+    """A window of 1 byte makes every DATA frame a byte long; each
+    acknowledged with the stream's WINDOW_UPDATE plus a PING: the bytes
+    earn next to no credit (two frames per 16 KiB; a credit of two per
+    frame paid for both forever), so the PINGs run the budget out."""
+    with Attack(srv):
+        c = Client(srv.port, settings=struct.pack(">HI", 0x4, 1)).ready()
+        c.send(request(1, "/files/big.bin"))
+        for _ in range(400):
+            f, _ = c.until(lambda f: f[0] in (DATA, GOAWAY))
+            if f[0] == GOAWAY:
+                assert struct.unpack(">I", f[3][4:8])[0] == ENHANCE_YOUR_CALM
+                break
+            assert len(f[3]) == 1
+            c.send(frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 1)) + frame(PING, 0, 0, b"12345678"))
+        else:
+            raise AssertionError("400 one-byte frames paid for 400 PINGs and 400 WINDOW_UPDATEs")
+    assert calm_count(srv) == 1
+
+
 # ---- a reader that never reads -------------------------------------------------------------------
 
 def test_stream_that_never_opens_its_window_is_dropped(srv):
