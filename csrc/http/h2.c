@@ -1975,6 +1975,12 @@ static void h2_expire(sws_engine_t *e, sws_conn_t *c, int which)
         tl_set(e, &c->tn, TL_HEADER); /* upstreams have their own deadlines */
         return;
     }
+    if (which == TL_HEADER && window_stalled(hc)) {
+        /* a handler queued body while the timer waited on the request
+         * (h2_settle had not run since): the client's window decides now */
+        tl_set(e, &c->tn, TL_SEND);
+        return;
+    }
     if (which == TL_KEEPALIVE || which == TL_GRACE ||
         (!hc->n_streams && !hc->hdr_open && !c->pend)) {
         /* idle: say so before closing (RFC 9113 §6.8) */
