@@ -26,7 +26,6 @@
  * of a corpus directory through it (tests/c/Makefile runs it under ASan).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <poll.h>
@@ -260,41 +259,10 @@ static void fuzz_one(const uint8_t *data, size_t size)
         FAIL("the engine no longer answers a plain request");
 }
 
-#ifdef FUZZING
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+#ifndef FUZZING
+/* After the corpus: the engine and the listener's socket go. */
+static void corpus_done(void)
 {
-    fuzz_one(data, size);
-    return 0;
-}
-#else
-int main(int argc, char **argv)
-{
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
-        return 2;
-    }
-    DIR *d = opendir(argv[1]);
-    if (!d) {
-        perror(argv[1]);
-        return 2;
-    }
-    int files = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", argv[1], de->d_name);
-        FILE *f = fopen(path, "rb");
-        if (!f)
-            continue;
-        static uint8_t buf[1 << 16];
-        size_t n = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        fuzz_one(buf, n);
-        files++;
-    }
-    closedir(d);
     if (E) {
         char dir[sizeof ADDR.sun_path];
         snprintf(dir, sizeof dir, "%s", ADDR.sun_path);
@@ -304,7 +272,7 @@ int main(int argc, char **argv)
         *strrchr(dir, '/') = 0;
         rmdir(dir);
     }
-    printf("%d passed, %d failed\n", files - failures, failures);
-    return failures ? 1 : 0;
 }
+#define FUZZ_CORPUS_DONE corpus_done
 #endif
+#include "corpus_main.h"
