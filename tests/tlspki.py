@@ -239,6 +239,15 @@ class PKI:
 
     # -- what tests ask for --------------------------------------------------
 
+    @classmethod
+    def localhost(cls, folder) -> "PKI":
+        """A root (`.ca`) and its ECDSA leaf for localhost (`.ec`): what the
+        HTTP/2 tests serve with."""
+        p = cls(folder)
+        p.ca = p.root()
+        p.ec = p.leaf(p.ca, ["localhost"], key="ec", name="ec")
+        return p
+
     def root(self, name: str = "ScalWS Test Root CA", key="ec",
              not_before: float = -DAY, not_after: float = 3650 * DAY) -> Issued:
         """A self-signed CA; its cert_path holds it alone (a client's cafile)."""

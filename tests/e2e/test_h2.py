@@ -20,18 +20,16 @@ import time
 
 import pytest
 
+from tests.e2e.h2raw import (ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, HOST, PING,
+                             RST_STREAM, SETTINGS, WINDOW_UPDATE, Client, frame)
 from tests.e2e.upstreams import pattern_block
 from tests.tlspki import PKI
 
-HOST = "127.0.0.1"
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    p = PKI(tmp_path_factory.mktemp("pki"))
-    p.ca = p.root()
-    p.ec = p.leaf(p.ca, ["localhost"], key="ec", name="ec")
-    return p
+    return PKI.localhost(tmp_path_factory.mktemp("pki"))
 
 
 SITE = """
@@ -100,15 +98,6 @@ def access_lines(srv):
 
 # ---- a raw HTTP/2 client: frames by hand, HPACK literals without Huffman ----
 
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
-END_STREAM, END_HEADERS, ACK = 1, 4, 1
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-
-def frame(ftype, flags, sid, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
-
-
 def hpack_literal(fields):
     out = b""
     for name, value in fields:
@@ -124,50 +113,12 @@ def request_headers(sid, path="/", method="GET", end_stream=True, extra=()):
     return frame(HEADERS, END_HEADERS | (END_STREAM if end_stream else 0), sid, block)
 
 
-class RawH2:
-    """A cleartext HTTP/2 connection that reads frames one by one."""
+class RawH2(Client):
+    """A cleartext HTTP/2 connection that reads frames one by one, header
+    blocks as they came (this file's requests are HPACK literals)."""
 
     def __init__(self, port, timeout=10.0):
-        self.sock = socket.create_connection((HOST, port), timeout=timeout)
-        self.buf = b""
-        self.sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
-
-    def send(self, data):
-        self.sock.sendall(data)
-
-    def read_frame(self):
-        """(type, flags, stream id, payload), or None when the server closed."""
-        while len(self.buf) < 9 or len(self.buf) < 9 + int.from_bytes(self.buf[:3], "big"):
-            try:
-                b = self.sock.recv(65536)
-            except ConnectionResetError:
-                b = b""
-            if not b:
-                return None
-            self.buf += b
-        n = int.from_bytes(self.buf[:3], "big")
-        f = (self.buf[3], self.buf[4], int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF,
-             self.buf[9:9 + n])
-        self.buf = self.buf[9 + n:]
-        if f[0] == SETTINGS and not f[1] & ACK:
-            self.send(frame(SETTINGS, ACK, 0))
-        if f[0] == PING and not f[1] & ACK:
-            self.send(frame(PING, ACK, 0, f[3]))
-        return f
-
-    def until(self, pred):
-        """Frames until pred(frame) holds: (that frame, the frames before it)."""
-        seen = []
-        while True:
-            f = self.read_frame()
-            if f is None:
-                raise AssertionError(f"connection closed; frames: {seen}")
-            if pred(f):
-                return f, seen
-            seen.append(f)
-
-    def close(self):
-        self.sock.close()
+        super().__init__(port, timeout=timeout, decode=False)
 
 
 # ---- selection: ALPN and prior knowledge ------------------------------------------------------

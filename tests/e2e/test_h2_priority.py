@@ -48,10 +48,7 @@ sites:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     from tests.tlspki import PKI
-    p = PKI(tmp_path_factory.mktemp("pki"))
-    p.ca = p.root()
-    p.ec = p.leaf(p.ca, ["localhost"], key="ec", name="ec")
-    return p
+    return PKI.localhost(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture
