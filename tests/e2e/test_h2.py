@@ -469,6 +469,45 @@ def test_h2load_through_reload_loses_nothing(server, pki, upstream_app):
         time.sleep(0.02)
 
 
+@pytest.mark.timeout(120)
+def test_continuous_h2_load_across_reloads_loses_nothing(server, pki):
+    """A client that keeps sending over HTTP/2 and opens a new connection
+    after a GOAWAY, as browsers do (curl --parallel: 8 at once on one
+    connection), through two reloads, each begun and finished while it
+    sends: every request is answered 200 over HTTP/2. (h2load cannot show
+    this: it never reconnects, ADR 0015; httpx fails every request in
+    flight on any GOAWAY, even one that promises to serve them.)"""
+    total = 20000
+    srv = start(server, pki, workers=2)
+    out = srv.tmp / "codes.txt"
+    curl = subprocess.Popen(["curl", "-sS", "--http2", "--cacert", pki.ca.cert_path,
+                             "--parallel", "--parallel-max", "8", "-o", "/dev/null",
+                             "-w", "%{http_code} %{http_version}\n",
+                             f"https://localhost:{srv.port}/?n=[1-{total}]"],
+                            stdout=open(out, "w"), stderr=subprocess.PIPE, text=True)
+
+    def done():
+        return len(out.read_text().splitlines())
+
+    try:
+        for gen in (2, 3):
+            start_at = done() + 500
+            deadline = time.monotonic() + 30
+            while done() < start_at:  # load flows before each reload
+                assert time.monotonic() < deadline and curl.poll() is None, curl.stderr.read()
+                time.sleep(0.01)
+            srv.kill(signal.SIGHUP)
+            srv.wait_log(f"(generation {gen})", timeout=30)
+            assert curl.poll() is None and done() < total, "the load ended before the reload did"
+        _, err = curl.communicate(timeout=90)
+    finally:
+        if curl.poll() is None:
+            curl.kill()
+    codes = out.read_text().splitlines()
+    assert curl.returncode == 0, err
+    assert len(codes) == total and set(codes) == {"200 2"}, (len(codes), set(codes), err)
+
+
 # ---- the response cache ------------------------------------------------------------------------
 
 def test_cache_hits_over_h2_are_sent_from_the_store(server, pki):
