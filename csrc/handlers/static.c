@@ -327,6 +327,27 @@ int sws_static_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                       depth);
 }
 
+int sws_answer_here(sws_engine_t *e, sws_resp_t *r, sws_request_t *req, const sws_site_t *site,
+                    const sws_static_t *st, const sws_handler_t **h)
+{
+    if (st) {
+        if (sws_static_answer(e, r, req, site, st, 0) != SWS_REROUTE)
+            return 1;
+        /* try_files fell back to a FastCGI route: its path, and the query
+         * only when the fallback says "?$args" */
+        *h = e->st.reroute;
+        req->path = e->st.reroute_path;
+        req->path_len = e->st.reroute_len;
+        if (!e->st.reroute_args)
+            req->query_len = 0;
+    }
+    if (*h && (*h)->cache && sws_cache_answer(e, r, req, *h) == SWS_CACHE_DONE) {
+        *h = NULL; /* a hit (or a PURGE): answered like a static file */
+        return 1;
+    }
+    return 0;
+}
+
 static int serve_path(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                       const sws_site_t *site, const sws_static_t *st, const char *path,
                       size_t path_len, const char *raw_path, size_t raw_len, int depth)

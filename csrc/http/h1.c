@@ -266,25 +266,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
             /* the proxy or FastCGI (perhaps through try_files) reads it */
             out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25); /* we will read the body */
         h1_resp_begin(hc, r.minor, head_only, keepalive);
-        int answered_static = 0;
-        if (st) {
-            if (sws_static_answer(e, &hc->resp, &r, site, st, 0) == SWS_REROUTE) {
-                /* try_files fell back to a FastCGI route: its path, and the
-                 * query only when the fallback says "?$args" */
-                pxc = e->st.reroute;
-                r.path = e->st.reroute_path;
-                r.path_len = e->st.reroute_len;
-                if (!e->st.reroute_args)
-                    r.query_len = 0;
-            } else {
-                answered_static = 1;
-            }
-        }
-        if (pxc && pxc->cache && !answered_static &&
-            sws_cache_answer(e, &hc->resp, &r, pxc) == SWS_CACHE_DONE) {
-            pxc = NULL; /* a hit (or a PURGE): answered like a static file */
-            answered_static = 1;
-        }
+        int answered_static = sws_answer_here(e, &hc->resp, &r, site, st, &pxc);
         if (pxc) {
             size_t took = 0;
             int answered = h1_x_start(e, hc, &r, &info, pxc, buf + off, len - off, &took);

@@ -1629,23 +1629,7 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         ws_request(e, &r, &info, hdrs, ws_key);
         s->ws = 1;
     }
-    int answered_static = 0;
-    if (st) {
-        if (sws_static_answer(e, &s->resp, &r, site, st, 0) == SWS_REROUTE) {
-            pxc = e->st.reroute;
-            r.path = e->st.reroute_path;
-            r.path_len = e->st.reroute_len;
-            if (!e->st.reroute_args)
-                r.query_len = 0;
-        } else {
-            answered_static = 1;
-        }
-    }
-    if (pxc && pxc->cache && !answered_static &&
-        sws_cache_answer(e, &s->resp, &r, pxc) == SWS_CACHE_DONE) {
-        pxc = NULL;
-        answered_static = 1;
-    }
+    int answered_static = sws_answer_here(e, &s->resp, &r, site, st, &pxc);
     if (pxc) {
         int rc = x_start(e, hc, s, &r, pxc);
         if (rc == 0) {

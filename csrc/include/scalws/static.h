@@ -83,6 +83,15 @@ SWS_INTERNAL void sws_static_free(sws_engine_t *e);
  * e->st.reroute (see there). */
 SWS_INTERNAL int sws_static_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                                    const sws_site_t *site, const sws_static_t *st, int depth);
+/* What a protocol does with a request before it starts an exchange, the
+ * same for HTTP/1 and HTTP/2: a static route's answer (st), where a
+ * try_files fallback or an index file reroutes it to (*h becomes that
+ * route, req's path and query the fallback's), then a cached route's hit
+ * or PURGE (*h becomes NULL). 1: answered through r; 0: *h (NULL, or the
+ * route to start an exchange on) is left. */
+SWS_INTERNAL int sws_answer_here(sws_engine_t *e, sws_resp_t *r, sws_request_t *req,
+                                 const sws_site_t *site, const sws_static_t *st,
+                                 const sws_handler_t **h);
 /* autoindex.c: the HTML listing of the folder `path` (ending in '/'),
  * malloc'd, or NULL with *err set (-errno). */
 SWS_INTERNAL char *sws_make_listing(const sws_static_t *st, const char *path, size_t path_len,
