@@ -582,13 +582,13 @@ def _walk_document(ctx: _Context, root) -> Config:
             else:
                 cfg.batch_window = value
 
-    cfg.busy_poll = BUSY_POLL_AUTO if virtualized() else 0.0
+    cfg.busy_poll, cfg.busy_poll_auto = busy_poll_auto()
     if "busy_poll" in keys:
         node = keys["busy_poll"][1]
         if not (ctx.kind(node) == "str" and node.value == "auto"):
             value = _busy_poll(ctx, node)
             if value is not None:
-                cfg.busy_poll = value
+                cfg.busy_poll, cfg.busy_poll_auto = value, ""
 
     if "pid" in keys:
         cfg.pid = ctx.path(keys["pid"][1], "pid")
@@ -828,6 +828,85 @@ def virtualized(cpuinfo="/proc/cpuinfo", hypervisor="/sys/hypervisor/type",
         return True
     vendor, product = names
     return vendor == "Amazon EC2" and not product.endswith(".metal")
+
+
+def busy_poll_auto() -> tuple:
+    """What `busy_poll: auto` means here, and why: (seconds, reason). Off
+    under a cgroup CPU quota, where the poll would spend the quota that
+    serves requests (docs/adr/0021-busy-poll-under-a-cpu-quota.md); else
+    BUSY_POLL_AUTO on a virtual machine and off on bare metal."""
+    quota = cpu_quota()
+    if quota is not None:
+        cpus, where = quota
+        return 0.0, f"off: a CPU quota of {cpus:g} CPUs on {where}"
+    if not virtualized():
+        return 0.0, "off: not a virtual machine"
+    return BUSY_POLL_AUTO, f"{BUSY_POLL_AUTO * 1e6:g}us: a virtual machine"
+
+
+def cpu_quota(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo"):
+    """The tightest cgroup CPU quota on this process's cgroup or one of its
+    ancestors, as (CPUs, the file that sets it), or None: cgroup v2's
+    `cpu.max` ("max" is none), v1's `cpu.cfs_quota_us` (-1 is none) over
+    `cpu.cfs_period_us`. Unreadable files count as no quota."""
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    # the hierarchies that can hold a CPU quota: (mount root, mount point, v2?)
+    mounts = []
+    for line in read(mountinfo).splitlines():
+        fields = line.split()
+        if " - " not in line or len(fields) < 5:
+            continue
+        fstype, _, opts = (line.split(" - ", 1)[1].split() + ["", ""])[:3]
+        if fstype == "cgroup2":
+            mounts.append((fields[3], fields[4], True))
+        elif fstype == "cgroup" and "cpu" in opts.split(","):
+            mounts.append((fields[3], fields[4], False))
+    best = None
+    for line in read(proc_cgroup).splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        v2 = controllers == ""
+        if not v2 and "cpu" not in controllers.split(","):
+            continue
+        for root, point, mount_v2 in mounts:
+            if mount_v2 != v2:
+                continue
+            if root != "/" and (path + "/").startswith(root.rstrip("/") + "/"):
+                path = path[len(root.rstrip("/")):] or "/"
+            d = os.path.normpath(point + "/" + path.lstrip("/"))
+            while True:
+                cpus, where = _quota_in(d, v2, read)
+                if cpus is not None and (best is None or cpus < best[0]):
+                    best = (cpus, where)
+                if d == os.path.normpath(point) or os.path.dirname(d) == d:
+                    break
+                d = os.path.dirname(d)
+            break
+    return best
+
+
+def _quota_in(d, v2, read):
+    """(CPUs, file) for the quota set in cgroup directory d, or (None, None)."""
+    try:
+        if v2:
+            quota, period = read(d + "/cpu.max").split()
+            if quota != "max":
+                return int(quota) / int(period), d + "/cpu.max"
+        else:
+            quota = int(read(d + "/cpu.cfs_quota_us"))
+            if quota > 0:
+                return quota / int(read(d + "/cpu.cfs_period_us")), d + "/cpu.cfs_quota_us"
+    except ValueError:
+        pass
+    return None, None
 
 
 def _usable_cpus() -> list:

@@ -174,8 +174,10 @@ class Config:
     batch_window: float = 20e-6
     # Before a worker sleeps, it polls for events for up to this long, as
     # long as its idle gaps have been that short (docs/adr/0004); 0 = off.
-    # Resolved at load: `auto` is 50 us on a virtual machine, 0 on bare metal.
+    # Resolved at load: `auto` is 50 us on a virtual machine, 0 on bare metal
+    # or under a cgroup CPU quota; busy_poll_auto says which, "" if not auto.
     busy_poll: float = 0.0
+    busy_poll_auto: str = ""
     pid: Optional[str] = None              # pid file path
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)

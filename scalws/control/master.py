@@ -449,6 +449,8 @@ class Master:
         self._drop_caps(cfg)
         for w in cfg.warnings:
             log.warning("%s", w)
+        if cfg.busy_poll_auto:
+            log.info("busy_poll auto: %s", cfg.busy_poll_auto)
         self._start_apps(cfg)
         self.tls = self._tls_generation(cfg)
         self.keeper_pid = self._start_keeper(cfg, self.tls)

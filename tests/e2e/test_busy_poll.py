@@ -131,3 +131,53 @@ def test_the_poll_yields_to_a_peer_on_the_same_cpu(server):
     # (about 55 us here); without it, about 1 ms, the whole poll.
     trip = {poll: close_requests(server, poll, same_cpu=True)[2] for poll in ("0", "1ms")}
     assert trip["1ms"] < 3 * trip["0"], trip
+
+
+@pytest.fixture
+def quota_cgroup():
+    """A cgroup holding half a CPU (a 5 ms quota per 10 ms), on the v1 cpu
+    controller or on cgroup v2, removed afterwards. Ask for it before
+    `server`, so that the servers in it have stopped when it is removed."""
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    parent = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu"
+    path = os.path.join(parent, f"scalws-test-quota-{os.getpid()}")
+    try:
+        os.mkdir(path)
+    except OSError as exc:
+        pytest.skip(f"needs root and a writable cgroup cpu controller ({parent}: {exc.strerror})")
+    try:
+        if v2:
+            with open(os.path.join(path, "cpu.max"), "w") as f:
+                f.write("5000 10000")
+        else:
+            with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
+                f.write("10000")
+            with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+                f.write("5000")
+        yield path
+    finally:
+        os.rmdir(path)
+
+
+def test_auto_does_not_poll_under_a_cpu_quota(quota_cgroup, server, tmp_path, monkeypatch):
+    # `busy_poll: auto` under a cgroup CPU quota is off, virtual machine or
+    # not: the poll would spend the quota that serves requests (ADR 0021).
+    # The master says so at start, and the worker sleeps between requests
+    # that come back at once (gaps of some 30 us), as with `busy_poll: 0`; a
+    # 50 us poll, what `auto` is on a virtual machine without a quota,
+    # catches most of them awake here (0.13-0.31 sleeps per request).
+    wrap = tmp_path / "in-cgroup.sh"
+    wrap.write_text(f'#!/bin/sh\necho $$ >{quota_cgroup}/cgroup.procs\nexec "$@"\n')
+    wrap.chmod(0o755)
+    monkeypatch.setenv("SCALWS_TEST_WRAP", str(wrap))
+    srv = server(CONFIG.format(poll="auto").replace("  access: off", "  access: off\n  level: info"))
+    name = "cpu.max" if quota_cgroup.startswith("/sys/fs/cgroup/scalws") else "cpu.cfs_quota_us"
+    srv.wait_log(f"busy_poll auto: off: a CPU quota of 0.5 CPUs on {quota_cgroup}/{name}")
+    (worker,) = srv.workers()
+    with open(os.path.join(quota_cgroup, "cgroup.procs")) as f:
+        assert worker in {int(p) for p in f.read().split()}
+    with client_cpus(worker, same=False):
+        requests_with_pauses(srv.port, 50, 0)
+        before = sleeps(worker)
+        requests_with_pauses(srv.port, 400, 0)
+    assert (sleeps(worker) - before) / 400 >= 0.8

@@ -1061,9 +1061,11 @@ def test_batch_window():
 
 
 def test_busy_poll():
-    from scalws.config.loader import BUSY_POLL_AUTO, virtualized
+    from scalws.config.loader import BUSY_POLL_AUTO, cpu_quota, virtualized
     base = "sites: [{listen: ['127.0.0.1:8080'], routes: [{path: /, respond: {body: x}}]}]\n"
-    auto = BUSY_POLL_AUTO if virtualized() else 0
+    auto = BUSY_POLL_AUTO if virtualized() and cpu_quota() is None else 0
+    assert load_config_text(base).busy_poll_auto.startswith("50us" if auto else "off")
+    assert load_config_text("busy_poll: 0\n" + base).busy_poll_auto == ""
     assert BUSY_POLL_AUTO == pytest.approx(50e-6)
     assert load_config_text(base).busy_poll == pytest.approx(auto)  # auto by default
     assert load_config_text("busy_poll: auto\n" + base).busy_poll == pytest.approx(auto)
@@ -1103,3 +1105,55 @@ def test_virtualized(tmp_path, flags, hypervisor, dmi, expected):
         (dmi_dir / "sys_vendor").write_text(dmi[0] + "\n")
         (dmi_dir / "product_name").write_text(dmi[1] + "\n")
     assert virtualized(str(cpuinfo), str(hyp), str(dmi_dir)) is expected
+
+
+def cgroup_tree(tmp_path, version, quotas, mount_root="/", path="/svc/instance-1"):
+    """A fake /proc/self/cgroup, /proc/self/mountinfo and cgroup mount for
+    cpu_quota: the process in `path`; quotas maps a directory under the
+    mount ("" is its root) to (quota, period), quota None for none."""
+    point = tmp_path / ("unified" if version == 2 else "cpu")
+    if version == 2:
+        mount = f"30 23 0:27 {mount_root} {point} rw - cgroup2 cgroup2 rw,nsdelegate"
+        cg = f"0::{path}"
+    else:
+        mount = f"32 31 0:29 {mount_root} {point} rw,relatime - cgroup cgroup rw,cpu,cpuacct"
+        cg = f"4:cpu,cpuacct:{path}\n0::/"
+    rel = path[len(mount_root.rstrip("/")):] if mount_root != "/" else path
+    (point / rel.lstrip("/")).mkdir(parents=True)
+    for d, (quota, period) in quotas.items():
+        where = point / d
+        where.mkdir(parents=True, exist_ok=True)
+        if version == 2:
+            (where / "cpu.max").write_text(f"{'max' if quota is None else quota} {period}\n")
+        else:
+            (where / "cpu.cfs_quota_us").write_text(f"{-1 if quota is None else quota}\n")
+            (where / "cpu.cfs_period_us").write_text(f"{period}\n")
+    (tmp_path / "cgroup").write_text(cg + "\n1:name=systemd:/\n")
+    (tmp_path / "mountinfo").write_text(
+        "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
+        f"33 31 0:30 / {tmp_path}/cpuacct rw - cgroup cgroup rw,cpuacct\n{mount}\n")
+    return str(tmp_path / "cgroup"), str(tmp_path / "mountinfo"), point
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_cpu_quota(tmp_path, version):
+    from scalws.config.loader import cpu_quota
+    name = "cpu.max" if version == 2 else "cpu.cfs_quota_us"
+    # none anywhere
+    cg, mi, point = cgroup_tree(tmp_path / "a", version, {"": (None, 100000), "svc/instance-1": (None, 100000)})
+    assert cpu_quota(cg, mi) is None
+    # on the process's own group
+    cg, mi, point = cgroup_tree(tmp_path / "b", version, {"svc/instance-1": (150000, 100000)})
+    assert cpu_quota(cg, mi) == (1.5, f"{point}/svc/instance-1/{name}")
+    # on an ancestor only, and the tightest of two
+    cg, mi, point = cgroup_tree(tmp_path / "c", version, {"svc": (60000, 100000)})
+    assert cpu_quota(cg, mi) == (0.6, f"{point}/svc/{name}")
+    cg, mi, point = cgroup_tree(tmp_path / "d", version,
+                                {"svc": (20000, 100000), "svc/instance-1": (6000, 10000)})
+    assert cpu_quota(cg, mi) == (0.2, f"{point}/svc/{name}")
+    # a container whose cgroup mount starts below the hierarchy's root
+    cg, mi, point = cgroup_tree(tmp_path / "e", version, {"inst": (50000, 100000)},
+                                mount_root="/docker/abc", path="/docker/abc/inst")
+    assert cpu_quota(cg, mi) == (0.5, f"{point}/inst/{name}")
+    # nothing readable
+    assert cpu_quota(str(tmp_path / "none"), str(tmp_path / "none")) is None
