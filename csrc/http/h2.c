@@ -1285,6 +1285,20 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t code, voi
     return 0;
 }
 
+/* A frame nghttp2 refused. For HEADERS that is the end of the block too
+ * (a field RFC 9113 §8.2 forbids, a pseudo-header out of place: the stream
+ * is reset and on_frame_recv never sees the block): the connection is back
+ * to waiting for the next request, timed by keepalive_timeout. */
+static int on_invalid_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, int code, void *user)
+{
+    h2conn_t *hc = user;
+    (void)sess;
+    (void)code;
+    if (frame->hd.type == NGHTTP2_HEADERS)
+        hc->hdr_open = 0;
+    return 0;
+}
+
 static int on_error(nghttp2_session *sess, int code, const char *msg, size_t len, void *user)
 {
     h2conn_t *hc = user;
@@ -2029,6 +2043,7 @@ int sws_h2_init(sws_engine_t *e)
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
