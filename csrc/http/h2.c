@@ -1561,8 +1561,20 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         s->cl_known = !status;
         s->cl_left = info.content_length;
     }
+    /* Expect, as HTTP/1 reads it: 100-continue is met, any other
+     * expectation cannot be (417, RFC 9110 §10.1.1) */
+    int bad_expect = 0;
     const sws_header_t *ex = find_header(&r, "expect", 6);
-    info.expect_continue = ex && ex->value_len == 12 && strncasecmp(ex->value, "100-continue", 12) == 0;
+    if (ex) {
+        const char *p = ex->value, *el;
+        size_t el_len;
+        while (sws_list_next(&p, ex->value + ex->value_len, &el, &el_len)) {
+            if (el_len == 12 && strncasecmp(el, "100-continue", 12) == 0)
+                info.expect_continue = 1;
+            else
+                bad_expect = 1;
+        }
+    }
     /* a body whose length is unknown goes to HTTP/1 upstreams chunked */
     info.chunked = !s->req_done && !info.has_content_length;
     r.info = &info;
@@ -1586,6 +1598,8 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
          * the same one; a malformed request may be answered (§8.1.1). The
          * proxy sends this authority upstream as Host. */
         status = 400;
+    } else if (bad_expect) {
+        status = 417;
     } else if (info.has_content_length && info.content_length > e->core.lim.max_body_bytes) {
         status = 413;
     }

@@ -436,10 +436,7 @@ static int eq_ci(const char *s, size_t len, const char *lit, size_t lit_len)
 }
 #define EQ_CI(s, len, lit) eq_ci((s), (len), lit, sizeof(lit) - 1)
 
-/* Iterates a #rule list (RFC 9110 §5.6.1): sets [*el, *el + *el_len) to the
- * next non-empty element with OWS trimmed and returns 1, or returns 0 at the
- * end. Empty elements (", ,") are skipped as the RFC requires of recipients. */
-static int next_element(const char **pp, const char *end, const char **el, size_t *el_len)
+int sws_list_next(const char **pp, const char *end, const char **el, size_t *el_len)
 {
     const char *p = *pp;
     for (;;) {
@@ -523,7 +520,7 @@ static void te_field(te_state_t *te, const char *v, size_t len)
     size_t el_len;
 
     te->seen = 1;
-    while (next_element(&p, end, &el, &el_len)) {
+    while (sws_list_next(&p, end, &el, &el_len)) {
         const char *q = scan_token(el, el + el_len);
         size_t name_len = (size_t)(q - el);
         int has_params = 0;
@@ -581,7 +578,7 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
             break;
         case 6:
             if (EQ_CI(h->name, h->name_len, "expect")) {
-                while (next_element(&p, end, &el, &el_len)) {
+                while (sws_list_next(&p, end, &el, &el_len)) {
                     if (EQ_CI(el, el_len, "100-continue"))
                         expect_continue = 1;
                     else
@@ -595,7 +592,7 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
             break;
         case 10:
             if (EQ_CI(h->name, h->name_len, "connection")) {
-                while (next_element(&p, end, &el, &el_len)) {
+                while (sws_list_next(&p, end, &el, &el_len)) {
                     if (EQ_CI(el, el_len, "close"))
                         conn_close = 1;
                     else if (EQ_CI(el, el_len, "keep-alive"))
@@ -669,7 +666,7 @@ int sws_analyze_response(int req_method, int minor_version, int status, const sw
             break;
         case 10:
             if (EQ_CI(h->name, h->name_len, "connection")) {
-                while (next_element(&p, end, &el, &el_len)) {
+                while (sws_list_next(&p, end, &el, &el_len)) {
                     if (EQ_CI(el, el_len, "close"))
                         conn_close = 1;
                     else if (EQ_CI(el, el_len, "keep-alive"))

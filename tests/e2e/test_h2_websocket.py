@@ -539,6 +539,30 @@ def test_expect_continue_refused_gets_a_final_answer_without_100(site):
     c.close()
 
 
+def test_an_expectation_other_than_100_continue_is_417(site):
+    # As over HTTP/1.1 (RFC 9110 §10.1.1): an expectation the server cannot
+    # meet gets 417 and no 100; a list with 100-continue in it is read as a
+    # list (OWS and empty elements as HTTP/1 reads them).
+    srv, _ = site
+    c = H2Client(srv.port)
+    head = [(":method", "POST"), (":scheme", "http"), (":path", "/up/upload"),
+            (":authority", "localhost"), ("content-length", "5")]
+    teapot = c.request(head + [("expect", "teapot")], end_stream=False)
+    both = c.request(head + [("expect", "100-continue, x-more")], end_stream=False)
+    spaced = c.request(head + [("expect", " , 100-Continue ,")], end_stream=False)
+    c.pump(lambda: c.streams[teapot].ended and c.streams[both].ended and
+           (c.streams[spaced].interim or c.streams[spaced].headers))
+    for sid in (teapot, both):
+        s = c.streams[sid]
+        assert s.interim == [] and s.headers[":status"] == "417", (s.interim, s.headers)
+    s = c.streams[spaced]
+    assert s.headers is None and [i[":status"] for i in s.interim] == ["100"], (s.interim, s.headers)
+    c.send(spaced, b"hello", end_stream=True)
+    c.pump(lambda: s.ended)
+    assert s.headers[":status"] == "200"
+    c.close()
+
+
 def test_curl_expect_continue_upload(site, tmp_path):
     srv, _ = site
     body = os.urandom(2 * MIB)

@@ -111,6 +111,11 @@ enum {
  * (RFC 9110 §9.1), so "get" is SWS_M_OTHER. */
 int sws_method_id(const char *m, size_t len);
 
+/* Iterates a #rule list (RFC 9110 §5.6.1): sets [*el, *el + *el_len) to the
+ * next non-empty element with OWS trimmed and returns 1, or returns 0 at the
+ * end. Empty elements (", ,") are skipped as the RFC requires of recipients. */
+int sws_list_next(const char **pp, const char *end, const char **el, size_t *el_len);
+
 /* Largest Content-Length accepted: the value must fit an off_t/ssize_t. */
 #define SWS_MAX_CONTENT_LENGTH ((uint64_t)INT64_MAX)
 
