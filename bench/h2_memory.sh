@@ -21,6 +21,10 @@
 # Figures (KiB): idle = Σ VmRSS of the tree before the load; peak = the
 # largest Σ VmRSS sampled every 100 ms during it; hwm = Σ VmHWM at its end
 # (each process's own peak: an upper bound, peaks need not coincide);
+# pss-idle, pss-peak = the same as idle and peak with Σ Pss (smaps_rollup)
+# instead of Σ VmRSS: a page shared by several processes of the tree (a
+# forked child's untouched copy of its parent's heap, the libraries) counts
+# once, split between them, where Σ VmRSS counts it once per process;
 # h2load's succeeded / failed requests say the load was what it claims.
 # Load tests only against 127.0.0.1. One run, no medians: memory, not speed.
 #
@@ -60,13 +64,22 @@ sum_status() {  # sum_status FIELD PID...: Σ FIELD (kB) in /proc/PID/status
     for p in "$@"; do cat "/proc/$p/status" 2>/dev/null || true; done |
         awk -v f="$f:" '$1 == f { s += $2 } END { print s + 0 }'
 }
-# sampler ROOT OUT: Σ VmRSS of ROOT's tree every 100 ms, the largest in OUT, until OUT.stop exists
+sum_pss() {  # sum_pss PID...: Σ Pss (kB) in /proc/PID/smaps_rollup
+    for p in "$@"; do cat "/proc/$p/smaps_rollup" 2>/dev/null || true; done |
+        awk '$1 == "Pss:" { s += $2 } END { print s + 0 }'
+}
+# sampler ROOT OUT: Σ VmRSS and Σ Pss of ROOT's tree every 100 ms, the
+# largest of each in OUT and OUT.pss, until OUT.stop exists
 sampler() {
-    local root=$1 out=$2 peak=0 v
+    local root=$1 out=$2 peak=0 ppeak=0 v pids
     while [ ! -e "$out.stop" ]; do
-        # shellcheck disable=SC2046
-        v=$(sum_status VmRSS $(tree_pids "$root"))
+        pids=$(tree_pids "$root")
+        # shellcheck disable=SC2086
+        v=$(sum_status VmRSS $pids)
         [ "$v" -gt "$peak" ] && peak=$v && echo "$peak" >"$out"
+        # shellcheck disable=SC2086
+        v=$(sum_pss $pids)
+        [ "$v" -gt "$ppeak" ] && ppeak=$v && echo "$ppeak" >"$out.pss"
         sleep 0.1
     done
 }
@@ -85,10 +98,13 @@ measure() {  # measure SERVER TEST
         log "$srv: a first request of $path failed"
     sleep 1
     # shellcheck disable=SC2046
-    local idle
+    local idle pidle
     idle=$(sum_status VmRSS $(tree_pids "$root"))
+    # shellcheck disable=SC2046
+    pidle=$(sum_pss $(tree_pids "$root"))
     out=$RUN_DIR/peak-$srv-$test
     echo "$idle" >"$out"
+    echo "$pidle" >"$out.pss"
     sampler "$root" "$out" &
     local sp=$!
     log "$srv $test: h2load -n$n -c1000 -m8 https://127.0.0.1:$HTTPS_PORT$path"
@@ -101,7 +117,8 @@ measure() {  # measure SERVER TEST
     hwm=$(sum_status VmHWM $(tree_pids "$root"))
     reqs=$(grep -o '[0-9]* succeeded, [0-9]* failed' "$RUN_DIR/h2load-$srv-$test.txt" || echo "h2load: no summary")
     grep -q "Application protocol: h2" "$RUN_DIR/h2load-$srv-$test.txt" || reqs="not h2! $reqs"
-    ROW[$srv,$test]="$(printf '%8s %8s %8s %8s  %s' "$idle" "$(cat "$out")" "$hwm" "$(($(cat "$out") - idle))" "$reqs")"
+    ROW[$srv,$test]="$(printf '%8s %8s %8s %8s %8s %8s %8s  %s' "$idle" "$(cat "$out")" "$hwm" \
+        "$(($(cat "$out") - idle))" "$pidle" "$(cat "$out.pss")" "$(($(cat "$out.pss") - pidle))" "$reqs")"
     stop_pid "$root"
 }
 
@@ -120,7 +137,8 @@ done
 
 echo "# bench/h2_memory.sh: h2load -c1000 -m8 over TLS (h2), one worker per server; KiB, Σ over the server's process tree"
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc --all) CPUs; server on CPU $CPU_SERVER, h2load and upstream on CPU $CPU_LOAD"
-printf '%-8s %-7s %8s %8s %8s %8s  %s\n' test server idle peak hwm peak-idle "h2load requests"
+printf '%-8s %-7s %8s %8s %8s %8s %8s %8s %8s  %s\n' test server idle peak hwm peak-idle \
+    pss-idle pss-peak pss-grow "h2load requests"
 for test in $TESTS; do
     for srv in $SERVERS; do
         printf '%-8s %-7s %s\n' "$test" "$srv" "${ROW[$srv,$test]}"
