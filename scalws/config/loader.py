@@ -582,13 +582,13 @@ def _walk_document(ctx: _Context, root) -> Config:
             else:
                 cfg.batch_window = value
 
-    cfg.busy_poll, cfg.busy_poll_auto = busy_poll_auto()
-    if "busy_poll" in keys:
-        node = keys["busy_poll"][1]
-        if not (ctx.kind(node) == "str" and node.value == "auto"):
-            value = _busy_poll(ctx, node)
-            if value is not None:
-                cfg.busy_poll, cfg.busy_poll_auto = value, ""
+    node = keys["busy_poll"][1] if "busy_poll" in keys else None
+    if node is None or (ctx.kind(node) == "str" and node.value == "auto"):
+        cfg.busy_poll, cfg.busy_poll_auto = busy_poll_auto()
+    else:
+        value = _busy_poll(ctx, node)
+        if value is not None:
+            cfg.busy_poll, cfg.busy_poll_auto = value, ""
 
     if "pid" in keys:
         cfg.pid = ctx.path(keys["pid"][1], "pid")
@@ -844,16 +844,23 @@ def busy_poll_auto() -> tuple:
     return BUSY_POLL_AUTO, f"{BUSY_POLL_AUTO * 1e6:g}us: a virtual machine"
 
 
+def _unescape_mount(field: str) -> str:
+    """A mountinfo path field as a path: the kernel writes space, tab,
+    newline and backslash as \\ooo octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def cpu_quota(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo"):
     """The tightest cgroup CPU quota on this process's cgroup or one of its
-    ancestors, as (CPUs, the file that sets it), or None: cgroup v2's
-    `cpu.max` ("max" is none), v1's `cpu.cfs_quota_us` (-1 is none) over
-    `cpu.cfs_period_us`. Unreadable files count as no quota."""
+    ancestors that the cgroup mount shows, as (CPUs, the file that sets it),
+    or None: cgroup v2's `cpu.max` ("max" is none), v1's `cpu.cfs_quota_us`
+    (-1 is none) over `cpu.cfs_period_us`. Anything unreadable or
+    malformed counts as no quota: this must never refuse a configuration."""
     def read(path):
         try:
-            with open(path) as f:
+            with open(path, errors="surrogateescape") as f:
                 return f.read()
-        except OSError:
+        except (OSError, ValueError):
             return ""
 
     # the hierarchies that can hold a CPU quota: (mount root, mount point, v2?)
@@ -863,10 +870,11 @@ def cpu_quota(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo")
         if " - " not in line or len(fields) < 5:
             continue
         fstype, _, opts = (line.split(" - ", 1)[1].split() + ["", ""])[:3]
+        root, point = _unescape_mount(fields[3]), _unescape_mount(fields[4])
         if fstype == "cgroup2":
-            mounts.append((fields[3], fields[4], True))
+            mounts.append((root, point, True))
         elif fstype == "cgroup" and "cpu" in opts.split(","):
-            mounts.append((fields[3], fields[4], False))
+            mounts.append((root, point, False))
     best = None
     for line in read(proc_cgroup).splitlines():
         parts = line.split(":", 2)
@@ -877,16 +885,20 @@ def cpu_quota(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo")
         if not v2 and "cpu" not in controllers.split(","):
             continue
         for root, point, mount_v2 in mounts:
-            if mount_v2 != v2:
+            # the mount that shows this group: its root is the group or an
+            # ancestor of it (a bind mount of some other group is not)
+            root = root.rstrip("/")
+            if mount_v2 != v2 or not (path + "/").startswith(root + "/"):
                 continue
-            if root != "/" and (path + "/").startswith(root.rstrip("/") + "/"):
-                path = path[len(root.rstrip("/")):] or "/"
-            d = os.path.normpath(point + "/" + path.lstrip("/"))
+            top = os.path.normpath(point)
+            d = os.path.normpath(top + "/" + path[len(root):].lstrip("/"))
+            if d != top and not d.startswith(top + "/"):
+                continue  # "/.." under a cgroup namespace: not below this mount
             while True:
                 cpus, where = _quota_in(d, v2, read)
                 if cpus is not None and (best is None or cpus < best[0]):
                     best = (cpus, where)
-                if d == os.path.normpath(point) or os.path.dirname(d) == d:
+                if d == top:
                     break
                 d = os.path.dirname(d)
             break
@@ -904,7 +916,7 @@ def _quota_in(d, v2, read):
             quota = int(read(d + "/cpu.cfs_quota_us"))
             if quota > 0:
                 return quota / int(read(d + "/cpu.cfs_period_us")), d + "/cpu.cfs_quota_us"
-    except ValueError:
+    except (ValueError, ZeroDivisionError):
         pass
     return None, None
 

@@ -587,6 +587,8 @@ class Master:
         old = list(self.slots.values())
         for w in new.warnings:
             log.warning("%s", w)
+        if new.busy_poll_auto and new.busy_poll_auto != self.config.busy_poll_auto:
+            log.info("busy_poll auto: %s", new.busy_poll_auto)
         # The apps' new workers are ready before any web worker points at them.
         try:
             app_procs = self.apps.start(new)

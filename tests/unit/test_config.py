@@ -1157,3 +1157,34 @@ def test_cpu_quota(tmp_path, version):
     assert cpu_quota(cg, mi) == (0.5, f"{point}/inst/{name}")
     # nothing readable
     assert cpu_quota(str(tmp_path / "none"), str(tmp_path / "none")) is None
+
+
+def test_cpu_quota_edge_cases(tmp_path):
+    from scalws.config.loader import cpu_quota
+    # a mount point with a space, which mountinfo writes as \040
+    point = tmp_path / "cg root" / "cpu"
+    (point / "svc").mkdir(parents=True)
+    (point / "svc" / "cpu.cfs_quota_us").write_text("25000\n")
+    (point / "svc" / "cpu.cfs_period_us").write_text("100000\n")
+    (tmp_path / "cgroup").write_text("4:cpu,cpuacct:/svc\n0::/\n")
+    esc = str(point).replace(" ", "\\040")
+    mi = tmp_path / "mountinfo"
+    mi.write_text(f"32 31 0:29 / {esc} rw - cgroup cgroup rw,cpu,cpuacct\n")
+    assert cpu_quota(str(tmp_path / "cgroup"), str(mi)) == (0.25, f"{point}/svc/cpu.cfs_quota_us")
+    # a bind mount of another group listed first does not hide the hierarchy's mount
+    other = tmp_path / "other"
+    other.mkdir()
+    mi.write_text(f"31 30 0:29 /elsewhere {other} rw - cgroup cgroup rw,cpu,cpuacct\n"
+                  f"32 31 0:29 / {esc} rw - cgroup cgroup rw,cpu,cpuacct\n")
+    assert cpu_quota(str(tmp_path / "cgroup"), str(mi)) == (0.25, f"{point}/svc/cpu.cfs_quota_us")
+    # a group above the mount (a cgroup namespace's "/..") is not looked for below it
+    (tmp_path / "cgroup").write_text("4:cpu,cpuacct:/../svc\n")
+    assert cpu_quota(str(tmp_path / "cgroup"), str(mi)) is None
+    # bytes that are not UTF-8, a zero period, garbage: no quota, no exception
+    (tmp_path / "cgroup").write_text("4:cpu,cpuacct:/svc\n")
+    mi.write_bytes(b"40 31 0:40 / /media/caf\xe9 rw - ext4 /dev/sda1 rw\n" +
+                   f"32 31 0:29 / {esc} rw - cgroup cgroup rw,cpu,cpuacct\n".encode())
+    (point / "svc" / "cpu.cfs_period_us").write_text("0\n")
+    assert cpu_quota(str(tmp_path / "cgroup"), str(mi)) is None
+    (point / "svc" / "cpu.cfs_quota_us").write_text("lots\n")
+    assert cpu_quota(str(tmp_path / "cgroup"), str(mi)) is None
