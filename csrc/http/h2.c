@@ -1285,10 +1285,13 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t code, voi
     return 0;
 }
 
-/* A frame nghttp2 refused. For HEADERS that is the end of the block too
- * (a field RFC 9113 §8.2 forbids, a pseudo-header out of place: the stream
- * is reset and on_frame_recv never sees the block): the connection is back
- * to waiting for the next request, timed by keepalive_timeout. */
+/* A frame nghttp2 refused. For HEADERS that is the end of the block for
+ * us (a field RFC 9113 §8.2 forbids, a pseudo-header out of place: the
+ * stream is reset and on_frame_recv never sees the block): the connection
+ * is back to waiting for the next request, timed by keepalive_timeout.
+ * nghttp2 says so at the bad field; what is left of the block it reads and
+ * drops, within keepalive_timeout (set once, not renewed by the trickle)
+ * and max_continuations, no longer header_timeout. */
 static int on_invalid_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, int code, void *user)
 {
     h2conn_t *hc = user;
@@ -1564,8 +1567,10 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     /* Expect, as HTTP/1 reads it: 100-continue is met, any other
      * expectation cannot be (417, RFC 9110 §10.1.1) */
     int bad_expect = 0;
-    const sws_header_t *ex = find_header(&r, "expect", 6);
-    if (ex) {
+    for (size_t i = 0; i < r.nh; i++) {
+        const sws_header_t *ex = &r.h[i]; /* every Expect field: a list may span several */
+        if (ex->name_len != 6 || memcmp(ex->name, "expect", 6) != 0) /* names are lowercase here */
+            continue;
         const char *p = ex->value, *el;
         size_t el_len;
         while (sws_list_next(&p, ex->value + ex->value_len, &el, &el_len)) {

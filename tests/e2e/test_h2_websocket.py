@@ -542,7 +542,8 @@ def test_expect_continue_refused_gets_a_final_answer_without_100(site):
 def test_an_expectation_other_than_100_continue_is_417(site):
     # As over HTTP/1.1 (RFC 9110 §10.1.1): an expectation the server cannot
     # meet gets 417 and no 100; a list with 100-continue in it is read as a
-    # list (OWS and empty elements as HTTP/1 reads them).
+    # list (OWS and empty elements as HTTP/1 reads them), over every Expect
+    # field of the request.
     srv, _ = site
     c = H2Client(srv.port)
     head = [(":method", "POST"), (":scheme", "http"), (":path", "/up/upload"),
@@ -550,9 +551,10 @@ def test_an_expectation_other_than_100_continue_is_417(site):
     teapot = c.request(head + [("expect", "teapot")], end_stream=False)
     both = c.request(head + [("expect", "100-continue, x-more")], end_stream=False)
     spaced = c.request(head + [("expect", " , 100-Continue ,")], end_stream=False)
-    c.pump(lambda: c.streams[teapot].ended and c.streams[both].ended and
+    two = c.request(head + [("expect", "100-continue"), ("expect", "x-more")], end_stream=False)
+    c.pump(lambda: c.streams[teapot].ended and c.streams[both].ended and c.streams[two].ended and
            (c.streams[spaced].interim or c.streams[spaced].headers))
-    for sid in (teapot, both):
+    for sid in (teapot, both, two):
         s = c.streams[sid]
         assert s.interim == [] and s.headers[":status"] == "417", (s.interim, s.headers)
     s = c.streams[spaced]
