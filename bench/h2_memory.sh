@@ -69,9 +69,11 @@ sum_pss() {  # sum_pss PID...: Σ Pss (kB) in /proc/PID/smaps_rollup
         awk '$1 == "Pss:" { s += $2 } END { print s + 0 }'
 }
 # sampler ROOT OUT: Σ VmRSS and Σ Pss of ROOT's tree every 100 ms, the
-# largest of each in OUT and OUT.pss, until OUT.stop exists
+# largest of each in OUT and OUT.pss (which start with the idle figures),
+# until OUT.stop exists. Pss needs read access to smaps_rollup: run as root.
 sampler() {
-    local root=$1 out=$2 peak=0 ppeak=0 v pids
+    local root=$1 out=$2 peak ppeak v pids
+    peak=$(cat "$out") ppeak=$(cat "$out.pss")
     while [ ! -e "$out.stop" ]; do
         pids=$(tree_pids "$root")
         # shellcheck disable=SC2086
