@@ -583,9 +583,8 @@ def _walk_document(ctx: _Context, root) -> Config:
                 cfg.batch_window = value
 
     node = keys["busy_poll"][1] if "busy_poll" in keys else None
-    if node is None or (ctx.kind(node) == "str" and node.value == "auto"):
-        cfg.busy_poll, cfg.busy_poll_auto = busy_poll_auto()
-    else:
+    busy_auto = node is None or (ctx.kind(node) == "str" and node.value == "auto")
+    if not busy_auto:
         value = _busy_poll(ctx, node)
         if value is not None:
             cfg.busy_poll, cfg.busy_poll_auto = value, ""
@@ -626,6 +625,8 @@ def _walk_document(ctx: _Context, root) -> Config:
         cfg.instances = _instances(ctx, keys["instances"][1], keys.get("workers"))
         if cfg.instances is not None:
             cfg.workers = cfg.instances.cpus_per_instance
+    if busy_auto:  # once the number of workers is known
+        cfg.busy_poll, cfg.busy_poll_auto = busy_poll_auto(cfg.workers)
 
     if ctx.require(keys, root, "", "sites"):
         cfg.sites = _sites(ctx, keys["sites"][1])
@@ -830,15 +831,17 @@ def virtualized(cpuinfo="/proc/cpuinfo", hypervisor="/sys/hypervisor/type",
     return vendor == "Amazon EC2" and not product.endswith(".metal")
 
 
-def busy_poll_auto() -> tuple:
+def busy_poll_auto(workers: int) -> tuple:
     """What `busy_poll: auto` means here, and why: (seconds, reason). Off
-    under a cgroup CPU quota, where the poll would spend the quota that
-    serves requests (docs/adr/0021-busy-poll-under-a-cpu-quota.md); else
+    under a cgroup CPU quota smaller than `workers` CPUs, where the poll
+    would spend the quota that serves requests; a worker is one thread, so
+    with a quota of at least one CPU per worker polling can never be what
+    throttles them (docs/adr/0021-busy-poll-under-a-cpu-quota.md). Else
     BUSY_POLL_AUTO on a virtual machine and off on bare metal."""
     quota = cpu_quota()
-    if quota is not None:
+    if quota is not None and quota[0] < workers:
         cpus, where = quota
-        return 0.0, f"off: a CPU quota of {cpus:g} CPUs on {where}"
+        return 0.0, f"off: a CPU quota of {cpus:g} CPUs for {workers} worker(s) on {where}"
     if not virtualized():
         return 0.0, "off: not a virtual machine"
     return BUSY_POLL_AUTO, f"{BUSY_POLL_AUTO * 1e6:g}us: a virtual machine"

@@ -165,8 +165,9 @@ def quota_cgroup():
 
 
 def test_auto_does_not_poll_under_a_cpu_quota(quota_cgroup, server, tmp_path, monkeypatch):
-    # `busy_poll: auto` under a cgroup CPU quota is off, virtual machine or
-    # not: the poll would spend the quota that serves requests (ADR 0021).
+    # `busy_poll: auto` under a cgroup CPU quota smaller than the workers'
+    # CPUs is off, virtual machine or not: the poll would spend the quota
+    # that serves requests (ADR 0021).
     # The master says so at start, and the worker sleeps between requests
     # that come back at once (gaps of some 30 us), as with `busy_poll: 0`; a
     # 50 us poll, what `auto` is on a virtual machine without a quota,
@@ -177,7 +178,7 @@ def test_auto_does_not_poll_under_a_cpu_quota(quota_cgroup, server, tmp_path, mo
     monkeypatch.setenv("SCALWS_TEST_WRAP", str(wrap))
     srv = server(CONFIG.format(poll="auto").replace("  access: off", "  access: off\n  level: info"))
     name = "cpu.max" if os.path.exists(os.path.join(quota_cgroup, "cpu.max")) else "cpu.cfs_quota_us"
-    srv.wait_log(f"busy_poll auto: off: a CPU quota of 0.5 CPUs on {quota_cgroup}/{name}")
+    srv.wait_log(f"busy_poll auto: off: a CPU quota of 0.5 CPUs for 1 worker(s) on {quota_cgroup}/{name}")
     (worker,) = srv.workers()
     with open(os.path.join(quota_cgroup, "cgroup.procs")) as f:
         assert worker in {int(p) for p in f.read().split()}

@@ -1063,7 +1063,9 @@ def test_batch_window():
 def test_busy_poll():
     from scalws.config.loader import BUSY_POLL_AUTO, cpu_quota, virtualized
     base = "sites: [{listen: ['127.0.0.1:8080'], routes: [{path: /, respond: {body: x}}]}]\n"
-    auto = BUSY_POLL_AUTO if virtualized() and cpu_quota() is None else 0
+    quota = cpu_quota()
+    workers = len(os.sched_getaffinity(0))
+    auto = BUSY_POLL_AUTO if virtualized() and (quota is None or quota[0] >= workers) else 0
     assert load_config_text(base).busy_poll_auto.startswith("50us" if auto else "off")
     assert load_config_text("busy_poll: 0\n" + base).busy_poll_auto == ""
     assert BUSY_POLL_AUTO == pytest.approx(50e-6)
@@ -1188,3 +1190,19 @@ def test_cpu_quota_edge_cases(tmp_path):
     assert cpu_quota(str(tmp_path / "cgroup"), str(mi)) is None
     (point / "svc" / "cpu.cfs_quota_us").write_text("lots\n")
     assert cpu_quota(str(tmp_path / "cgroup"), str(mi)) is None
+
+
+def test_busy_poll_auto_and_the_quota(monkeypatch):
+    # Off under a quota smaller than the workers' CPUs; a quota of a CPU per
+    # worker or more cannot be spent by polling, so a virtual machine polls.
+    from scalws.config import loader
+    monkeypatch.setattr(loader, "virtualized", lambda: True)
+    monkeypatch.setattr(loader, "cpu_quota", lambda: (1.5, "/cg/cpu.max"))
+    assert loader.busy_poll_auto(2) == (0.0, "off: a CPU quota of 1.5 CPUs for 2 worker(s) on /cg/cpu.max")
+    assert loader.busy_poll_auto(1) == (loader.BUSY_POLL_AUTO, "50us: a virtual machine")
+    monkeypatch.setattr(loader, "cpu_quota", lambda: None)
+    assert loader.busy_poll_auto(4) == (loader.BUSY_POLL_AUTO, "50us: a virtual machine")
+    monkeypatch.setattr(loader, "virtualized", lambda: False)
+    assert loader.busy_poll_auto(4) == (0.0, "off: not a virtual machine")
+    monkeypatch.setattr(loader, "cpu_quota", lambda: (0.5, "/cg/cpu.max"))
+    assert loader.busy_poll_auto(1)[0] == 0.0
