@@ -1379,8 +1379,10 @@ static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
                      ? sws_fastcgi_start(e, &s->resp, req, h->data, NULL, 0, done)
                      : sws_proxy_start(e, &s->resp, req, h->data, NULL, 0, done);
     if (status == 0) {
-        if (s->req_done)
+        if (s->req_done && !s->ws)
             s->fin_given = 1; /* done came with the start */
+        /* a WebSocket's END_STREAM on its CONNECT is the tunnel's end of
+         * input: body(done) once the tunnel wants a body (h2_want_body) */
         return 0;
     }
     /* A start that fails has neither finished nor closed r (the handlers'

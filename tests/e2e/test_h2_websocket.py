@@ -461,6 +461,30 @@ def test_client_end_stream_half_closes_toward_the_upstream(site):
     assert c.streams[sid].ended and c.streams[sid].reset is None
 
 
+def test_end_stream_on_the_connect_half_closes_toward_the_upstream(site):
+    """END_STREAM on the extended CONNECT itself: the client will send
+    nothing. The upstream reads its end of input once the upgrade is done,
+    closes, and that ends the stream."""
+    srv, _ = site
+    c = H2Client(srv.port)
+    sid = c.request([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+                     (":path", "/up/ws"), (":authority", "localhost"),
+                     ("sec-websocket-version", "13")], end_stream=True)
+    c.pump(lambda: c.streams[sid].ended or c.streams[sid].reset is not None, timeout=10)
+    s = c.streams[sid]
+    assert s.headers[":status"] == "200" and s.ended and s.reset is None, (s.headers, s.reset)
+    # the same refused by the upstream: its answer, and the connection serves on
+    no = c.request([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+                    (":path", "/up/ws?refuse=403"), (":authority", "localhost"),
+                    ("sec-websocket-version", "13")], end_stream=True)
+    c.pump(lambda: c.streams[no].ended or c.streams[no].reset is not None, timeout=10)
+    assert c.streams[no].headers[":status"] == "403" and bytes(c.streams[no].data) == b"refused 403\n"
+    g = c.get("/")
+    c.pump(lambda: c.streams[g].ended)
+    assert bytes(c.streams[g].data) == b"hello over h2\n"
+    c.close()
+
+
 def test_a_reader_that_stops_reading_keeps_the_worker_bounded(site):
     """The client sends and never opens its windows: the echo backs up
     into the stream's queue, the proxy stops reading the upstream, the
