@@ -1981,7 +1981,8 @@ static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
     }
     /* What the kernel holds unsent is out of the scheduler's reach: an
      * urgent stream waits behind it (RFC 9218; ADR 0019). */
-    conn_limit_unsent(c, SWS_H2_UNSENT);
+    if (cf->unsent_limit)
+        conn_limit_unsent(c, (int)cf->unsent_limit);
     tl_set(e, &c->tn, TL_HEADER); /* the preface and a first request */
     conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
     h2_event(e, c, 0); /* our SETTINGS; with h2c, the stashed preface and what followed */
@@ -2076,6 +2077,7 @@ int sws_h2_init(sws_engine_t *e)
         .conn_window = SWS_H2_CONN_WINDOW,
         .header_table = SWS_H2_TABLE,
         .max_continuations = SWS_H2_CONTINUATIONS,
+        .unsent_limit = SWS_H2_UNSENT,
         .reset_burst = SWS_H2_RESET_BURST,
         .reset_rate = SWS_H2_RESET_RATE,
         .frame_burst = SWS_H2_FRAME_BURST,

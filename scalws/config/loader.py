@@ -1051,6 +1051,7 @@ _HTTP2 = {
     "max_header_list_size": ("size", dict(lo=1 << 10, hi=2 << 20)),
     "header_table_size": ("size", dict(lo=0, hi=64 << 10)),
     "max_continuations": ("integer", dict(lo=1, hi=1000)),
+    "unsent_limit": ("size", dict(lo=0, hi=64 << 20)),
     "reset_burst": ("integer", dict(lo=1, hi=1_000_000)),
     "reset_rate": ("integer", dict(lo=1, hi=1_000_000)),
     "frame_burst": ("integer", dict(lo=1, hi=1_000_000)),

@@ -42,6 +42,7 @@ class Http2:
     max_header_list_size: Optional[int] = None  # None: limits.max_header_bytes + 32 x max_headers
     header_table_size: int = 4096          # HPACK dynamic table, both directions
     max_continuations: int = 8             # CONTINUATION frames after a HEADERS
+    unsent_limit: int = 16 * 1024          # TCP_NOTSENT_LOWAT (ADR 0019); 0: the kernel's (none)
     reset_burst: int = 1000                # RST_STREAM from the client (rapid reset)
     reset_rate: int = 33                   # ... per second
     frame_burst: int = 1000                # SETTINGS, PING, WINDOW_UPDATE, PRIORITY, empty DATA

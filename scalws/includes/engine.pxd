@@ -314,6 +314,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t max_header_list
         uint32_t header_table
         uint32_t max_continuations
+        uint32_t unsent_limit
         uint32_t reset_burst
         uint32_t reset_rate
         uint32_t frame_burst

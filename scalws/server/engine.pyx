@@ -200,6 +200,7 @@ cdef class Engine:
         h2.max_header_list = http2.max_header_list_size or 0  # 0: from the limits
         h2.header_table = http2.header_table_size
         h2.max_continuations = http2.max_continuations
+        h2.unsent_limit = http2.unsent_limit
         h2.reset_burst = http2.reset_burst
         h2.reset_rate = http2.reset_rate
         h2.frame_burst = http2.frame_burst

@@ -33,6 +33,7 @@ PRIORITY_UPDATE = 0x10
 SITE = """
 workers: 1
 log: {{level: info, access: {tmp}/access.log}}
+{http2}
 sites:
   - listen: ["127.0.0.1:{port} h2c", "127.0.0.1:{port2} tls"]
     server_names: [localhost]
@@ -60,8 +61,8 @@ def site(server, pki, tmp_path):
     for name, size in sizes.items():
         (www / f"{name}.bin").write_bytes(bytes([len(name)]) * size)
 
-    def make(upstream=None):
-        srv = server(SITE, cert=pki.ec.cert_path, key=pki.ec.key_path,
+    def make(upstream=None, http2=""):
+        srv = server(SITE, cert=pki.ec.cert_path, key=pki.ec.key_path, http2=http2,
                      upstream=upstream.url if upstream else "http://127.0.0.1:9")
         srv.sizes = sizes
         return srv
@@ -230,6 +231,25 @@ def test_a_10mib_download_delays_an_urgent_answer_by_about_one_batch(site, pki, 
     assert c.got[big] == srv.sizes["big"] and c.got[urgent] == srv.sizes["small"]
     print(f"bulk bytes ahead of the urgent answer: {overtaken_by}")
     assert overtaken_by <= 320 * KIB, overtaken_by
+
+
+def test_without_an_unsent_limit_the_socket_buffer_decides(site):
+    """`http2: {unsent_limit: 0}` leaves the kernel's socket buffer unbounded
+    by TCP_NOTSENT_LOWAT: the urgent answer of the test above then waits
+    behind what the socket had taken, megabytes here (3.1 MiB measured),
+    not one batch. What the key turns off, and that it does."""
+    srv = site(http2="http2: {unsent_limit: 0}")
+    c = Client(srv.port, window=1 << 30, rate=16 * MIB, rcvbuf=32 * KIB)
+    big = c.get("/files/big.bin", "u=5")
+    c.until(lambda: c.got[big] >= 2 * MIB)
+    before = c.data_total
+    urgent = c.get("/files/small.bin", "u=0")
+    c.finish([urgent])
+    overtaken_by = c.ended_at[urgent] - before - srv.sizes["small"]
+    c.finish([big])
+    c.close()
+    print(f"bulk bytes ahead of the urgent answer: {overtaken_by}")
+    assert overtaken_by > 1 * MIB, overtaken_by
 
 
 # ---- reprioritization and incremental delivery -----------------------------------------

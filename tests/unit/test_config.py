@@ -603,8 +603,9 @@ def test_http2_block(tmp_path):
     cfg = load(tmp_path, "http2: {max_concurrent_streams: 64, stream_window: 1m, "
                          "connection_window: 4m, max_header_list_size: 32k, header_table_size: 0, "
                          "max_continuations: 2, reset_burst: 50, reset_rate: 5, frame_burst: 200, "
-                         "frame_rate: 20}\n" + SITE)
+                         "frame_rate: 20, unsent_limit: 0}\n" + SITE)
     h = cfg.http2
+    assert h.unsent_limit == 0
     assert (h.max_concurrent_streams, h.stream_window, h.connection_window) == (64, 1 << 20, 4 << 20)
     assert (h.max_header_list_size, h.header_table_size, h.max_continuations) == (32 << 10, 0, 2)
     assert (h.reset_burst, h.reset_rate, h.frame_burst, h.frame_rate) == (50, 5, 200, 20)
@@ -614,7 +615,7 @@ def test_http2_defaults(tmp_path):
     h = load(tmp_path, SITE).http2
     assert (h.max_concurrent_streams, h.stream_window, h.connection_window) == (128, 256 << 10, 1 << 20)
     assert h.max_header_list_size is None  # from limits, in the engine
-    assert (h.header_table_size, h.max_continuations) == (4096, 8)
+    assert (h.header_table_size, h.max_continuations, h.unsent_limit) == (4096, 8, 16 << 10)
     assert (h.reset_burst, h.reset_rate, h.frame_burst, h.frame_rate) == (1000, 33, 1000, 100)
 
 
@@ -640,6 +641,7 @@ def test_http2_defaults(tmp_path):
     ("http2: {frame_burst: 2000000}",
      "F:1:22: http2.frame_burst: must be between 1 and 1000000, got 2000000"),
     ("http2: {frame_rate: -1}", "F:1:21: http2.frame_rate: must be between 1 and 1000000, got -1"),
+    ("http2: {unsent_limit: 1g}", "F:1:23: http2.unsent_limit: must be between 0 and 64m, got 1g"),
 ])
 def test_http2_problems(tmp_path, line, expected):
     assert one_problem(tmp_path, line + "\n" + SITE) == expected

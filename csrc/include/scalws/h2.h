@@ -62,13 +62,13 @@ struct nghttp2_option;
 #define SWS_H2_CONN_WINDOW (1024 * 1024) /* the connection's receive window */
 #define SWS_H2_TABLE 4096               /* SETTINGS_HEADER_TABLE_SIZE, and our encoder's table */
 #define SWS_H2_CONTINUATIONS 8          /* CONTINUATION frames after one HEADERS */
+#define SWS_H2_UNSENT (16 * 1024)       /* TCP_NOTSENT_LOWAT: output the kernel holds unsent (ADR 0019) */
 #define SWS_H2_RESET_BURST 1000         /* RST_STREAM from the client: a bucket of 1000 ... */
 #define SWS_H2_RESET_RATE 33            /* ... refilled by 33 a second (nghttp2's own defaults) */
 #define SWS_H2_FRAME_BURST 1000         /* frames that ask nothing of a handler (budget_frame) */
 #define SWS_H2_FRAME_RATE 100
 #define SWS_H2_RST_KEEP 32              /* recently reset streams remembered */
 #define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
-#define SWS_H2_UNSENT (16 * 1024)       /* TCP_NOTSENT_LOWAT: output the kernel holds unsent (ADR 0019) */
 
 typedef struct h2s h2s_t;
 
@@ -83,6 +83,7 @@ typedef struct {
     uint32_t max_header_list;  /* SETTINGS_MAX_HEADER_LIST_SIZE, bytes; over it: 431; 0: from limits */
     uint32_t header_table;     /* SETTINGS_HEADER_TABLE_SIZE, and the most our encoder uses, bytes */
     uint32_t max_continuations;
+    uint32_t unsent_limit;     /* TCP_NOTSENT_LOWAT on the connection, bytes; 0: none (ADR 0019) */
     uint32_t reset_burst, reset_rate;  /* RST_STREAM received (CVE-2023-44487) */
     uint32_t frame_burst, frame_rate;  /* SETTINGS, PING, WINDOW_UPDATE, PRIORITY, empty DATA, ... */
 } sws_h2_conf_t;
