@@ -235,7 +235,8 @@ static int px_body(sws_engine_t *e, void *ctx, char *p, size_t n, int done)
             if (x->req_chunked && w_put(x, "0\r\n\r\n", 5) < 0)
                 return -1;
         }
-        x->can_retry = 0; /* the body is no longer all in head[] */
+        if (n || (done && x->req_chunked))
+            x->can_retry = 0; /* the body is no longer all in head[] */
     }
     if (x->uc && x->uc->state == UC_ACTIVE && up_write(e, x))
         return 1;
