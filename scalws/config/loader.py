@@ -1066,6 +1066,11 @@ def _http2(ctx, node, http2: Http2) -> None:
     for name, (reader, kwargs) in _HTTP2.items():
         if name in keys:
             value = getattr(ctx, reader)(keys[name][1], f"http2.{name}", **kwargs)
+            if name == "unsent_limit" and value is not None and 0 < value < 4096:
+                # a few bytes would wake the worker for every few bytes sent
+                ctx.error(keys[name][1], "http2.unsent_limit",
+                          f"expected 0 (none) or at least 4k, got {keys[name][1].value}")
+                value = None
             if value is not None:
                 setattr(http2, name, value)
 

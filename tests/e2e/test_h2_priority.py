@@ -238,6 +238,9 @@ def test_without_an_unsent_limit_the_socket_buffer_decides(site):
     by TCP_NOTSENT_LOWAT: the urgent answer of the test above then waits
     behind what the socket had taken, megabytes here (3.1 MiB measured),
     not one batch. What the key turns off, and that it does."""
+    with open("/proc/sys/net/ipv4/tcp_notsent_lowat") as f:
+        if int(f.read()) < 1 << 30:
+            pytest.skip("net.ipv4.tcp_notsent_lowat is set: without ours, the kernel's applies")
     srv = site(http2="http2: {unsent_limit: 0}")
     c = Client(srv.port, window=1 << 30, rate=16 * MIB, rcvbuf=32 * KIB)
     big = c.get("/files/big.bin", "u=5")

@@ -642,6 +642,7 @@ def test_http2_defaults(tmp_path):
      "F:1:22: http2.frame_burst: must be between 1 and 1000000, got 2000000"),
     ("http2: {frame_rate: -1}", "F:1:21: http2.frame_rate: must be between 1 and 1000000, got -1"),
     ("http2: {unsent_limit: 1g}", "F:1:23: http2.unsent_limit: must be between 0 and 64m, got 1g"),
+    ("http2: {unsent_limit: 100}", "F:1:23: http2.unsent_limit: expected 0 (none) or at least 4k, got 100"),
 ])
 def test_http2_problems(tmp_path, line, expected):
     assert one_problem(tmp_path, line + "\n" + SITE) == expected
