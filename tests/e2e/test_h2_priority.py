@@ -206,20 +206,11 @@ def test_urgent_assets_overtake_thirty_bulk_downloads(site):
     assert max(rank(c, s) for s in mid) < min(rank(c, s) for s in low), c.done
 
 
-@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
-def test_a_10mib_download_delays_an_urgent_answer_by_about_one_batch(site, pki, tls):
+def bulk_ahead_of_urgent(srv, port, tls=None):
     """Windows wide open, the socket read at 16 MiB/s through a 32 KiB
-    receive buffer: the server's socket is full when the urgent request
-    comes. What reaches the client before the urgent answer is what the
-    server had already handed to the kernel or queued: about one output
-    batch (64 KiB), not the megabytes a socket buffer can hold."""
-    srv = site()
-    ctx = None
-    if tls:
-        ctx = ssl.create_default_context(cafile=pki.ca.cert_path)
-        ctx.set_alpn_protocols(["h2"])
-    c = Client(srv.ports[1] if tls else srv.port, window=1 << 30, rate=16 * MIB,
-               rcvbuf=32 * KIB, tls=ctx)
+    receive buffer, a 10 MiB u=5 download under way, then a u=0 request:
+    the bulk bytes that reached the client before the urgent answer did."""
+    c = Client(port, window=1 << 30, rate=16 * MIB, rcvbuf=32 * KIB, tls=tls)
     big = c.get("/files/big.bin", "u=5")
     c.until(lambda: c.got[big] >= 2 * MIB)
     before = c.data_total
@@ -230,6 +221,21 @@ def test_a_10mib_download_delays_an_urgent_answer_by_about_one_batch(site, pki, 
     c.close()
     assert c.got[big] == srv.sizes["big"] and c.got[urgent] == srv.sizes["small"]
     print(f"bulk bytes ahead of the urgent answer: {overtaken_by}")
+    return overtaken_by
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_a_10mib_download_delays_an_urgent_answer_by_about_one_batch(site, pki, tls):
+    """The server's socket is full when the urgent request comes. What
+    reaches the client before the urgent answer is what the server had
+    already handed to the kernel or queued: about one output batch
+    (64 KiB), not the megabytes a socket buffer can hold."""
+    srv = site()
+    ctx = None
+    if tls:
+        ctx = ssl.create_default_context(cafile=pki.ca.cert_path)
+        ctx.set_alpn_protocols(["h2"])
+    overtaken_by = bulk_ahead_of_urgent(srv, srv.ports[1] if tls else srv.port, ctx)
     assert overtaken_by <= 320 * KIB, overtaken_by
 
 
@@ -242,16 +248,7 @@ def test_without_an_unsent_limit_the_socket_buffer_decides(site):
         if int(f.read()) < 1 << 30:
             pytest.skip("net.ipv4.tcp_notsent_lowat is set: without ours, the kernel's applies")
     srv = site(http2="http2: {unsent_limit: 0}")
-    c = Client(srv.port, window=1 << 30, rate=16 * MIB, rcvbuf=32 * KIB)
-    big = c.get("/files/big.bin", "u=5")
-    c.until(lambda: c.got[big] >= 2 * MIB)
-    before = c.data_total
-    urgent = c.get("/files/small.bin", "u=0")
-    c.finish([urgent])
-    overtaken_by = c.ended_at[urgent] - before - srv.sizes["small"]
-    c.finish([big])
-    c.close()
-    print(f"bulk bytes ahead of the urgent answer: {overtaken_by}")
+    overtaken_by = bulk_ahead_of_urgent(srv, srv.port)
     assert overtaken_by > 1 * MIB, overtaken_by
 
 
