@@ -176,7 +176,8 @@ class Config:
     # Before a worker sleeps, it polls for events for up to this long, as
     # long as its idle gaps have been that short (docs/adr/0004); 0 = off.
     # Resolved at load: `auto` is 50 us on a virtual machine, 0 on bare metal
-    # or under a cgroup CPU quota; busy_poll_auto says which, "" if not auto.
+    # or under a cgroup CPU quota of less than a CPU per worker (ADR 0021);
+    # busy_poll_auto says which and why, "" when not auto.
     busy_poll: float = 0.0
     busy_poll_auto: str = ""
     pid: Optional[str] = None              # pid file path
