@@ -70,15 +70,7 @@ WORKSET_MIB=$((KEYS * OBJ_SIZE / 1048576))
 [ -e "$CSV" ] && die "$CSV exists (choose another NAME)"
 
 mkdir -p "$DEST"
-RUN_DIR=$(mktemp -d /tmp/scalws-zipf.XXXXXX)
-chmod 755 "$RUN_DIR"
-install_traps
-ulimit -n "$(ulimit -Hn)"
-# this shell, wrk and the upstream on CPU_LOAD; servers get their own taskset on CPU_SERVER
-taskset -pc "$CPU_LOAD" $$ >/dev/null
-WWW=$RUN_DIR/www CERT=$RUN_DIR/cert.pem KEY=$RUN_DIR/key.pem
-prepare_content "$RUN_DIR"
-make_cert "$RUN_DIR"   # unused here, but nginx.conf.tmpl names a certificate
+bench_setup zipf  # the certificate is unused here, but nginx.conf.tmpl names one
 head -c "$OBJ_SIZE" /dev/urandom >"$WWW/static/zipf.bin"
 upstream_start || die "upstream nginx did not start"
 

@@ -46,13 +46,7 @@ MAXCONN=${MAXCONN:-$((HARD - 1000))}   # per server worker; leaves room for file
 [ -e "$CSV" ] && die "$CSV exists (choose another NAME)"
 mkdir -p "$DEST"
 
-RUN_DIR=$(mktemp -d /tmp/scalws-conc.XXXXXX)
-chmod 755 "$RUN_DIR"
-install_traps
-taskset -pc "$CPU_LOAD" $$ >/dev/null
-WWW=$RUN_DIR/www CERT=$RUN_DIR/cert.pem KEY=$RUN_DIR/key.pem
-prepare_content "$RUN_DIR"
-make_cert "$RUN_DIR"
+bench_setup conc
 
 ADDRS=""
 for ((i = 1; i <= N_ADDRS; i++)); do ADDRS+="127.0.0.$i "; done

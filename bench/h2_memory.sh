@@ -45,14 +45,7 @@ H2LOAD=${H2LOAD:-$(command -v h2load || true)}
 [ -n "$H2LOAD" ] || die "h2load not installed (apt-get install nghttp2-client)"
 [ "$(ulimit -Hn)" -ge 18000 ] || die "the hard file limit is $(ulimit -Hn); 1,000 connections of 8 slow streams need 18000"
 
-RUN_DIR=$(mktemp -d /tmp/scalws-h2mem.XXXXXX)
-chmod 755 "$RUN_DIR"
-install_traps
-ulimit -n "$(ulimit -Hn)"
-taskset -pc "$CPU_LOAD" $$ >/dev/null
-WWW=$RUN_DIR/www CERT=$RUN_DIR/cert.pem KEY=$RUN_DIR/key.pem
-prepare_content "$RUN_DIR"
-make_cert "$RUN_DIR"
+bench_setup h2mem
 lock_acquire
 # 1,000 client connections and, in the slow test, 8,000 upstream ones in one worker
 S_MAXCONN=16384

@@ -71,15 +71,7 @@ if [ ! -x "$TLSHS" ] || [ "$BENCH_DIR/tlshs.c" -nt "$TLSHS" ]; then
 fi
 
 mkdir -p "$DEST"
-RUN_DIR=$(mktemp -d /tmp/scalws-hs.XXXXXX)
-chmod 755 "$RUN_DIR"
-install_traps
-ulimit -n "$(ulimit -Hn)"
-# this shell and tlshs on CPU_LOAD; servers get their own taskset on CPU_SERVER
-taskset -pc "$CPU_LOAD" $$ >/dev/null
-WWW=$RUN_DIR/www
-prepare_content "$RUN_DIR"
-make_cert "$RUN_DIR"
+bench_setup hs  # tlshs on CPU_LOAD
 make_cert_rsa "$RUN_DIR"
 EC_CERT=$RUN_DIR/cert.pem EC_KEY=$RUN_DIR/key.pem
 RSA_CERT=$RUN_DIR/rsa-cert.pem RSA_KEY=$RUN_DIR/rsa-key.pem

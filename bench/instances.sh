@@ -41,16 +41,9 @@ for s in $SCENARIOS; do case $s in tls-h2-*) die "instances.sh measures HTTP/1.1
 [ -e "$CSV" ] && die "$CSV exists (choose another NAME)"
 mkdir -p "$DEST"
 
-RUN_DIR=$(mktemp -d /tmp/scalws-inst.XXXXXX)
-chmod 755 "$RUN_DIR"
 CG_BASE=$CG_ROOT/scalws-bench-$$
 BENCH_CLEANUP_EXTRA='for d in "$CG_BASE"/inst-*; do [ -d "$d" ] && rmdir "$d"; done; [ -d "$CG_BASE" ] && rmdir "$CG_BASE"'
-install_traps
-ulimit -n "$(ulimit -Hn)"
-taskset -pc "$CPU_LOAD" $$ >/dev/null
-WWW=$RUN_DIR/www CERT=$RUN_DIR/cert.pem KEY=$RUN_DIR/key.pem
-prepare_content "$RUN_DIR"
-make_cert "$RUN_DIR"
+bench_setup inst
 mkdir -p "$CG_BASE"
 
 # upstream for proxy / cache-* if asked for

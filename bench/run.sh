@@ -50,16 +50,7 @@ for s in $SCENARIOS; do scen_path "$s" >/dev/null || die "unknown scenario $s (k
 [ -n "$WRK" ] || die "wrk not installed (apt-get install wrk)"
 [ -n "$H2LOAD" ] || die "h2load not installed (apt-get install nghttp2-client)"
 
-RUN_DIR=$(mktemp -d /tmp/scalws-bench.XXXXXX)
-chmod 755 "$RUN_DIR"
-install_traps
-ulimit -n "$(ulimit -Hn)"
-# this shell and everything it starts (load, upstreams, apps, helpers) on CPU_LOAD;
-# servers are started with their own taskset on CPU_SERVER
-taskset -pc "$CPU_LOAD" $$ >/dev/null
-WWW=$RUN_DIR/www CERT=$RUN_DIR/cert.pem KEY=$RUN_DIR/key.pem
-prepare_content "$RUN_DIR"
-make_cert "$RUN_DIR"
+bench_setup bench  # load, upstreams, apps and helpers on CPU_LOAD
 
 if [ -n "$OUT" ]; then mkdir -p "$(dirname "$OUT")"; exec 3>"$OUT"; else exec 3>&1; fi
 

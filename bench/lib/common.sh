@@ -222,6 +222,24 @@ make_cert() {
         -keyout "$d/key.pem" -out "$d/cert.pem" >/dev/null 2>&1 || die "openssl could not make a certificate"
 }
 
+# bench_setup NAME: what every script does before it measures, in the main
+# shell (not in $(...): RUN_DIR must be set where the cleanup runs):
+# RUN_DIR=/tmp/scalws-NAME.XXXXXX (removed on success, kept on failure or
+# with KEEP_RUN_DIR=1), the cleanup traps, the hard file limit, this shell
+# and what it starts on CPU_LOAD (servers get their own taskset on
+# CPU_SERVER), and the content and ECDSA certificate every server serves
+# (WWW, CERT, KEY). A script's BENCH_CLEANUP_EXTRA may be set after it.
+bench_setup() {
+    RUN_DIR=$(mktemp -d "/tmp/scalws-$1.XXXXXX")
+    chmod 755 "$RUN_DIR"
+    install_traps
+    ulimit -n "$(ulimit -Hn)"
+    taskset -pc "$CPU_LOAD" $$ >/dev/null
+    WWW=$RUN_DIR/www CERT=$RUN_DIR/cert.pem KEY=$RUN_DIR/key.pem
+    prepare_content "$RUN_DIR"
+    make_cert "$RUN_DIR"
+}
+
 # make_cert_rsa DIR: the same names, an RSA 2048 key (DIR/rsa-cert.pem,
 # DIR/rsa-key.pem; sha256WithRSAEncryption): bench/handshakes.sh.
 make_cert_rsa() {
