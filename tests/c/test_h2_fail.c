@@ -22,6 +22,7 @@
 
 #include "context.h"
 #include "guard.h"
+#include "../fuzz/h2wire.h"
 
 /* ---- calloc, failing on demand --------------------------------------------------- */
 
@@ -83,32 +84,6 @@ static int unix_listener(const char *path)
     return l;
 }
 
-/* An HPACK literal field without indexing, names and values under 127 bytes. */
-static size_t literal(uint8_t *p, const char *n, const char *v)
-{
-    size_t nl = strlen(n), vl = strlen(v);
-    p[0] = 0;
-    p[1] = (uint8_t)nl;
-    memcpy(p + 2, n, nl);
-    p[2 + nl] = (uint8_t)vl;
-    memcpy(p + 3 + nl, v, vl);
-    return 3 + nl + vl;
-}
-
-static size_t frame_head(uint8_t *p, size_t len, uint8_t type, uint8_t flags, uint32_t sid)
-{
-    p[0] = (uint8_t)(len >> 16);
-    p[1] = (uint8_t)(len >> 8);
-    p[2] = (uint8_t)len;
-    p[3] = type;
-    p[4] = flags;
-    p[5] = (uint8_t)(sid >> 24);
-    p[6] = (uint8_t)(sid >> 16);
-    p[7] = (uint8_t)(sid >> 8);
-    p[8] = (uint8_t)sid;
-    return 9;
-}
-
 /* ---- the case --------------------------------------------------------------------- */
 
 static void test_failure_inside_a_proxy_upstream_event(const char *dir)
@@ -144,14 +119,14 @@ static void test_failure_inside_a_proxy_upstream_event(const char *dir)
     size_t n = 0;
     memcpy(out, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
     n = 24;
-    n += frame_head(out + n, 0, 4, 0, 0); /* SETTINGS */
+    n += h2_frame_head(out + n, 0, 4, 0, 0); /* SETTINGS */
     uint8_t block[256];
     size_t bl = 0;
-    bl += literal(block + bl, ":method", "GET");
-    bl += literal(block + bl, ":scheme", "http");
-    bl += literal(block + bl, ":path", "/x");
-    bl += literal(block + bl, ":authority", "h");
-    n += frame_head(out + n, bl, 1, 0x5, 1); /* HEADERS, END_STREAM | END_HEADERS */
+    bl += h2_literal(block + bl, ":method", "GET");
+    bl += h2_literal(block + bl, ":scheme", "http");
+    bl += h2_literal(block + bl, ":path", "/x");
+    bl += h2_literal(block + bl, ":authority", "h");
+    n += h2_frame_head(out + n, bl, 1, 0x5, 1); /* HEADERS, END_STREAM | END_HEADERS */
     memcpy(out + n, block, bl);
     n += bl;
     CHECK(write(cl, out, n) == (ssize_t)n, "write the request");

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "h2wire.h"
 
 static int failures;
 
@@ -166,18 +167,6 @@ static size_t exchange(const uint8_t *in, size_t n, int close_first)
     return got;
 }
 
-/* Appends an HPACK literal field without indexing (name and value < 127). */
-static size_t literal(uint8_t *p, const char *n, const char *v)
-{
-    size_t nl = strlen(n), vl = strlen(v);
-    p[0] = 0;
-    p[1] = (uint8_t)nl;
-    memcpy(p + 2, n, nl);
-    p[2 + nl] = (uint8_t)vl;
-    memcpy(p + 3 + nl, v, vl);
-    return 3 + nl + vl;
-}
-
 /* Framed mode: the input is records [type][flags][stream][len][len bytes],
  * each sent as a frame with a true length field; a HEADERS record with
  * flag 0x80 (not an HTTP/2 flag: cleared) gets a valid request's fields
@@ -197,22 +186,14 @@ static size_t framed(const uint8_t *d, size_t n, uint8_t *out)
         size_t bl = 0;
         if (type == 1 && (flags & 0x80)) {
             flags &= 0x7f;
-            bl += literal(block + bl, ":method", methods[sid >> 5]);
-            bl += literal(block + bl, ":scheme", "http");
-            bl += literal(block + bl, ":path", paths[(sid >> 2) & 7]);
-            bl += literal(block + bl, ":authority", "x");
+            bl += h2_literal(block + bl, ":method", methods[sid >> 5]);
+            bl += h2_literal(block + bl, ":scheme", "http");
+            bl += h2_literal(block + bl, ":path", paths[(sid >> 2) & 7]);
+            bl += h2_literal(block + bl, ":authority", "x");
         }
         uint32_t sid32 = sid & 0x1f; /* small ids, some even, some 0 */
         size_t fl = bl + len;
-        uint8_t *h = out + o;
-        h[0] = 0;
-        h[1] = (uint8_t)(fl >> 8);
-        h[2] = (uint8_t)fl;
-        h[3] = type;
-        h[4] = flags;
-        h[5] = h[6] = h[7] = 0;
-        h[8] = (uint8_t)sid32;
-        o += 9;
+        o += h2_frame_head(out + o, fl, type, flags, sid32);
         memcpy(out + o, block, bl);
         o += bl;
         memcpy(out + o, d + 4, len);
