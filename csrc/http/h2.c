@@ -75,10 +75,12 @@ struct h2s {
     sws_header_t log_h[2];
     char rid[RID_MAX];
     /* the response */
-    char *hb;                  /* head fields as "Name: value\r\n" lines */
+    char *hb;                  /* head fields as "Name: value\r\n" lines; nghttp2 reads
+                                * them in place (commit) until hb_release */
     size_t hb_len, hb_cap;
     uint32_t hb_lines;         /* field lines in hb (names lowercased as they came) */
     char date[SWS_HTTP_DATE_LEN];
+    char st[3];                /* :status's digits */
     qitem_t *qh, *qt;
     uint64_t q_bytes;          /* body bytes queued, not yet framed */
     uint64_t q_seq, commit_seq;
@@ -210,6 +212,8 @@ static void stream_free(sws_engine_t *e, h2s_t *s)
     if (s->next)
         s->next->prev = s->prev;
     hc->n_streams--;
+    if (hc->hdr_s == s)
+        hc->hdr_s = NULL;
     if (s->open && hc->sess)
         nghttp2_session_set_stream_user_data(hc->sess, s->id, NULL);
     while (s->qh) {
@@ -272,6 +276,8 @@ static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log)
 /* Room for n more bytes in the head's field lines. */
 static int hb_room(h2s_t *s, size_t n)
 {
+    if (s->submitted)
+        return -1; /* nghttp2 reads hb as it is (commit); the head went already */
     if (s->hb_len + n > s->hb_cap) {
         size_t cap = s->hb_cap ? s->hb_cap * 2 : 512;
         while (cap < s->hb_len + n)
@@ -292,6 +298,15 @@ static int hb_put(h2s_t *s, const char *p, size_t n)
     memcpy(s->hb + s->hb_len, p, n);
     s->hb_len += n;
     return 0;
+}
+
+/* The head's lines once nghttp2 has framed the HEADERS that point into
+ * them (commit): its first DATA, or the END_STREAM of a head alone. */
+static void hb_release(h2s_t *s)
+{
+    free(s->hb);
+    s->hb = NULL;
+    s->hb_len = s->hb_cap = 0;
 }
 
 /* The head's lines are dropped (out of memory): commit answers without them. */
@@ -503,7 +518,12 @@ static void nv_set(nghttp2_nv *nv, const char *n, size_t nl, const char *v, size
     nv->namelen = nl;
     nv->value = (uint8_t *)v;
     nv->valuelen = vl;
-    nv->flags = NGHTTP2_NV_FLAG_NONE;
+    /* Not copied by nghttp2, which reads them when it frames the HEADERS:
+     * literals, the engine's server line, or the stream's own st, date and
+     * hb, which stay until that frame went (hb_release). A stream freed
+     * before is one nghttp2 has closed, and nghttp2 drops a closed
+     * stream's queued HEADERS unread. Names are lowercase already. */
+    nv->flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
 }
 
 /* The stream's priority once a response named some of it (RFC 9218 §8):
@@ -578,13 +598,15 @@ static int commit(sws_engine_t *e, h2s_t *s)
     h2conn_t *hc = s->hc;
     if (s->submitted || !s->head_ready)
         return 0;
-    s->submitted = 1;
     if (hc->c.tls && s->site) { /* Strict-Transport-Security */
         size_t n;
         const char *f = sws_site_tls_fields(s->site, &n);
-        if (n && (h2_fields(e, &s->resp, f, n), !s->hb_len))
+        if (n && (h2_fields(e, &s->resp, f, n), !s->hb_len)) {
+            s->submitted = 1;
             return -1;
+        }
     }
+    s->submitted = 1;
     size_t max = 3 + s->hb_lines; /* :status, server, date, the lines */
     if (max > e->h2.nva_cap) {
         size_t cap = e->h2.nva_cap ? e->h2.nva_cap : 32;
@@ -597,10 +619,11 @@ static int commit(sws_engine_t *e, h2s_t *s)
         e->h2.nva_cap = cap;
     }
     nghttp2_nv *nva = e->h2.nva;
-    char st[3] = {(char)('0' + s->status / 100 % 10), (char)('0' + s->status / 10 % 10),
-                  (char)('0' + s->status % 10)};
+    s->st[0] = (char)('0' + s->status / 100 % 10);
+    s->st[1] = (char)('0' + s->status / 10 % 10);
+    s->st[2] = (char)('0' + s->status % 10);
     size_t n = 0;
-    nv_set(&nva[n++], ":status", 7, st, 3);
+    nv_set(&nva[n++], ":status", 7, s->st, 3);
     const char *sl = e->h1.server_line;
     size_t sll = e->h1.server_line_len;
     if (sll > 10) /* "Server: x\r\n" */
@@ -630,9 +653,6 @@ static int commit(sws_engine_t *e, h2s_t *s)
         pri_apply(hc, s); /* before the DATA is queued at the old urgency */
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_cb};
     int rv = nghttp2_submit_response(hc->sess, s->id, nva, n, s->no_body ? NULL : &prd);
-    free(s->hb);
-    s->hb = NULL;
-    s->hb_len = s->hb_cap = 0;
     if (rv != 0) {
         elog(e, SWS_L_ERROR, "HTTP/2: cannot submit a response: %s", nghttp2_strerror(rv));
         return -1;
@@ -810,6 +830,8 @@ static ssize_t read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t l
                        uint32_t *flags, nghttp2_data_source *src, void *user)
 {
     h2s_t *s = src->ptr;
+    if (s->hb)
+        hb_release(s); /* the HEADERS went before their DATA */
     q_pop_markers(s);
     qitem_t *q = s->qh;
     if (!q) {
@@ -920,6 +942,7 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
     if (!s)
         return 0;
     s->end_sent = 1;
+    hb_release(s);
     if (!s->req_done && nghttp2_session_get_stream_remote_close(sess, s->id) == 0) {
         /* The answer is complete before the request. Up to SWS_H2_DISCARD
          * more body bytes are read and dropped, so that clients which
@@ -1080,6 +1103,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
         hc->streams->prev = s;
     hc->streams = s;
     hc->n_streams++;
+    hc->hdr_s = s;
     nghttp2_session_set_stream_user_data(sess, s->id, s);
     return 0;
 }
@@ -1110,7 +1134,9 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
     sws_engine_t *e = hc->e;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0; /* trailers: dropped */
-    h2s_t *s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    h2s_t *s = hc->hdr_s; /* on_begin_headers made it: no lookup per field */
+    if (!s || s->id != frame->hd.stream_id)
+        s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
     if (!s || s->too_big)
         return 0;
     s->hsize += (uint32_t)(namelen + valuelen + 32);

@@ -94,6 +94,7 @@ typedef struct {
     struct nghttp2_session *sess;
     const sws_vhosts_t *vh;
     h2s_t *streams;            /* every stream object, open or waiting for its handler */
+    h2s_t *hdr_s;              /* the stream whose header block is being read (on_header) */
     uint32_t n_streams;
     uint32_t n_live;           /* streams whose handler answers later and has not finished */
     uint32_t in_op;            /* a handler's flush, finish or close is on the stack */
