@@ -109,6 +109,7 @@ struct h2s {
         cl_known : 1,          /* the request had a content-length */
         dispatched : 1,
         ws : 1,                /* an extended CONNECT for WebSocket went to the proxy */
+        pri_early : 1,         /* pri_cli came from a PRIORITY_UPDATE before the HEADERS */
         tunnel : 1;            /* RFC 8441: the 101 became 200, DATA carries the tunnel */
 };
 
@@ -559,6 +560,44 @@ static void pri_client(h2s_t *s, const uint8_t *v, size_t n, int whole)
         s->cli_u = (uint8_t)u;
     if (got & SWS_PRI_I)
         s->cli_i = (uint8_t)i;
+}
+
+/* A PRIORITY_UPDATE for a stream the client has not opened yet (RFC 9218
+ * §7.1): nghttp2 gives the idle stream that priority, and we keep the
+ * signal for the merge with a response's own (pri_apply), which needs to
+ * know what the client said. The latest SWS_H2_EARLY_PRI are kept (nghttp2
+ * keeps no more idle streams than max_concurrent_streams); a stream whose
+ * update was overwritten merges with the default, as before. */
+static void pri_early_keep(h2conn_t *hc, const nghttp2_ext_priority_update *pu)
+{
+    int u = 0, i = 0;
+    int got = sws_parse_priority((const char *)pu->field_value, pu->field_value_len, &u, &i);
+    if (got < 0)
+        return; /* nghttp2 ignores it too */
+    uint32_t k = 0;
+    while (k < SWS_H2_EARLY_PRI && hc->early_pri[k].id != pu->stream_id)
+        k++;
+    if (k == SWS_H2_EARLY_PRI) /* not there: the oldest entry's place */
+        k = hc->n_early_pri++ % SWS_H2_EARLY_PRI;
+    hc->early_pri[k].id = pu->stream_id;
+    hc->early_pri[k].got = (uint8_t)got;
+    hc->early_pri[k].u = (uint8_t)u;
+    hc->early_pri[k].i = (uint8_t)i;
+}
+
+/* The new stream s takes the PRIORITY_UPDATE that came before it, if any. */
+static void pri_early_take(h2conn_t *hc, h2s_t *s)
+{
+    for (uint32_t k = 0; k < SWS_H2_EARLY_PRI; k++) {
+        if (hc->early_pri[k].id != s->id)
+            continue;
+        s->pri_cli = hc->early_pri[k].got;
+        s->cli_u = hc->early_pri[k].u;
+        s->cli_i = hc->early_pri[k].i;
+        s->pri_early = 1;
+        hc->early_pri[k].id = 0;
+        return;
+    }
 }
 
 /* Field lines of buf[0..len) into nva (names already lowercase). */
@@ -1104,6 +1143,8 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
     hc->streams = s;
     hc->n_streams++;
     hc->hdr_s = s;
+    if (hc->n_early_pri)
+        pri_early_take(hc, s);
     nghttp2_session_set_stream_user_data(sess, s->id, s);
     return 0;
 }
@@ -1161,8 +1202,12 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
             s->pr = h;
         return 0;
     }
-    if (namelen == 8 && memcmp(name, "priority", 8) == 0)
-        pri_client(s, value, valuelen, 0); /* nghttp2 applies it; we keep it for merging */
+    if (namelen == 8 && memcmp(name, "priority", 8) == 0) {
+        /* nghttp2 applies it; we keep it for merging. Like nghttp2, the
+         * field replaces a PRIORITY_UPDATE that came before the HEADERS. */
+        pri_client(s, value, valuelen, s->pri_early);
+        s->pri_early = 0;
+    }
     if (s->nh == s->hcap) {
         size_t cap = s->hcap ? s->hcap * 2 : 16;
         hoff_t *nb = realloc(s->hdr, cap * sizeof *nb);
@@ -1261,8 +1306,11 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
         h2s_t *s = nghttp2_session_get_stream_user_data(sess, pu->stream_id);
         if (s) {
             pri_client(s, pu->field_value, pu->field_value_len, 1);
+            s->pri_early = 0;
             if (s->pri_rsp)
                 pri_apply(hc, s);
+        } else if (pu->stream_id > hc->max_sid) {
+            pri_early_keep(hc, pu);
         }
         return 0;
     }

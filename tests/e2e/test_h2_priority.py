@@ -305,20 +305,28 @@ def test_incremental_streams_share_and_others_queue(site):
     (None, "u=0", "first"),        # the origin knows better
     ("u=1", "i=?0", "first"),      # the response names no urgency: the client's u=1 stays
     ("u=0", "u=7", "last"),        # the response's parameter wins over the request's
-], ids=["none", "upstream-u0", "merge-client-u1", "upstream-overrides-u0"])
+    ("update:u=1", "i=?0", "first"),   # the client's u=1, in a PRIORITY_UPDATE before the HEADERS
+    ("update:u=1 u=5", "i=?0", "last"),  # ... which the request's own field replaces
+], ids=["none", "upstream-u0", "merge-client-u1", "upstream-overrides-u0", "merge-early-update-u1",
+        "field-replaces-early-update"])
 def test_a_proxied_response_priority_moves_its_stream(site, upstream_app, client, upstream, where):
     """Six 2 MiB static assets at the default urgency go one after another;
     a 512 KiB proxied download asked once they flow comes after all of them
     at the same urgency, and before the second of them when its merged
     priority (each parameter the upstream's `priority` gives, else the
-    client's, else the default) is more urgent."""
+    client's, else the default) is more urgent. The client's may come in a
+    PRIORITY_UPDATE sent before the request's HEADERS, unless the request
+    has its own `priority` field ("update:EARLY [FIELD]")."""
     up = upstream_app()
     srv = site(upstream=up)
     c = Client(srv.port)
     bulk = [c.get(f"/files/bulk.bin?{k}") for k in range(6)]
     c.until(lambda: c.data_total >= 256 * KIB)
     q = f"&priority={upstream.replace('=', '%3D')}" if upstream else ""
-    px = c.get(f"/up/download?size={512 * KIB}{q}", client)
+    if client and client.startswith("update:"):
+        early, _, client = client[len("update:"):].partition(" ")
+        c.priority_update(c.conn.get_next_available_stream_id(), early)
+    px = c.get(f"/up/download?size={512 * KIB}{q}", client or None)
     c.finish(bulk + [px])
     c.close()
     assert c.status[px] == "200" and c.got[px] == 512 * KIB

@@ -68,6 +68,7 @@ struct nghttp2_option;
 #define SWS_H2_FRAME_BURST 1000         /* frames that ask nothing of a handler (budget_frame) */
 #define SWS_H2_FRAME_RATE 100
 #define SWS_H2_RST_KEEP 32              /* recently reset streams remembered */
+#define SWS_H2_EARLY_PRI 8              /* PRIORITY_UPDATEs for streams not yet opened, remembered */
 #define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
 
 typedef struct h2s h2s_t;
@@ -102,6 +103,11 @@ typedef struct {
     int32_t skip_lo, skip_hi;  /* the latest ids below it the client skipped (never opened) */
     int32_t rst[SWS_H2_RST_KEEP]; /* streams we reset lately: their trailers may still come */
     uint32_t n_rst;
+    struct {                   /* PRIORITY_UPDATEs that came before their HEADERS (RFC 9218 §7.1) */
+        int32_t id;            /* 0: a free entry */
+        uint8_t got, u, i;     /* as sws_parse_priority gave them */
+    } early_pri[SWS_H2_EARLY_PRI];
+    uint32_t n_early_pri;      /* entries ever used (the next one: n % SWS_H2_EARLY_PRI) */
     uint32_t rst_tokens;       /* the budgets' buckets, in thousandths of a frame */
     uint32_t frame_tokens;
     uint32_t budget_at;        /* monotonic ms the buckets were last filled (mod 2^32) */
