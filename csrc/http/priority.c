@@ -185,6 +185,8 @@ static int member_value(cur_t *c, int64_t *num)
 
 int sws_parse_priority(const char *v, size_t len, int *urgency, int *incremental)
 {
+    if (!len)
+        return 0; /* an empty field (v may be NULL: nghttp2's empty PRIORITY_UPDATE) */
     cur_t c = {v, v + len};
     int u_kind = V_NONE, i_kind = V_NONE;
     int64_t u = 0, i = 0;

@@ -34,6 +34,10 @@ int main(void)
     pri("u=7,i=?0", SWS_PRI_U | SWS_PRI_I, 7, 0);
     pri("i=?1", SWS_PRI_I, -9, 1);
     pri("", 0, -9, -9);
+    { /* nghttp2 hands an empty PRIORITY_UPDATE value over as NULL, 0 */
+        int u = -9, i = -9;
+        CHECK(sws_parse_priority(NULL, 0, &u, &i) == 0 && u == -9 && i == -9, "NULL, 0");
+    }
     pri("   ", 0, -9, -9);
     pri("  u=2", SWS_PRI_U, 2, -9);
     pri("u=2  ", SWS_PRI_U, 2, -9);

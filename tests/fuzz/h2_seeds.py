@@ -70,6 +70,19 @@ def seeds():
         rec(DATA, END_STREAM, 0x41, b"xyz")
     yield "framed-leave", b"\x03" + rec(HEADERS, 0x80 | END_STREAM | END_HEADERS, 5) + \
         rec(HEADERS, 0x80 | END_STREAM | END_HEADERS, 9)
+    # a reset in the packet that asks: the answer's HEADERS is queued, never framed
+    cancel = struct.pack(">I", 8)
+    yield "framed-reset-before-answer", b"\x02" + rec(HEADERS, 0x80 | END_STREAM | END_HEADERS, 1) + \
+        rec(RST_STREAM, 0, 1, cancel)
+    yield "framed-reset-before-big-answer", b"\x02" + rec(HEADERS, 0x80 | END_STREAM | END_HEADERS, 5) + \
+        rec(RST_STREAM, 0, 5, cancel)
+    yield "framed-resets-interleaved", b"\x03" + b"".join(
+        rec(HEADERS, 0x80 | END_STREAM | END_HEADERS, s) for s in (1, 3)) + rec(RST_STREAM, 0, 1, cancel) + \
+        rec(HEADERS, 0x80 | END_STREAM | END_HEADERS, 7) + rec(RST_STREAM, 0, 3, cancel) + rec(RST_STREAM, 0, 7, cancel)
+    # PRIORITY_UPDATE (0x10, RFC 9218 §7.1) before the HEADERS it names, and for one never opened
+    yield "framed-priority-update-early", b"\x02" + rec(0x10, 0, 0, struct.pack(">I", 1) + b"u=1") + \
+        rec(0x10, 0, 0, struct.pack(">I", 3) + b"u=0, i") + rec(HEADERS, 0x80 | END_STREAM | END_HEADERS, 1) + \
+        rec(HEADERS, 0x80 | END_STREAM | END_HEADERS, 3) + rec(0x10, 0, 0, struct.pack(">I", 5) + b"u=9")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@
  * with ", "). Returns which parameters it gave (SWS_PRI_U | SWS_PRI_I, 0:
  * neither) and stores those in *urgency (0..7) and *incremental (0 or 1);
  * the others are left alone. -1 when v is not a Dictionary: the whole
- * field is ignored (RFC 8941 §4.2), nothing stored.
+ * field is ignored (RFC 8941 §4.2), nothing stored. v may be NULL when
+ * len is 0 (an empty value, as nghttp2 gives a PRIORITY_UPDATE's).
  *
  * Within a valid Dictionary, a key given twice counts once, with its last
  * value (RFC 8941 §3.2); `u` that is not an Integer in 0..7 and `i` that
