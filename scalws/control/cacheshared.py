@@ -14,10 +14,15 @@ The master makes, before it forks any worker, and keeps for its life:
   writes to the eventfds of their slots (collapsed misses across workers).
 
 The status process reads the zones' counters from the same mappings
-(`counters`): nothing is asked of the workers.
+(`counters`): nothing is asked of the workers. A zone is a memfd, which
+the master keeps open, so that scalws-controller's status process, which
+shares no mapping with an instance, can map a zone's first page through
+/proc/PID/fd of the instance's master (`counters_of`): the counters file
+names the pid and the descriptors (stats.py's layout, "cache_fds").
 """
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import struct
@@ -42,6 +47,7 @@ class View:
 class CacheMemory:
     def __init__(self):
         self._zones = {}        # (name, max_size) -> mmap
+        self._zone_fds = {}     # (name, max_size) -> its memfd, open for the master's life
         self._registry = None
         self._efds = []
 
@@ -56,9 +62,21 @@ class CacheMemory:
         for name, z in config.cache_zones.items():
             key = (name, z.max_size)
             if key not in self._zones:
-                self._zones[key] = mmap.mmap(-1, z.max_size, mmap.MAP_SHARED)
+                fd = os.memfd_create(memfd_name(name), os.MFD_CLOEXEC)
+                try:
+                    os.ftruncate(fd, z.max_size)
+                    self._zones[key] = mmap.mmap(fd, z.max_size, mmap.MAP_SHARED)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self._zone_fds[key] = fd
             zones[name] = self._zones[key]
         return View(zones, self._registry, list(self._efds))
+
+    def zone_fds(self, config) -> dict:
+        """name -> the memfd of each zone of `config` (after view(config))."""
+        return {name: self._zone_fds[(name, z.max_size)]
+                for name, z in config.cache_zones.items() if (name, z.max_size) in self._zone_fds}
 
     def prune(self, config):
         """Forgets the zones `config` no longer uses (after a reload: the old
@@ -67,12 +85,24 @@ class CacheMemory:
         for key in list(self._zones):
             if key not in keep:
                 self._zones.pop(key).close()
+                os.close(self._zone_fds.pop(key))
 
     def fds(self):
         return list(self._efds)
 
 
 COUNTERS_OFFSET = 16            # sws_cs_t.c (after magic, state, formatter)
+MEMFD_PREFIX = "scalws-cache:"  # a zone's memfd name: this and the zone's name
+
+
+def memfd_name(zone: str) -> str:
+    """The memfd name of a zone: MEMFD_PREFIX and its name, or a digest of
+    a name too long for memfd_create (249 bytes; a route's own zone is
+    named after its file's path)."""
+    name = MEMFD_PREFIX + zone
+    if len(name.encode()) > 249:
+        name = MEMFD_PREFIX + "sha256:" + hashlib.sha256(zone.encode()).hexdigest()
+    return name
 
 
 def counters(zone_mm) -> dict:
@@ -83,3 +113,23 @@ def counters(zone_mm) -> dict:
         return {}
     vals = struct.unpack_from("<%dQ" % len(COUNTERS), zone_mm, COUNTERS_OFFSET)
     return dict(zip(COUNTERS, vals))
+
+
+def counters_of(pid: int, fds: dict) -> dict:
+    """The counters of another process's zones (name -> memfd number in
+    process `pid`, the instance's master), each through /proc/PID/fd: a
+    zone whose descriptor is gone or is no longer that zone's memfd (the
+    instance restarted or reloaded since its counters file was read) is
+    left out."""
+    out = {}
+    for name, fd in fds.items():
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if os.readlink(path) != f"/memfd:{memfd_name(name)} (deleted)":
+                continue
+            with open(path, "rb") as f:
+                with mmap.mmap(f.fileno(), mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
+                    out[name] = counters(mm)
+        except (OSError, ValueError):
+            continue
+    return out

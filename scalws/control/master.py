@@ -317,8 +317,10 @@ class Master:
     def _stats_block(self, config):
         """A new counters block for `config`'s workers, before they fork."""
         path = self.stats_file or (config.status.file if config.status else None)
+        self.cache.view(config)  # the zones first: the block names their memfds (cacheshared.py)
         try:
-            return stats_mod.Block(config, config.workers, path)
+            return stats_mod.Block(config, config.workers, path,
+                                   self.cache.zone_fds(config) if path else None)
         except OSError as exc:
             raise StartupError(f"cannot create the counters file {path}: "
                                f"{exc.strerror or exc}") from exc

@@ -19,7 +19,8 @@ Layout (little-endian; every counter a uint64 at an 8-byte aligned offset):
     40  created u64      (unix seconds)
     48  layout JSON: {"routes": [name, ...], "route_upstream": [group or null],
         "upstreams": [name, ...], "le_seconds": [0.001, ..., 10.0],
-        "servers": [n per group]}
+        "servers": [n per group], and with cache zones "pid": the master's,
+        "cache_fds": {zone: memfd in that process} (cacheshared.counters_of)}
   slot i (worker i) at header_size + i * slot_size, as
   csrc/include/scalws/stats.h's structs:
     head: HEAD_FIELDS (u64 each), then the request-duration histogram
@@ -91,9 +92,13 @@ def route_names(config):
     return names
 
 
-def layout_of(config):
+def layout_of(config, cache_fds=None):
+    """cache_fds: name -> the memfd of each cache zone in this process (the
+    master), so that a process that does not share the zones' mappings
+    (scalws-controller's status process) can read their counters."""
     routes = [r for site in config.sites for r in site.routes]
-    return {"routes": route_names(config),
+    extra = {"pid": os.getpid(), "cache_fds": cache_fds} if cache_fds else {}
+    return {**extra, "routes": route_names(config),
             "route_upstream": [getattr(r.handler, "upstream", None)
                                if r.kind in ("proxy", "app", "fastcgi") else None
                                for r in routes],
@@ -107,8 +112,8 @@ class Block:
     shared mapping, or a file-backed one at `path` (made at a temporary
     name and renamed over `path`, so readers never see half a header)."""
 
-    def __init__(self, config, n_workers, path=None):
-        self.layout = layout_of(config)
+    def __init__(self, config, n_workers, path=None, cache_fds=None):
+        self.layout = layout_of(config, cache_fds)
         blob = json.dumps(self.layout).encode()
         self.n_routes = len(self.layout["routes"])
         self.n_groups = len(self.layout["upstreams"])
@@ -176,19 +181,24 @@ def read(source, zones=None) -> dict:
     """The block at `source` (a path, or a mapping/buffer) summed over its
     workers, with each worker's own numbers in "workers"; with `zones`
     (name -> the cache zone's mapping, control/cacheshared.py) each zone's
-    counters in "cache"."""
+    counters in "cache"; without, the zones the block's layout names
+    ("cache_fds" of the master "pid": scalws-controller's status process
+    reading an instance's file)."""
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:  # a few pages: one read is a snapshot enough
             return read(f.read(), zones)
     with memoryview(source) as buf:
-        out = _read(buf)
+        out, layout = _read(buf)
     if zones:
         from scalws.control.cacheshared import counters
         out["cache"] = {name: counters(mm) for name, mm in zones.items()}
+    elif layout.get("cache_fds"):  # another process's block: its master's memfds
+        from scalws.control.cacheshared import counters_of
+        out["cache"] = counters_of(layout["pid"], layout["cache_fds"])
     return out
 
 
-def _read(buf) -> dict:
+def _read(buf):
     magic, version, header_size, n_workers, slot_sz, n_routes, n_groups, n_buckets, \
         layout_len, created = HEADER.unpack_from(buf, 0)
     if magic != MAGIC or version != VERSION or n_buckets != N_BUCKETS:
@@ -254,7 +264,7 @@ def _read(buf) -> dict:
         out["upstreams"][name] = {"requests": groups[g][0], "errors": groups[g][1],
                                   "servers_up": n - downs[g], "servers_down": downs[g],
                                   "duration": dur or _empty_hist(le)}
-    return out
+    return out, layout
 
 
 # ---- rendering ------------------------------------------------------------------

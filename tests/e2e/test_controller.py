@@ -472,3 +472,48 @@ def test_status_listener_is_the_controllers_summed_over_instances(tmp_path):
     finally:
         c.stop()
     assert "Traceback" not in c.log()
+
+
+def test_controller_status_has_each_instances_cache_zones(tmp_path):
+    """The cache zones are each instance's own shared memory; the
+    controller's status process reads their counters through the
+    instances' masters (/proc/PID/fd of each zone's memfd, named in the
+    counters file): /status gives them per instance and summed, /metrics
+    summed."""
+    import json
+    from tests.e2e.upstreams.cacheorigin import Origin
+    origin = Origin()
+    sport = free_port()
+    body = ("instances: {{min: 2, max: 2, cpus_per_instance: 1, cpus: [0, 1]}}\n"
+            f"status: {{{{listen: \"127.0.0.1:{sport}\"}}}}\n"
+            "cache_zones: {{z: {{max_size: 8m}}}}\n"
+            "log: {{error: \"{log}\", level: info}}\n"
+            "sites:\n  - listen: [\"127.0.0.1:{port}\"]\n    routes:\n"
+            f"      - {{{{path: /, proxy: {{{{url: \"http://127.0.0.1:{origin.port}\", cache: z}}}}}}}}\n")
+    c = Controller(tmp_path, body, ["--no-cgroups"])
+    get = lambda path: raw(sport, f"GET {path} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+    try:
+        c.wait_log("scalws-controller started: 2 instances ready")
+        n = 20
+        for _ in range(n):  # a connection each: both instances get some
+            assert statuses(raw(c.port, b"GET /a?cc=max-age%3D60 HTTP/1.1\r\nHost: t\r\n"
+                                        b"Connection: close\r\n\r\n")) == [200]
+        misses = len(origin.seen)   # one fill per instance that was asked
+        assert 1 <= misses <= 2, origin.seen
+        data = get("/status")
+        assert statuses(data) == [200], data
+        st = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        z = st["total"]["cache"]["z"]
+        assert (z["misses"], z["hits"], z["stored"]) == (misses, n - misses, misses), z
+        per = [i["stats"]["cache"]["z"] for i in st["instances"]]  # both formatted at start
+        assert sum(p["hits"] + p["misses"] for p in per) == n, per
+        assert z["entries"] == misses and z["mem_size"] == sum(p["mem_size"] for p in per), z
+        assert all(7 << 20 < p["mem_size"] <= 8 << 20 for p in per), per
+        text = get("/metrics").split(b"\r\n\r\n", 1)[1].decode()
+        assert f'scalws_cache_events_total{{zone="z",event="hits"}} {n - misses}' in text, text
+        assert f'scalws_cache_entries{{zone="z"}} {misses}' in text, text
+        assert c.stop() == 0, c.log()
+    finally:
+        c.stop()
+        origin.stop()
+    assert "Traceback" not in c.log()

@@ -15,3 +15,33 @@ def test_an_unformatted_zone_has_no_counters():
     import mmap
     mm = mmap.mmap(-1, 1 << 20, mmap.MAP_SHARED)
     assert cacheshared.counters(mm) == {}
+
+
+def test_another_process_reads_a_zone_through_its_memfd():
+    """counters_of maps a zone's first page through /proc/PID/fd (here our
+    own pid): the memfd of the zone it is named for, a digest when the name
+    is too long for memfd_create; a descriptor that is not that zone's, or
+    is closed, is left out."""
+    import mmap
+    import os
+    import struct
+    long_name = "route:/" + "d" * 300 + "/site.yaml:12"
+    fds = {}
+    try:
+        for k, zone in enumerate(("z", long_name)):
+            fd = os.memfd_create(cacheshared.memfd_name(zone), os.MFD_CLOEXEC)
+            fds[zone] = fd
+            os.ftruncate(fd, 1 << 20)
+            with mmap.mmap(fd, 1 << 20, mmap.MAP_SHARED) as mm:
+                struct.pack_into("<QI", mm, 0, 0x5357, 2)  # formatted
+                struct.pack_into("<Q", mm, cacheshared.COUNTERS_OFFSET, 40 + k)  # hits
+        assert len(cacheshared.memfd_name(long_name).encode()) <= 249
+        got = cacheshared.counters_of(os.getpid(), fds)
+        assert (got["z"]["hits"], got[long_name]["hits"]) == (40, 41), got
+        assert cacheshared.counters_of(os.getpid(), {"other": fds["z"]}) == {}
+        os.close(fds.pop("z"))
+        closed = cacheshared.counters_of(os.getpid(), {"z": 999999, long_name: fds[long_name]})
+        assert list(closed) == [long_name]
+    finally:
+        for fd in fds.values():
+            os.close(fd)
