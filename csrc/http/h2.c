@@ -619,8 +619,15 @@ static size_t parse_lines(char *buf, size_t len, nghttp2_nv *nva, size_t n, size
             while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
                 ve--;
             size_t nl = (size_t)(colon - p);
-            if (!conn_specific(p, nl))
-                nv_set(&nva[n++], p, nl, v, (size_t)(ve - v));
+            if (!conn_specific(p, nl)) {
+                nv_set(&nva[n], p, nl, v, (size_t)(ve - v));
+                /* A value new with every answer (the proxy's and FastCGI's
+                 * request id) would push the connection's useful entries
+                 * out of both HPACK tables, one answer at a time */
+                if (nl == 12 && memcmp(p, "x-request-id", 12) == 0)
+                    nva[n].flags |= NGHTTP2_NV_FLAG_NO_INDEX;
+                n++;
+            }
         }
         p = next;
     }

@@ -328,6 +328,37 @@ def test_cookie_crumbs_are_joined_for_http1_upstreams(server, pki, upstream_app)
     assert [v for k, v in fields if k == "cookie"] == ["a=1; b=2"]
 
 
+def test_the_request_id_is_never_indexed(server, pki, upstream_app):
+    """X-Request-Id is new with every proxied answer: sent as a literal
+    never indexed, it stays out of both HPACK tables, which keep the
+    fields that repeat (server, content-type): those shrink to one byte
+    from the second answer on."""
+    import hpack
+    up = upstream_app()
+    srv = start(server, pki, upstream=up)
+    c = RawH2(srv.ports[1])
+    dec = hpack.Decoder()
+    ids, sizes = [], []
+    for sid in (1, 3, 5, 7):
+        c.send(request_headers(sid, "/up/echo"))
+        while True:
+            f = c.read_frame()
+            assert f is not None
+            if f[0] == HEADERS and f[2] == sid:
+                fields = dec.decode(f[3])
+                sizes.append(len(f[3]))
+                rid = [h for h in fields if h[0] == "x-request-id"]
+                assert len(rid) == 1 and isinstance(rid[0], hpack.NeverIndexedHeaderTuple), fields
+                ids.append(rid[0][1])
+            if f[2] == sid and f[1] & END_STREAM:
+                break
+    c.close()
+    assert len(set(ids)) == 4, ids
+    names = [n for n, _ in dec.header_table.dynamic_entries]
+    assert b"x-request-id" not in names and b"server" in names, names
+    assert max(sizes[1:]) < sizes[0] / 2, sizes  # the repeated fields: indexed
+
+
 # ---- errors -----------------------------------------------------------------------------------
 
 def test_frames_on_a_closed_stream(server, pki, upstream_app):
