@@ -547,12 +547,12 @@ static void pri_apply(h2conn_t *hc, h2s_t *s)
 
 /* A Priority field value of the client's (a request field line, or a
  * PRIORITY_UPDATE: `whole`, which replaces what the client said before). */
-static void pri_client(h2s_t *s, const uint8_t *v, size_t n, int whole)
+static int pri_client(h2s_t *s, const uint8_t *v, size_t n, int whole)
 {
     int u = 0, i = 0;
     int got = sws_parse_priority((const char *)v, n, &u, &i);
     if (got < 0)
-        return;
+        return got;
     if (whole)
         s->pri_cli = 0;
     s->pri_cli |= (uint8_t)got;
@@ -560,25 +560,28 @@ static void pri_client(h2s_t *s, const uint8_t *v, size_t n, int whole)
         s->cli_u = (uint8_t)u;
     if (got & SWS_PRI_I)
         s->cli_i = (uint8_t)i;
+    return got;
 }
 
 /* A PRIORITY_UPDATE for a stream the client has not opened yet (RFC 9218
  * §7.1): nghttp2 gives the idle stream that priority, and we keep the
  * signal for the merge with a response's own (pri_apply), which needs to
- * know what the client said. The latest SWS_H2_EARLY_PRI are kept (nghttp2
- * keeps no more idle streams than max_concurrent_streams); a stream whose
- * update was overwritten merges with the default, as before. */
+ * know what the client said. Up to SWS_H2_EARLY_PRI wait (nghttp2 keeps no
+ * more idle streams than max_concurrent_streams); past that a new one
+ * replaces one in turn, whose stream merges with the default. */
 static void pri_early_keep(h2conn_t *hc, const nghttp2_ext_priority_update *pu)
 {
     int u = 0, i = 0;
     int got = sws_parse_priority((const char *)pu->field_value, pu->field_value_len, &u, &i);
     if (got < 0)
         return; /* nghttp2 ignores it too */
-    uint32_t k = 0;
-    while (k < SWS_H2_EARLY_PRI && hc->early_pri[k].id != pu->stream_id)
-        k++;
-    if (k == SWS_H2_EARLY_PRI) /* not there: the oldest entry's place */
-        k = hc->n_early_pri++ % SWS_H2_EARLY_PRI;
+    uint32_t k = 0, free_k = SWS_H2_EARLY_PRI;
+    for (; k < SWS_H2_EARLY_PRI && hc->early_pri[k].id != pu->stream_id; k++)
+        if (!hc->early_pri[k].id && free_k == SWS_H2_EARLY_PRI)
+            free_k = k;
+    if (k == SWS_H2_EARLY_PRI) /* not there: a free entry, else one in turn */
+        k = free_k < SWS_H2_EARLY_PRI ? free_k : hc->n_early_pri % SWS_H2_EARLY_PRI;
+    hc->n_early_pri++;
     hc->early_pri[k].id = pu->stream_id;
     hc->early_pri[k].got = (uint8_t)got;
     hc->early_pri[k].u = (uint8_t)u;
@@ -1212,8 +1215,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
     if (namelen == 8 && memcmp(name, "priority", 8) == 0) {
         /* nghttp2 applies it; we keep it for merging. Like nghttp2, the
          * field replaces a PRIORITY_UPDATE that came before the HEADERS. */
-        pri_client(s, value, valuelen, s->pri_early);
-        s->pri_early = 0;
+        if (pri_client(s, value, valuelen, s->pri_early) >= 0)
+            s->pri_early = 0; /* one nghttp2 cannot parse leaves the update in place */
     }
     if (s->nh == s->hcap) {
         size_t cap = s->hcap ? s->hcap * 2 : 16;

@@ -107,7 +107,7 @@ typedef struct {
         int32_t id;            /* 0: a free entry */
         uint8_t got, u, i;     /* as sws_parse_priority gave them */
     } early_pri[SWS_H2_EARLY_PRI];
-    uint32_t n_early_pri;      /* entries ever used (the next one: n % SWS_H2_EARLY_PRI) */
+    uint32_t n_early_pri;      /* updates kept so far (none free: n % SWS_H2_EARLY_PRI is replaced) */
     uint32_t rst_tokens;       /* the budgets' buckets, in thousandths of a frame */
     uint32_t frame_tokens;
     uint32_t budget_at;        /* monotonic ms the buckets were last filled (mod 2^32) */
