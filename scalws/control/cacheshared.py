@@ -2,7 +2,7 @@
 
 The master makes, before it forks any worker, and keeps for its life:
 
-- one anonymous MAP_SHARED mapping per cache zone (`cache_zones:` and the
+- one MAP_SHARED mapping of a memfd per cache zone (`cache_zones:` and the
   implicit zones of routes), zero-filled; the first worker to attach
   formats it (csrc/cache/store.c). A reload keeps a zone whose name and
   max_size are unchanged, so the entries survive it; a zone that changed
@@ -62,14 +62,9 @@ class CacheMemory:
         for name, z in config.cache_zones.items():
             key = (name, z.max_size)
             if key not in self._zones:
-                fd = os.memfd_create(memfd_name(name), os.MFD_CLOEXEC)
-                try:
-                    os.ftruncate(fd, z.max_size)
-                    self._zones[key] = mmap.mmap(fd, z.max_size, mmap.MAP_SHARED)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                self._zone_fds[key] = fd
+                self._zones[key], fd = _zone_memory(name, z.max_size)
+                if fd >= 0:
+                    self._zone_fds[key] = fd
             zones[name] = self._zones[key]
         return View(zones, self._registry, list(self._efds))
 
@@ -85,7 +80,9 @@ class CacheMemory:
         for key in list(self._zones):
             if key not in keep:
                 self._zones.pop(key).close()
-                os.close(self._zone_fds.pop(key))
+                fd = self._zone_fds.pop(key, -1)
+                if fd >= 0:
+                    os.close(fd)
 
     def fds(self):
         return list(self._efds)
@@ -93,6 +90,29 @@ class CacheMemory:
 
 COUNTERS_OFFSET = 16            # sws_cs_t.c (after magic, state, formatter)
 MEMFD_PREFIX = "scalws-cache:"  # a zone's memfd name: this and the zone's name
+MFD_NOEXEC_SEAL = getattr(os, "MFD_NOEXEC_SEAL", 0x0008)  # Linux 6.3; refused (EINVAL) before
+
+
+def _zone_memory(name, size):
+    """(mapping, memfd) of a new zone; (anonymous mapping, -1) where no
+    memfd can be made (a kernel with vm.memfd_noexec=2 that predates
+    MFD_NOEXEC_SEAL's acceptance, an RLIMIT_FSIZE below the zone): the
+    workers share it all the same, only scalws-controller cannot read its
+    counters."""
+    fd = -1
+    for flags in (os.MFD_CLOEXEC | MFD_NOEXEC_SEAL, os.MFD_CLOEXEC):
+        try:
+            fd = os.memfd_create(memfd_name(name), flags)
+            break
+        except OSError:
+            continue
+    if fd >= 0:
+        try:
+            os.ftruncate(fd, size)
+            return mmap.mmap(fd, size, mmap.MAP_SHARED), fd
+        except OSError:
+            os.close(fd)
+    return mmap.mmap(-1, size, mmap.MAP_SHARED), -1
 
 
 def memfd_name(zone: str) -> str:

@@ -619,7 +619,7 @@ class Controller:
         of this instance; None on its first."""
         if self.stats is not None and os.path.exists(inst.stats_path):
             try:
-                cur = self.stats.read(inst.stats_path)
+                cur = self.stats.read(inst.stats_path, cache=False)
             except Exception as exc:  # noqa: a torn or missing file is no reason to stop
                 log.debug("instance %d: stats: %s", inst.slot, exc)
                 cur = None

@@ -177,22 +177,23 @@ def _empty_hist(le):
     return _hist([0] * HIST_WORDS, le)
 
 
-def read(source, zones=None) -> dict:
+def read(source, zones=None, cache=True) -> dict:
     """The block at `source` (a path, or a mapping/buffer) summed over its
     workers, with each worker's own numbers in "workers"; with `zones`
     (name -> the cache zone's mapping, control/cacheshared.py) each zone's
     counters in "cache"; without, the zones the block's layout names
     ("cache_fds" of the master "pid": scalws-controller's status process
-    reading an instance's file)."""
+    reading an instance's file). cache=False: no "cache" at all (the
+    autoscaler's samples)."""
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:  # a few pages: one read is a snapshot enough
-            return read(f.read(), zones)
+            return read(f.read(), zones, cache)
     with memoryview(source) as buf:
         out, layout = _read(buf)
     if zones:
         from scalws.control.cacheshared import counters
         out["cache"] = {name: counters(mm) for name, mm in zones.items()}
-    elif layout.get("cache_fds"):  # another process's block: its master's memfds
+    elif cache and layout.get("cache_fds"):  # another process's block: its master's memfds
         from scalws.control.cacheshared import counters_of
         out["cache"] = counters_of(layout["pid"], layout["cache_fds"])
     return out

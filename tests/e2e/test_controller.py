@@ -415,7 +415,8 @@ def test_sample_uses_the_stats_counters(tmp_path):
 
     class FakeStats:
         @staticmethod
-        def read(path):
+        def read(path, cache=True):
+            assert not cache  # a sample needs no cache zones (stats.read's cache=False)
             n = next(seq)
             # 10% busy, but requests slow: every new one in the 0.5 s bucket
             return {"busy_ns": n * 10**8, "idle_ns": n * 9 * 10**8,

@@ -45,3 +45,29 @@ def test_another_process_reads_a_zone_through_its_memfd():
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+def test_a_zone_without_a_memfd_is_anonymous_memory(monkeypatch):
+    """Where memfd_create is refused (vm.memfd_noexec=2 on a kernel that
+    refuses MFD_NOEXEC_SEAL too), the zone is an anonymous shared mapping:
+    the workers share it, only its descriptor is missing from the layout."""
+    import os
+    from types import SimpleNamespace
+
+    def refuse(name, flags=0):
+        raise PermissionError(13, "memfd_create refused")
+    cfg = SimpleNamespace(cache_zones={"z": SimpleNamespace(max_size=1 << 20)})
+    monkeypatch.setattr(os, "memfd_create", refuse)
+    mem = cacheshared.CacheMemory()
+    view = mem.view(cfg)
+    assert len(view.zones["z"]) == 1 << 20 and mem.zone_fds(cfg) == {}
+    mem.prune(SimpleNamespace(cache_zones={}))  # a zone without a memfd goes too
+    monkeypatch.undo()
+    mem2 = cacheshared.CacheMemory()
+    mem2.view(cfg)
+    fd = mem2.zone_fds(cfg)["z"]
+    assert os.readlink(f"/proc/self/fd/{fd}") == "/memfd:scalws-cache:z (deleted)"
+    mem2.prune(SimpleNamespace(cache_zones={}))
+    assert mem2.zone_fds(cfg) == {}
+    for fd in view.efds + mem2.fds():
+        os.close(fd)
