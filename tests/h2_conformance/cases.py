@@ -690,8 +690,11 @@ def _(connect):
     c = connect(client_settings=[(INITIAL_WINDOW_SIZE, 0)])
     c.window_auto = False
     c.headers(1, c.req("/big"))
-    c.send_frame(WINDOW_UPDATE, 0, 1, u32(0x7FFFFFFF))
-    c.send_frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1)))
+    # In one write: DATA the server sends between the two (the window is
+    # open once the WINDOW_UPDATE is read) would lower the window below
+    # the overflow, and nothing would be wrong any more.
+    c.send(frame(WINDOW_UPDATE, 0, 1, u32(0x7FFFFFFF)) +
+           frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1))))
     c.stream_error(1, FLOW_CONTROL_ERROR, allow_response=True)
 
 
