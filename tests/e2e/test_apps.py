@@ -164,25 +164,46 @@ def test_output_goes_to_the_error_log_tagged(server):
 
 
 class Hammer(threading.Thread):
-    """Requests on keep-alive connections and on new ones, until stopped."""
+    """Requests on keep-alive connections and on new ones, until stopped.
+
+    As test_process.py's Hammer: an idle keep-alive connection the old
+    generation closes while the next request is on its way gets no byte of
+    an answer, a race no HTTP/1.1 server closes on its own; RFC 9112 9.3.1
+    lets the client retry it, once, on a new connection, and that retry
+    must succeed (`races` counts them). Anything else is a failure."""
 
     def __init__(self, port):
         super().__init__(daemon=True)
         self.port = port
         self.ok = 0
         self.failed = []
+        self.races = []
         self.stop = threading.Event()
 
     def run(self):
         keep = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        n = 0
+        n = used = 0
         while not self.stop.is_set():
             n += 1
             try:
                 if n % 2:
-                    keep.request("GET", "/api/pid")
-                    r = keep.getresponse()
-                    body = r.read()
+                    try:
+                        keep.request("GET", "/api/pid")
+                        r = keep.getresponse()
+                        body = r.read()
+                        used += 1
+                    except (http.client.RemoteDisconnected, ConnectionResetError,
+                            BrokenPipeError) as exc:
+                        if not used:
+                            raise
+                        self.races.append(repr(exc))
+                        keep.close()
+                        keep = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                        used = 0
+                        keep.request("GET", "/api/pid")
+                        r = keep.getresponse()
+                        body = r.read()
+                        used = 1
                 else:
                     status, _, body = get(self.port, "/api/pid", timeout=10)
                     r = type("R", (), {"status": status})
@@ -194,6 +215,7 @@ class Hammer(threading.Thread):
                 self.failed.append(repr(exc))
                 keep.close()
                 keep = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                used = 0
         keep.close()
 
 
@@ -215,6 +237,8 @@ def test_reload_under_load_fails_no_request(server):
         h.join(10)
     failed = [f for h in hammers for f in h.failed]
     assert not failed, failed[:5]
+    # a hammer's keep-alive connection is closed at most once per old worker
+    assert all(len(h.races) <= 2 for h in hammers), [h.races for h in hammers]
     assert sum(h.ok for h in hammers) > 50
     after = app_pids(srv.port)
     assert len(after) == 2 and not after & before, (before, after)
