@@ -6,7 +6,7 @@ PIP    := $(VENV)/bin/pip
 SYSPKGS := curl wrk nghttp2-client libnghttp2-dev php-fpm nginx-light nodejs strace gcc make libssl-dev openssl testssl.sh iproute2 man-db libjemalloc2 libmimalloc2.0 prometheus
 STAMP_VENV := $(VENV)/.deps-stamp
 
-.PHONY: all build run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest \
+.PHONY: all build run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest fuzz fuzz-deps \
         cache-conformance cache-conformance-deps
 
 all: build
@@ -68,6 +68,20 @@ cache-conformance: build cache-conformance-deps
 test: sysdeps build ctest pytest
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) pkgtest; \
 	else echo "make test: not root: the package checks (make pkgtest) were not run"; fi
+
+# libFuzzer runs of every target in tests/fuzz/ under ASan/UBSan, FUZZ_SECONDS
+# each (60 by default; FUZZ="h2 priority" for some): tests/fuzz/libfuzzer.sh.
+# Not part of `make test`, which runs the committed corpora (ctest).
+FUZZ_SYSPKGS := clang-14 libfuzzer-14-dev
+fuzz-deps:
+	@missing=""; for p in $(FUZZ_SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else echo "not root: missing system packages:$$missing"; exit 2; fi; \
+	fi
+fuzz: build fuzz-deps
+	tests/fuzz/libfuzzer.sh
 
 # The other servers Debian packages, compared when present (h2o, lighttpd;
 # their columns say n/a without them). uvicorn and matplotlib come with

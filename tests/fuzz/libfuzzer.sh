@@ -1,0 +1,69 @@
+#!/bin/bash
+# libFuzzer runs of every target in tests/fuzz/ (README.md says what each
+# one checks), with clang-14 under ASan/UBSan: `make fuzz` (FUZZ_SECONDS
+# each, 60 by default; FUZZ="h2 priority" for some). Each target starts
+# from its committed corpus and writes new inputs to a scratch directory
+# (FUZZ_DIR, /tmp/scalws-fuzz), never to the corpus: merging is a choice
+# made by hand (README.md). A finding stops the target, leaves its input as
+# FUZZ_DIR/NAME/crash-* and makes the script exit 1. `make ctest` runs the
+# committed corpora under gcc's sanitizers; this script looks for new
+# inputs, and clang's UBSan checks some things gcc's does not (an offset
+# applied to NULL, found this way in sws_parse_priority).
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+CLANG=${CLANG:-clang-14}
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+OUT=${FUZZ_DIR:-/tmp/scalws-fuzz}
+ALL="http1 sni fcgi cachecc priority h2"
+command -v "$CLANG" >/dev/null || { echo "fuzz: $CLANG not found (make fuzz-deps)"; exit 2; }
+[ -f csrc/core/syscall_names.h ] || { echo "fuzz: csrc/core/syscall_names.h missing (make build)"; exit 2; }
+FLAGS="-g -O1 -DFUZZING -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Icsrc/include -Icsrc"
+
+# NAME: the sources, the libraries and libFuzzer's options of each target
+sources() {
+    case $1 in
+        http1) echo "-msse4.2 tests/fuzz/fuzz_http1.c csrc/http/http1.c" ;;
+        sni) echo "tests/fuzz/fuzz_sni.c csrc/net/sni.c" ;;
+        fcgi) echo "-msse4.2 tests/fuzz/fuzz_fcgi.c csrc/http/fcgi.c csrc/http/http1.c" ;;
+        cachecc) echo "tests/fuzz/fuzz_cachecc.c csrc/http/cachecc.c" ;;
+        priority) echo "tests/fuzz/fuzz_priority.c csrc/http/priority.c" ;;
+        h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c) csrc/engine.c -lssl -lcrypto -lnghttp2" ;;
+        *) return 1 ;;
+    esac
+}
+options() {
+    case $1 in
+        http1) echo "-max_len=4096" ;;
+        sni) echo "-max_len=600" ;;
+        fcgi) echo "-max_len=2048" ;;
+        cachecc) echo "-max_len=512" ;;
+        priority) echo "-max_len=256" ;;
+        h2) echo "-max_len=8192 -dict=$ROOT/tests/fuzz/h2.dict" ;;
+    esac
+}
+
+found=0
+for t in ${FUZZ:-$ALL}; do
+    src=$(sources "$t") || { echo "fuzz: no target $t (targets: $ALL)"; exit 2; }
+    mkdir -p "$OUT/$t/new"
+    # shellcheck disable=SC2086 # word splitting of the lists is wanted
+    if ! $CLANG $FLAGS $src -o "$OUT/$t/fuzz_$t" 2>"$OUT/$t/build.log"; then
+        echo "fuzz $t: build failed:"; tail -5 "$OUT/$t/build.log"; exit 2
+    fi
+    rm -f "$OUT/$t"/crash-* "$OUT/$t"/leak-* "$OUT/$t"/timeout-*
+    # shellcheck disable=SC2046
+    (cd "$OUT/$t" && ./fuzz_$t -max_total_time="$SECONDS_EACH" -print_final_stats=1 \
+        $(options "$t") new "$ROOT/tests/fuzz/corpus/$t") >"$OUT/$t/run.log" 2>&1
+    rc=$?
+    runs=$(awk '/stat::number_of_executed_units/ {print $2}' "$OUT/$t/run.log")
+    edges=$(grep -o 'cov: [0-9]*' "$OUT/$t/run.log" | tail -1)
+    if [ $rc -ne 0 ] || ls "$OUT/$t"/crash-* "$OUT/$t"/leak-* >/dev/null 2>&1; then
+        echo "fuzz $t: FINDING after ${runs:-?} inputs (exit $rc): $(grep -m1 -E 'ERROR|runtime error|SUMMARY' "$OUT/$t/run.log")"
+        echo "  input: $(ls "$OUT/$t"/crash-* "$OUT/$t"/leak-* 2>/dev/null | head -1); log: $OUT/$t/run.log"
+        found=1
+    else
+        echo "fuzz $t: ${runs:-?} inputs in ${SECONDS_EACH} s, ${edges:-cov ?}, no finding ($(ls "$OUT/$t/new" | wc -l) new inputs in $OUT/$t/new)"
+    fi
+done
+exit $found
