@@ -127,13 +127,13 @@ class WsReader:
 # ---- an HTTP/2 client on python-hyper's h2 ---------------------------------------------------
 
 class Stream:
-    def __init__(self):
+    def __init__(self, ws=False):
         self.headers = None          # the final response's fields
         self.interim = []            # 1xx responses' fields
         self.data = bytearray()
         self.ended = False
         self.reset = None            # the error code of a RST_STREAM
-        self.ws = WsReader()
+        self.ws = WsReader() if ws else None   # only an extended CONNECT's DATA is frames
 
 
 class H2Client:
@@ -183,7 +183,8 @@ class H2Client:
             s.headers = dict(ev.headers)
         elif isinstance(ev, h2.events.DataReceived):
             s.data += ev.data
-            s.ws.feed(ev.data)
+            if s.ws is not None and s.headers and s.headers[":status"] == "200":
+                s.ws.feed(ev.data)  # a tunnel's bytes; a refusal's body is not frames
             if self.ack_data:
                 self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
         elif isinstance(ev, h2.events.StreamEnded):
@@ -202,9 +203,9 @@ class H2Client:
             assert left > 0 and not self.closed, "timed out (or the server closed)"
             self.read_once(left)
 
-    def request(self, headers, end_stream=True):
+    def request(self, headers, end_stream=True, ws=False):
         sid = self.conn.get_next_available_stream_id()
-        self.streams[sid] = Stream()
+        self.streams[sid] = Stream(ws)
         self.conn.send_headers(sid, headers, end_stream=end_stream)
         self.flush()
         return sid
@@ -218,7 +219,7 @@ class H2Client:
         response came."""
         sid = self.request([(":method", "CONNECT"), (":protocol", "websocket"),
                             (":scheme", "http"), (":path", path), (":authority", "localhost"),
-                            ("sec-websocket-version", "13"), *extra], end_stream=False)
+                            ("sec-websocket-version", "13"), *extra], end_stream=False, ws=True)
         self.pump(lambda: self.streams[sid].headers or self.streams[sid].reset is not None)
         return sid
 
