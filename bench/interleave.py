@@ -25,6 +25,13 @@ about the servers).
 
 --conns runs the whole comparison at each concurrency in turn.
 
+--tls serves and loads over HTTPS/1.1 (tls-respond): one self-signed ECDSA
+P-256 certificate, nginx with bench/configs/nginx.conf.tmpl's TLS settings,
+scalwsd with its defaults. --quota PCT puts each server in its own cgroup
+v1 cpu group capped at PCT % of a CPU (10 ms periods, as bench/instances.sh
+does), so that the server, not wrk, sets the rate: its rps is then
+PCT % over its CPU per request.
+
 --alternate MS starts one wrk per server instead, all on CPU_LOAD, and lets
 only one run at a time (SIGSTOP/SIGCONT, MS milliseconds each, order
 rotated), for SLICE seconds per server per round: drift slower than a few
@@ -34,8 +41,9 @@ generator's core per request, in total and by the kernel or wrk function
 that differs most from the first server's.
 
 SPEC is NAME[:KIND][:KEY=VALUE,...]: KIND is scalws or nginx (default: NAME);
-for scalws, KEY=VALUE pairs set top-level config keys (busy_poll=0), and
-ENV_X=V puts X=V into scalwsd's environment.
+for scalws, KEY=VALUE pairs set top-level config keys (busy_poll=0),
+ENV_X=V puts X=V into scalwsd's environment, and BIN=PATH runs that
+scalwsd (another build: a before/after of one change).
 
 Env: CONNS (64), CPU_SERVER (0), CPU_LOAD (1), WRK (wrk), NGINX (nginx),
 SCALWSD (<repo>/.venv/bin/scalwsd).
@@ -47,6 +55,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -66,7 +75,7 @@ workers: 1
 log:
   access: off
 {extra}sites:
-  - listen: 127.0.0.1:{port}
+  - listen: 127.0.0.1:{port}{tls}
     routes:
       - path: = /respond
         respond:
@@ -93,12 +102,40 @@ http {{
     fastcgi_temp_path {dir}/tmp;
     uwsgi_temp_path {dir}/tmp;
     scgi_temp_path {dir}/tmp;
+    {tls_conf}
     server {{
-        listen 127.0.0.1:{port} reuseport;
+        listen 127.0.0.1:{port}{ssl} reuseport;
         location = /respond {{ default_type text/plain; return 200 "{body}"; }}
     }}
 }}
 """
+
+
+# bench/configs/nginx.conf.tmpl's, which are ScalWS's defaults
+NGINX_TLS = """\
+ssl_certificate {cert};
+    ssl_certificate_key {key};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;
+    ssl_prefer_server_ciphers on;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
+    ssl_conf_command Options PrioritizeChaCha;
+    ssl_ecdh_curve X25519:prime256v1:secp384r1;
+    ssl_session_tickets on;
+    ssl_session_cache off;
+"""
+CG_ROOT = "/sys/fs/cgroup/cpu"
+CFS_PERIOD_US = 10000
+
+
+def make_cert(tmp):
+    """A self-signed ECDSA P-256 certificate for 127.0.0.1 (common.sh's make_cert)."""
+    cert, key = f"{tmp}/cert.pem", f"{tmp}/key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key,
+                    "-out", cert], check=True, capture_output=True)
+    return cert, key
 
 
 def free_port():
@@ -112,14 +149,19 @@ def tree_ticks(root):
     return benchlib.snapshot([root])["ticks"]
 
 
-def wait_ready(port, proc, timeout=10.0):
+def wait_ready(port, proc, tls, timeout=10.0):
     end = time.monotonic() + timeout
     req = b"GET /respond HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    ctx = None
+    if tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     while time.monotonic() < end:
         if proc.poll() is not None:
             sys.exit(f"server on :{port} exited with {proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as raw, \
+                    (ctx.wrap_socket(raw) if ctx else raw) as s:
                 s.sendall(req)
                 if s.recv(64).startswith(b"HTTP/1.1 200"):
                     return
@@ -130,7 +172,7 @@ def wait_ready(port, proc, timeout=10.0):
 
 
 class Server:
-    def __init__(self, spec, tmp, cpu):
+    def __init__(self, spec, tmp, cpu, tls=None, quota=None):
         parts = spec.split(":")
         self.name = parts[0]
         self.kind = parts[1] if len(parts) > 1 and "=" not in parts[1] else self.name
@@ -138,28 +180,43 @@ class Server:
         if self.kind not in ("scalws", "nginx"):
             sys.exit(f"{spec}: KIND must be scalws or nginx")
         self.port = free_port()
+        self.tls = tls
+        self.cgroup = None
         d = Path(tmp) / self.name
         (d / "tmp").mkdir(parents=True)
         env = dict(os.environ)
         pin = ["taskset", "-c", str(cpu)]
         if self.kind == "scalws":
-            extra = "".join(f"{k}: {v}\n" for k, v in (o.split("=", 1) for o in opts)
-                            if not k.startswith("ENV_"))
-            env.update({k[4:]: v for k, v in (o.split("=", 1) for o in opts) if k.startswith("ENV_")})
+            kv = [o.split("=", 1) for o in opts]
+            extra = "".join(f"{k}: {v}\n" for k, v in kv if not k.startswith("ENV_") and k != "BIN")
+            env.update({k[4:]: v for k, v in kv if k.startswith("ENV_")})
             cfg = d / "scalws.yaml"
-            cfg.write_text(SCALWS_YAML.format(port=self.port, body=BODY, extra=extra))
-            scalwsd = os.environ.get("SCALWSD", str(REPO / ".venv/bin/scalwsd"))
+            yaml = SCALWS_YAML.format(port=self.port, body=BODY, extra=extra,
+                                      tls=" tls" if tls else "")
+            if tls:
+                yaml += f"    tls: {{cert: {tls[0]}, key: {tls[1]}}}\n"
+            cfg.write_text(yaml)
+            scalwsd = dict(kv).get("BIN") or os.environ.get("SCALWSD", str(REPO / ".venv/bin/scalwsd"))
             cmd = pin + [scalwsd, "--config", str(cfg)]
         else:
             if opts:
                 sys.exit(f"{spec}: options are for scalws")
             cfg = d / "nginx.conf"
-            cfg.write_text(NGINX_CONF.format(port=self.port, body=BODY, dir=d))
+            cfg.write_text(NGINX_CONF.format(
+                port=self.port, body=BODY, dir=d, ssl=" ssl" if tls else "",
+                tls_conf=NGINX_TLS.format(cert=tls[0], key=tls[1]) if tls else ""))
             cmd = pin + [os.environ.get("NGINX", "nginx"), "-c", str(cfg), "-p", str(d)]
+        if quota:
+            # its own group, entered before exec: the master and its worker
+            self.cgroup = Path(CG_ROOT) / f"sws-interleave-{os.getpid()}-{self.name}"
+            self.cgroup.mkdir()
+            (self.cgroup / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+            (self.cgroup / "cpu.cfs_quota_us").write_text(str(quota * CFS_PERIOD_US // 100))
+            cmd = ["bash", "-c", 'echo $$ >"$0/cgroup.procs" && exec "$@"', str(self.cgroup)] + cmd
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                      stderr=open(d / "stderr.log", "w"))
         try:
-            wait_ready(self.port, self.proc)
+            wait_ready(self.port, self.proc, tls)
         except BaseException:
             self.stop()
             raise
@@ -183,6 +240,14 @@ class Server:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+        if self.cgroup:
+            for _ in range(50):  # the worker may outlive the master by a moment
+                try:
+                    self.cgroup.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
 
 
 def blocked(pid):
@@ -201,7 +266,7 @@ def stolen(cpus):
 
 def wrk_cmd(server, secs, conns, cpu):
     return ["taskset", "-c", str(cpu), os.environ.get("WRK", "wrk"), "-t1", f"-c{conns}",
-            f"-d{secs}s", f"http://127.0.0.1:{server.port}/respond"]
+            f"-d{secs}s", f"{'https' if server.tls else 'http'}://127.0.0.1:{server.port}/respond"]
 
 
 def check_wrk(server, out):
@@ -349,6 +414,8 @@ def main():
     ap.add_argument("--alternate", type=float, metavar="MS",
                     help="one wrk per server, taking turns every MS milliseconds")
     ap.add_argument("--perf", action="store_true", help="with --alternate: the load core's cost")
+    ap.add_argument("--tls", action="store_true", help="HTTPS/1.1 (tls-respond)")
+    ap.add_argument("--quota", type=int, metavar="PCT", help="cap each server at PCT %% of a CPU")
     ap.add_argument("specs", nargs="+", metavar="SPEC")
     a = ap.parse_args()
     if len(a.specs) < 2:
@@ -360,12 +427,16 @@ def main():
     for tool in ("taskset", os.environ.get("WRK", "wrk")) + (("perf",) if a.perf else ()):
         if not shutil.which(tool):
             sys.exit(f"{tool} not found")
+    if a.quota is not None and not (0 < a.quota <= 100 and os.access(CG_ROOT, os.W_OK)):
+        sys.exit(f"--quota needs 1..100 and a writable cgroup v1 cpu controller at {CG_ROOT}")
     secs = a.slice
     with tempfile.TemporaryDirectory(prefix="sws-interleave-") as tmp:
+        os.chmod(tmp, 0o755)
+        tls = make_cert(tmp) if a.tls else None
         servers = []
         try:
             for spec in a.specs:
-                servers.append(Server(spec, tmp, cpu_srv))
+                servers.append(Server(spec, tmp, cpu_srv, tls, a.quota))
             for conns in (int(c) for c in a.conns.split(",")):
                 for s in servers:  # warm up: accept the connections, fill caches
                     wrk_slice(s, 1, conns, cpu_load)
@@ -380,6 +451,8 @@ def main():
                             wrk_slice(servers[(r + i) % n], secs, conns, cpu_load)
                 how = (f"alternate: {a.rounds} rounds, {secs} s each in {a.alternate:g} ms turns"
                        if a.alternate else f"interleave: {a.rounds} rounds x {secs} s")
+                how += (", HTTPS" if a.tls else "") + (f", each server capped at {a.quota} % of a CPU"
+                                                       if a.quota else "")
                 report(servers, a.rounds, conns, f"{how}, servers on CPU {cpu_srv}, "
                        f"wrk on CPU {cpu_load}")
                 print()
