@@ -74,6 +74,8 @@ SCALWS_YAML = """\
 workers: 1
 log:
   access: off
+limits:
+  keepalive_requests: 1000000   # as nginx's below and the harness's (gen_scalws.py)
 {extra}sites:
   - listen: 127.0.0.1:{port}{tls}
     routes:
