@@ -111,15 +111,23 @@ measure_n() {  # measure_n SERVER SCENARIO N RUN
         --quota_pct "$QUOTA_PCT" --before "$before" --after "$after" "${outs[@]}" | tee -a /dev/stderr >>"$CSV"
 }
 
+# Run by run, every server in turn (the order rotated each run), not each
+# server's runs as a block: on a VM whose speed drifts within minutes,
+# blocks put the drift between the servers (docs/benchmarks/2026-12-05-tls.md).
 for scen in $SCENARIOS; do
+    able=()
     for srv in $SERVERS; do
         srv_reset_opts
         if ! reason=$(srv_supports "$srv" "$scen"); then
             row_na "$srv" "$scen" 1 n/a "$reason"
             row_na "$srv" "$scen" "$INSTANCES" n/a "$reason"
-            continue
+        else
+            able+=("$srv")
         fi
-        for ((r = 1; r <= RUNS; r++)); do
+    done
+    [ ${#able[@]} -gt 0 ] || continue
+    for ((r = 1; r <= RUNS; r++)); do
+        for srv in $(rotate_list "$((r - 1))" "${able[@]}"); do
             for n in 1 "$INSTANCES"; do measure_n "$srv" "$scen" "$n" "$r"; done
         done
     done

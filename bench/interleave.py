@@ -113,19 +113,16 @@ http {{
 """
 
 
-# bench/configs/nginx.conf.tmpl's, which are ScalWS's defaults
-NGINX_TLS = """\
-ssl_certificate {cert};
-    ssl_certificate_key {key};
-    ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;
-    ssl_prefer_server_ciphers on;
-    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
-    ssl_conf_command Options PrioritizeChaCha;
-    ssl_ecdh_curve X25519:prime256v1:secp384r1;
-    ssl_session_tickets on;
-    ssl_session_cache off;
-"""
+def nginx_tls(cert, key):
+    """The ssl_* lines of bench/configs/nginx.conf.tmpl (ScalWS's TLS
+    defaults, bench/README.md), so that both tools measure one nginx."""
+    tmpl = (REPO / "bench" / "configs" / "nginx.conf.tmpl").read_text()
+    lines = [ln.strip() for ln in tmpl.splitlines() if ln.strip().startswith("ssl_")]
+    if not any(ln.startswith("ssl_certificate ") for ln in lines):
+        sys.exit("bench/configs/nginx.conf.tmpl has no ssl_certificate line")
+    return "\n    ".join(lines).replace("@CERT@", cert).replace("@KEY@", key)
+
+
 CG_ROOT = "/sys/fs/cgroup/cpu"
 CFS_PERIOD_US = 10000
 
@@ -206,7 +203,7 @@ class Server:
             cfg = d / "nginx.conf"
             cfg.write_text(NGINX_CONF.format(
                 port=self.port, body=BODY, dir=d, ssl=" ssl" if tls else "",
-                tls_conf=NGINX_TLS.format(cert=tls[0], key=tls[1]) if tls else ""))
+                tls_conf=nginx_tls(*tls) if tls else ""))
             cmd = pin + [os.environ.get("NGINX", "nginx"), "-c", str(cfg), "-p", str(d)]
         if quota:
             # its own group, entered before exec: the master and its worker
