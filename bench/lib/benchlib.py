@@ -617,33 +617,52 @@ def cmd_conc_report(a):
 
 
 # --------------------------------------------------------------- instances
+def inst_median(rows):
+    """One (server, scenario, instances) cell from its runs: the median of
+    each figure over the ok runs, errors summed, the rps range; the last
+    problem when no run was ok."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    if not ok:
+        return dict(rows[-1], runs=0, rps_min=None, rps_max=None)
+    med = {k: statistics.median(float(r[k]) for r in ok)
+           for k in ("rps", "p99_ms", "cpu_us_per_req", "server_cpu_pct", "load_cpu_pct")}
+    rps = [float(r["rps"]) for r in ok]
+    return dict(ok[0], **med, runs=len(ok), rps_min=min(rps), rps_max=max(rps),
+                non2xx=sum(int(r["non2xx"]) for r in ok),
+                socket_errors=sum(int(r["socket_errors"]) for r in ok))
+
+
 def cmd_inst_report(a):
     rows = read_csv(a.csv)
     out_dir = os.path.dirname(os.path.abspath(a.csv))
-    by = {}
+    runs = {}
     for r in rows:
-        by.setdefault((r["server"], r["scenario"]), {})[int(r["instances"])] = r
+        runs.setdefault((r["server"], r["scenario"]), {}).setdefault(int(r["instances"]), []).append(r)
     md = ["# Instances: 1 against N", "", "```"] + header_lines(a.csv) + ["```", "",
-          "efficiency = rps(N) / (N × rps(1)); each instance is capped to the same CPU share.", "",
-          "| server | scenario | instances | CPU share each | rps | p99 ms | CPU µs/req | server CPU % | load CPU % | errors | efficiency | status |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (srv, sc), d in by.items():
-        one = d.get(1)
-        for n in sorted(d):
-            r = d[n]
-            if r["status"] in ("n/a", "failed"):
-                md.append(f"| {srv} | {sc} | {n} | | | | | | | | | {r['status']}: {r['reason']} |")
+          "efficiency = rps(N) / (N × rps(1)); each instance is capped to the same CPU share. "
+          "Each figure is the median of the ok runs (how many: `runs`; the rps range beside it).", "",
+          "| server | scenario | instances | CPU share each | runs | rps (min–max) | p99 ms | CPU µs/req | server CPU % | load CPU % | errors | efficiency | status |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (srv, sc), d in runs.items():
+        cells = {n: inst_median(v) for n, v in d.items()}
+        one = cells.get(1)
+        for n in sorted(cells):
+            r = cells[n]
+            if not r["runs"]:
+                md.append(f"| {srv} | {sc} | {n} | | 0 | | | | | | | | {r['status']}: {r['reason']} |")
                 continue
             eff = ""
-            if n > 1 and one and one["status"] == "ok" and r["status"] == "ok" and float(one["rps"]):
-                eff = f"{float(r['rps']) / (n * float(one['rps'])):.2f}"
-            md.append(f"| {srv} | {sc} | {n} | {r['quota_pct']} % | {float(r['rps']):,.0f} | {r['p99_ms']} | "
-                      f"{r['cpu_us_per_req']} | {r['server_cpu_pct']} | {r['load_cpu_pct']} | "
-                      f"{int(r['non2xx']) + int(r['socket_errors'])} | {eff} | "
-                      f"{r['status']}{': ' + r['reason'] if r['reason'] else ''} |")
+            if n > 1 and one and one["runs"] and one["rps"]:
+                eff = f"{r['rps'] / (n * one['rps']):.2f}"
+            failed = len(d[n]) - r["runs"]
+            md.append(f"| {srv} | {sc} | {n} | {r['quota_pct']} % | {r['runs']} | "
+                      f"{r['rps']:,.0f} ({r['rps_min']:,.0f}–{r['rps_max']:,.0f}) | {r['p99_ms']:.2f} | "
+                      f"{r['cpu_us_per_req']:.2f} | {r['server_cpu_pct']:.1f} | {r['load_cpu_pct']:.1f} | "
+                      f"{r['non2xx'] + r['socket_errors']} | {eff} | "
+                      f"ok{f' ({failed} run(s) not ok)' if failed else ''} |")
     with open(os.path.join(out_dir, "instances.md"), "w") as f:
         f.write("\n".join(md) + "\n")
-    print("\n".join(md[md.index("efficiency = rps(N) / (N × rps(1)); each instance is capped to the same CPU share."):]))
+    print("\n".join(md[next(i for i, x in enumerate(md) if x.startswith("efficiency")):]))
 
 
 INST_COLUMNS = ["server", "scenario", "instances", "quota_pct", "status", "rps", "p99_ms",
