@@ -74,8 +74,10 @@ class CacheMemory:
                 for name, z in config.cache_zones.items() if (name, z.max_size) in self._zone_fds}
 
     def prune(self, config):
-        """Forgets the zones `config` no longer uses (after a reload: the old
-        workers keep their own inherited mappings)."""
+        """Forgets the zones `config` no longer uses: after a reload, those of
+        the old configuration only; after a failed one (`config` the one
+        still served), those the new configuration added. Workers keep
+        their own inherited mappings."""
         keep = {(n, z.max_size) for n, z in config.cache_zones.items()}
         for key in list(self._zones):
             if key not in keep:

@@ -606,6 +606,7 @@ class Master:
             log.error("reload failed, keeping the current configuration: %s", exc)
             self._stop_keeper(keeper)
             self.apps.stop(app_procs)
+            self.cache.prune(self.config)  # the zones only `new` had were made for nothing
             return "reload failed, serving the previous configuration"
         slots, ready = self._start_generation(new, tls, block)
         if ready < new.workers:
@@ -616,6 +617,7 @@ class Master:
             self._signal_slots(slots.values(), signal.SIGQUIT)
             self._stop_keeper(keeper)
             self.apps.stop(app_procs)
+            self.cache.prune(self.config)  # the failed workers keep their own mappings
             return "reload failed, serving the previous configuration"
         # The apps' old workers stop once the old web workers have drained.
         self.apps.commit(app_procs, self.gen)

@@ -421,6 +421,50 @@ def test_entries_survive_a_reload(server, origin):
     assert origin.count(t) == 1
 
 
+def zone_memfds(pid):
+    """The names of the cache zones whose memfds process pid holds (each
+    one twice in the master: its own descriptor and the mapping's dup)."""
+    names = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("/memfd:scalws-cache:"):
+            names.append(target[len("/memfd:scalws-cache:"):].removesuffix(" (deleted)"))
+    return sorted(set(names))
+
+
+def test_a_failed_reload_gives_back_the_zones_it_made(server, origin, tmp_path):
+    """A reload that fails after the new configuration's zones were made
+    (here: its counters file cannot be created) closes them; the zones of
+    the configuration still served stay."""
+    s = server(cache_yaml(origin.port, top={"status": {"file": str(tmp_path / "counters")}}))
+    t = "/kept" + q(cc="max-age=100")
+    req(s.port, t)
+    assert zone_memfds(s.pid) == ["z"]
+    (tmp_path / "a-directory").mkdir()
+    with open(s.config_path) as f:
+        good = f.read()
+    bad = good.replace(str(tmp_path / "counters"), str(tmp_path / "a-directory"))
+    bad = bad.replace('"cache_zones": {', '"cache_zones": {"new": {"max_size": "8m"},')
+    assert bad.count("a-directory") == 1 and '"new"' in bad
+    with open(s.config_path, "w") as f:
+        f.write(bad)
+    s.kill(signal.SIGHUP)
+    s.wait_log("reload failed", timeout=15)
+    assert "cannot create the counters file" in s.log()
+    assert zone_memfds(s.pid) == ["z"]
+    assert "hit" in req(s.port, t).cs  # the zone served before is untouched
+    # the same zone, added by a reload that succeeds, is made again
+    with open(s.config_path, "w") as f:
+        f.write(bad.replace(str(tmp_path / "a-directory"), str(tmp_path / "counters")))
+    s.kill(signal.SIGHUP)
+    s.wait_log("reloaded", timeout=15)
+    assert zone_memfds(s.pid) == ["new", "z"]
+    assert "hit" in req(s.port, t).cs
+
+
 # ---- FastCGI ------------------------------------------------------------------------------
 
 def test_fastcgi_routes_are_cached(server, php_fpm, tmp_path):
