@@ -86,9 +86,6 @@ class CacheMemory:
                 if fd >= 0:
                     os.close(fd)
 
-    def fds(self):
-        return list(self._efds)
-
 
 COUNTERS_OFFSET = 16            # sws_cs_t.c (after magic, state, formatter)
 MEMFD_PREFIX = "scalws-cache:"  # a zone's memfd name: this and the zone's name

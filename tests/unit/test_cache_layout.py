@@ -64,10 +64,10 @@ def test_a_zone_without_a_memfd_is_anonymous_memory(monkeypatch):
     mem.prune(SimpleNamespace(cache_zones={}))  # a zone without a memfd goes too
     monkeypatch.undo()
     mem2 = cacheshared.CacheMemory()
-    mem2.view(cfg)
+    view2 = mem2.view(cfg)
     fd = mem2.zone_fds(cfg)["z"]
     assert os.readlink(f"/proc/self/fd/{fd}") == "/memfd:scalws-cache:z (deleted)"
     mem2.prune(SimpleNamespace(cache_zones={}))
     assert mem2.zone_fds(cfg) == {}
-    for fd in view.efds + mem2.fds():
+    for fd in view.efds + view2.efds:
         os.close(fd)
