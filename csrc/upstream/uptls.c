@@ -26,12 +26,14 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -40,6 +42,56 @@
 #include <openssl/x509v3.h>
 
 #include "context.h"
+
+/* The system's CA store, loaded whole now. A sandboxed worker may open no
+ * file outside its document roots once it serves (ADR 0012), so the lookup
+ * by hash in the CA folder that SSL_CTX_set_default_verify_paths leaves for
+ * verification time would find nothing. The bundle (SSL_CERT_FILE, else
+ * OpenSSL's default: Debian's ca-certificates.crt) when it loads; else every
+ * file of the folders (SSL_CERT_DIR, else the default; a list split on ':').
+ * 0, or -1 when no certificate could be loaded (OpenSSL's error queue says
+ * why). */
+static int load_system_store(SSL_CTX *ctx)
+{
+    const char *file = getenv(X509_get_default_cert_file_env());
+    if (!file || !*file)
+        file = X509_get_default_cert_file();
+    if (access(file, R_OK) == 0 && SSL_CTX_load_verify_file(ctx, file) == 1)
+        return 0;
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    const char *dirs = getenv(X509_get_default_cert_dir_env());
+    if (!dirs || !*dirs)
+        dirs = X509_get_default_cert_dir();
+    int loaded = 0;
+    char path[4096];
+    for (const char *p = dirs; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n > 0 && n < sizeof path - 256) {
+            memcpy(path, p, n);
+            path[n] = '\0';
+            DIR *d = opendir(path);
+            struct dirent *de;
+            while (d && (de = readdir(d)) != NULL) {
+                if (de->d_name[0] == '.')
+                    continue;
+                snprintf(path + n, sizeof path - n, "/%s", de->d_name);
+                struct stat st;
+                if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+                    X509_STORE_load_file(store, path) == 1)
+                    loaded++;
+                path[n] = '\0';
+            }
+            if (d)
+                closedir(d);
+        }
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    if (loaded)
+        ERR_clear_error(); /* files of the folder that are not certificates */
+    return loaded ? 0 : -1;
+}
 
 struct sws_uptls {
     SSL_CTX *ctx;
@@ -111,7 +163,7 @@ sws_uptls_t *sws_uptls_new(const sws_uptls_conf_t *conf, char *err, size_t errle
                 snprintf(err, errlen, "ca %s: %s", conf->ca, ssl_reason(why, sizeof why));
                 goto fail;
             }
-        } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        } else if (load_system_store(ctx) < 0) {
             snprintf(err, errlen, "the system's CA store: %s", ssl_reason(why, sizeof why));
             goto fail;
         }
