@@ -147,9 +147,13 @@ class SiteTLS:
 @dataclass
 class TicketKeys:
     """Session tickets (TLS 1.2 and 1.3): keys made by the master, shared by
-    every worker, kept across reloads, rotated every `rotation`."""
+    every worker, kept across reloads, rotated every `rotation`; or, with
+    `key_file`, the operator's keys (shared by several servers), read at
+    load and published again on each reload, never rotated by us."""
     enabled: bool = True
     rotation: float = 3600.0               # seconds a key encrypts; accepted twice as long
+    key_file: list = field(default_factory=list)   # [encrypting, previous] paths
+    keys: list = field(default_factory=list)       # their 80-byte sws_ticket_key_t, same order
 
 
 @dataclass

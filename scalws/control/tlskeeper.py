@@ -58,11 +58,22 @@ class Keeper:
         self.publish_ticket = publish_ticket
         self.publish_ocsp = publish_ocsp
         self.staples = [_Staple(*item) for item in generation.ocsp_certs]
+        self.files_published = False
 
     # ---- tickets -----------------------------------------------------------
     def tickets_due(self, now) -> float:
         t = self.config.tickets
         if not t.enabled or self.gen.tickets is None:
+            return float("inf")
+        if t.keys:
+            # The operator's keys (tls_tickets.key_file): the previous one,
+            # then the one that encrypts; again with each generation (a HUP
+            # after the files were replaced), never rotated here.
+            if not self.files_published:
+                for key in reversed(t.keys):
+                    self.publish_ticket(self.gen.tickets, key, int(t.rotation), int(now))
+                self.files_published = True
+                log.info("TLS session ticket keys from %s", ", ".join(t.key_file))
             return float("inf")
         rotated = struct.unpack_from("<q", self.gen.tickets, 16)[0]  # sws_ticket_shm_t.rotated
         due = rotated + t.rotation
@@ -97,6 +108,18 @@ class Keeper:
             self._problem(st, 40, f"cannot read the certificate: {exc}")
             st.due = now + RETRY_MAX
             return
+        # Nothing to staple is no problem (a self-signed certificate, one that
+        # names no responder): a notice, as docs/configuration.md says. A
+        # certificate that names one but comes without its issuer is.
+        url = None
+        if not st.cert.ocsp_file:
+            url = st.cert.ocsp_url or ocsp.responder_url(st.x509)
+            if not url or st.x509.issuer == st.x509.subject:
+                self._problem(st, NOTICE, "the certificate names no OCSP responder and no "
+                              "ocsp_file is given: not stapled" if not url else
+                              "the certificate is self-signed: not stapled")
+                st.due = float("inf")
+                return
         if st.issuer is None:
             self._problem(st, 30, "the certificate file has no issuer certificate after the "
                           "leaf, which OCSP needs: not stapled")

@@ -11,12 +11,13 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
-from tests.e2e.conftest import read_response, recv_to_close
+from tests.e2e.conftest import ROOT, read_response, recv_to_close
 from tests.tlspki import DAY, PKI, start_ocsp_responder
 
 HOST = "127.0.0.1"
@@ -432,3 +433,60 @@ def test_ocsp_from_a_file_and_a_stale_one_is_not_stapled(server, tmp_path):
     out = stapled(srv.port, root.cert_path)
     assert "OCSP response: no response sent" in out
     assert re.search(r"\[error\].*OCSP for .*filed", srv.log())
+
+
+def test_nothing_to_staple_is_a_notice_not_a_warning(server, tmp_path):
+    # docs/configuration.md: a certificate without a responder and without a
+    # file is simply not stapled. A self-signed one (the usual first setup)
+    # and a leaf that names no responder start without a [warn] line.
+    pki = PKI(tmp_path / "pki")
+    for leaf in (pki.self_signed(["localhost"]), pki.leaf(pki.root(), ["localhost"],
+                                                          name="plain")):
+        srv = server(OCSP_SITE, cert=leaf.cert_path, key=leaf.key_path, extra="")
+        srv.wait_log("not stapled")
+        log = srv.log()
+        assert re.search(r"\[notice\] .*OCSP for .*: .*not stapled", log), log
+        assert not re.search(r"\[(warn|error)\] \S+: OCSP for", log), log
+        assert srv.stop() == 0
+
+
+def test_ticket_key_files_let_two_servers_resume_each_others_sessions(server, pki, www,
+                                                                     tmp_path):
+    # tls_tickets.key_file (nginx's ssl_session_ticket_key): servers behind one
+    # balancer share the operator's keys; after the files are replaced and a
+    # HUP, the new key encrypts and the previous one still opens tickets.
+    (tmp_path / "t1.key").write_bytes(os.urandom(80))
+    (tmp_path / "t0.key").write_bytes(os.urandom(80))
+    text = SITE.replace("log: {{", f'tls_tickets: {{{{key_file: ["{tmp_path}/t1.key", '
+                                   f'"{tmp_path}/t0.key"]}}}}\nlog: {{{{', 1)
+    a = start_site(server, pki, text=text)
+    b = start_site(server, pki, text=text)
+    ctx = client_ctx(pki, minimum_version=ssl.TLSVersion.TLSv1_3)
+    with tls_connect(a.port, ctx) as s:
+        get(s)
+        session = s.session
+    assert session is not None and session.has_ticket
+    with tls_connect(b.port, ctx, session=session) as s:
+        assert s.session_reused
+        assert get(s)[0] == 200
+    assert "TLS session ticket keys from" in b.log()
+    # a key the other server does not have: no resumption there
+    (tmp_path / "t0.key").write_bytes(os.urandom(80))
+    (tmp_path / "t1.key").write_bytes(os.urandom(80))
+    b.kill(signal.SIGHUP)
+    b.wait_log("reloaded")
+    with tls_connect(b.port, ctx, session=session) as s:
+        assert not s.session_reused
+        assert get(s)[0] == 200
+
+
+def test_ticket_key_file_must_be_80_bytes(server, pki, tmp_path):
+    (tmp_path / "short.key").write_bytes(os.urandom(48))
+    text = SITE.replace("log: {{", f'tls_tickets: {{{{key_file: "{tmp_path}/short.key"}}}}\n'
+                                   "log: {{", 1)
+    srv = start_site(server, pki, text=text, start=False)
+    out = subprocess.run([sys.executable, "-m", "scalws", "--check-config", srv.config_path],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert re.search(r":\d+:\d+: tls_tickets\.key_file: .*short\.key holds 48 bytes; a ticket "
+                     r"key file is 80 random bytes", out.stderr), out.stderr

@@ -46,7 +46,8 @@ KEYS = ("cert", "key", "ocsp_file", "certificates", "protocols", "ciphers",
         "ciphersuites", "curves", "ocsp_stapling", "hsts", "redirect")
 CERT_KEYS = ("cert", "key", "ocsp_file")
 HSTS_KEYS = ("max_age", "include_subdomains", "preload")
-TICKET_KEYS = ("enabled", "rotation")
+TICKET_KEYS = ("enabled", "rotation", "key_file")
+TICKET_KEY_FILE_SIZE = 80       # nginx's ssl_session_ticket_key: name 16, HMAC 32, AES 32
 
 PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 # Spelling (lowercase, without v . _ space) -> how it is refused.
@@ -620,7 +621,7 @@ def _max_age(ctx, node, path):
 # Top-level `tls_tickets`
 
 def compile_tickets(ctx, node, path="tls_tickets"):
-    """tls_tickets: on | off | {enabled, rotation} -> TicketKeys (the
+    """tls_tickets: on | off | {enabled, rotation, key_file} -> TicketKeys (the
     defaults, after reporting, when the value is wrong)."""
     tickets = TicketKeys()
     kind = ctx.kind(node)
@@ -649,4 +650,41 @@ def compile_tickets(ctx, node, path="tls_tickets"):
                 ctx.error(rnode, rpath, f"must be between 1m and 7d, got {rnode.value}")
             else:
                 tickets.rotation = value
+    if "key_file" in keys:
+        _ticket_key_files(ctx, keys["key_file"][1], _sub(path, "key_file"), tickets)
     return tickets
+
+
+def _ticket_key_files(ctx, node, path, tickets):
+    """key_file: a path or a list of two: the key that encrypts, then one
+    that still decrypts. Each file holds 80 random bytes, as nginx's
+    ssl_session_ticket_key (`openssl rand 80 > FILE`): name, HMAC-SHA256
+    key, AES-256 key. Read here, by the master: a worker never opens it."""
+    seq = ctx.kind(node) == "seq"
+    items = node.value if seq else [node]
+    if seq and not 1 <= len(items) <= 2:
+        ctx.error(node, path, "expected one file (the key) or two (the key, then the "
+                  f"previous one, still accepted); got {len(items)}")
+        return
+    files, keys = [], []
+    for i, item in enumerate(items):
+        ipath = f"{path}[{i}]" if seq else path
+        full = ctx.path(item, ipath)
+        if full is None:
+            return
+        try:
+            with open(full, "rb") as f:
+                data = f.read(TICKET_KEY_FILE_SIZE + 1)
+        except OSError as exc:
+            ctx.error(item, ipath, f"cannot read {full}: {exc.strerror or exc}")
+            return
+        if len(data) != TICKET_KEY_FILE_SIZE:
+            ctx.error(item, ipath, f"{full} holds {len(data)}{'+' if len(data) > 80 else ''} "
+                      f"bytes; a ticket key file is {TICKET_KEY_FILE_SIZE} random bytes "
+                      f"(openssl rand {TICKET_KEY_FILE_SIZE} > {full})")
+            return
+        files.append(full)
+        # to sws_ticket_key_t's order: name, AES, HMAC
+        keys.append(data[:16] + data[48:80] + data[16:48])
+    tickets.key_file = files
+    tickets.keys = keys
