@@ -87,6 +87,15 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
 
 void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys) { e->net.tickets = keys; }
 
+int sws_engine_set_steering(sws_engine_t *e, void *shm, size_t len, unsigned index,
+                            unsigned workers)
+{
+    if (!shm || len < sizeof(sws_steer_shm_t))
+        return -EINVAL;
+    sws_steer_init(e, shm, index, workers);
+    return 0;
+}
+
 int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid_ms,
                              size_t mem_max)
 {

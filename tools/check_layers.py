@@ -31,7 +31,8 @@ FLOORS = [
                   "csrc/handlers/cache.c"]),
     ("upstream", ["csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
                   "csrc/upstream/uptls.c"]),
-    ("net", ["csrc/net/listen.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c"]),
+    ("net", ["csrc/net/listen.c", "csrc/net/steer.c", "csrc/net/conn.c", "csrc/net/peer.c",
+             "csrc/net/tls.c"]),
     ("core", ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/sandbox.c"]),
     # Leaves: pure functions over caller-owned memory; they call nothing of ours.
     ("leaves", ["csrc/http/http1.c", "csrc/http/path.c", "csrc/http/httpcond.c",

@@ -400,6 +400,8 @@ void conn_close(sws_engine_t *e, sws_conn_t *c)
     if (e->net.accept_paused && !e->core.shutting_down &&
         e->core.cnt.active < e->core.lim.max_connections && e->net.accept_resume == 0)
         listeners_enable(e, 1);
+    if (e->net.steer_full)
+        sws_steer_room(e);
 }
 
 /* Unread input does not turn our close into a reset that could destroy the

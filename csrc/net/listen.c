@@ -64,6 +64,9 @@ int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto,
     l->conf = conf;
     l->tls = tls;
     l->enabled = 1;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    l->is_unix = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_UNIX;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
     if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         int err = errno;
@@ -89,6 +92,7 @@ void listeners_enable(sws_engine_t *e, int on)
 
 void sws_net_stop_listening(sws_engine_t *e)
 {
+    sws_steer_set(e, 0); /* the next worker of this index takes connections */
     listeners_enable(e, 0);
     for (size_t i = 0; i < e->net.n_listeners; i++) {
         if (e->net.listeners[i].fd >= 0) {
@@ -103,8 +107,10 @@ void sws_net_tick(sws_engine_t *e)
     if (e->net.accept_paused && e->net.accept_resume && e->core.now >= e->net.accept_resume &&
         !e->core.shutting_down) {
         e->net.accept_resume = 0;
-        if (e->core.cnt.active < e->core.lim.max_connections)
+        if (e->core.cnt.active < e->core.lim.max_connections) {
             listeners_enable(e, 1);
+            sws_steer_set(e, 0);
+        }
     }
 }
 
@@ -125,6 +131,7 @@ static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         if (e->core.cnt.active >= e->core.lim.max_connections) {
             listeners_enable(e, 0); /* back on when a connection closes */
+            sws_steer_set(e, 1);
             return;
         }
         struct sockaddr_storage ss;
@@ -139,6 +146,7 @@ static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
                 elog(e, SWS_L_CRIT, "accept() failed (%s): pausing new connections for %d ms",
                      strerror(errno), EMFILE_PAUSE_MS);
                 listeners_enable(e, 0);
+                sws_steer_set(e, 1);
                 e->net.accept_resume = e->core.now + EMFILE_PAUSE_MS;
                 return;
             }
@@ -198,5 +206,12 @@ static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
             e->core.st->conns_tls_active++;
         }
         l->proto->open(e, c, l->conf);
+        if (e->core.cnt.active >= e->core.lim.max_connections) {
+            /* Full now: steer the next connections away before they queue
+             * here (the check at the top would see it only at the next). */
+            listeners_enable(e, 0);
+            sws_steer_set(e, 1);
+            return;
+        }
     }
 }

@@ -343,6 +343,8 @@ cdef extern from "scalws/engine.h" nogil:
     int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
                                 const sws_tls_listen_t *tls, int http2)
     void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys)
+    int sws_engine_set_steering(sws_engine_t *e, void *shm, size_t len, unsigned index,
+                                unsigned workers)
     int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsize,
                                   uint32_t flush_ms)
     void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)

@@ -860,6 +860,15 @@ cdef class Engine:
         if rc < 0:
             raise OSError(-rc, "engine: cannot add listener")
 
+    def set_steering(self, mm, unsigned index, unsigned workers):
+        """Fair accept (ADR 0023): `mm` is the master's steering page; this
+        worker is `index` of `workers`. After add_listener."""
+        cdef unsigned char[::1] view = mm
+        self._keep.append(view)
+        rc = sws_engine_set_steering(self.e, &view[0], len(mm), index, workers)
+        if rc < 0:
+            raise OSError(-rc, "engine: steering page")
+
     def set_access_log(self, int fd, str fmt="combined", size_t bufsize=65536,
                        double flush=1.0):
         rc = sws_engine_set_access_log(self.e, fd, _LOG_FORMATS[fmt], bufsize, _ms(flush))

@@ -76,6 +76,13 @@ const void *sws_engine_cache_zone(const sws_engine_t *e, size_t i);
 
 void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys);
 
+/* Fair accept (ADR 0023): `shm` is the master's steering page (len bytes,
+ * at least sizeof(sws_steer_shm_t)); this worker is `index` of `workers`,
+ * whose sockets the master bound in that order. After the listeners are
+ * added. 0, or -EINVAL (page too small: nothing is steered). */
+int sws_engine_set_steering(sws_engine_t *e, void *shm, size_t len, unsigned index,
+                            unsigned workers);
+
 /* Access log: fd (-1 = off; the engine does not own it), SWS_LOG_* format,
  * buffer size in bytes; flushed when full, at each tick after `flush_ms`,
  * and by sws_engine_flush(). Switching fd flushes to the old fd first. */

@@ -77,6 +77,7 @@ typedef struct {
     const sws_proto_t *alt;
     const void *conf;         /* the protocol's per-listener config (virtual hosts) */
     const sws_tls_listen_t *tls; /* NULL: plain */
+    int is_unix;              /* one socket shared by the workers: nothing to steer */
 } listener_t;
 
 /* Output the socket did not take: iov[idx..niov) still to write; iovecs
@@ -123,6 +124,20 @@ typedef struct {
     int bits;
 } sws_cidr_t;
 
+/* The steering page (net/steer.c, ADR 0023): made by the master for its
+ * life, shared by its workers. Slot i is worker i's: `full` while it takes
+ * no new connections, `pid` the worker that claimed it last (only that one
+ * writes it); `seq` moves at every change. */
+#define SWS_STEER_MAX 128
+typedef struct {
+    uint32_t seq;
+    uint32_t pad;
+    struct {
+        uint32_t full;
+        int32_t pid;
+    } slot[SWS_STEER_MAX];
+} sws_steer_shm_t;
+
 /* Net's part of the engine (e->net). */
 typedef struct {
     listener_t *listeners;
@@ -141,6 +156,12 @@ typedef struct {
     /* TLS (net/tls.c), set up with the first TLS listener */
     unsigned char *tls_buf;   /* records gathered or read from files (TLS_BUF) */
     const sws_ticket_shm_t *tickets;
+    /* Fair accept (net/steer.c): NULL when not steering (one worker, the
+     * controller's instances, which share one reuseport group). */
+    sws_steer_shm_t *steer;
+    uint32_t steer_index, steer_n;
+    int32_t steer_pid;
+    int steer_full, steer_warned;
 } sws_net_t;
 
 /* net/listen.c */
@@ -157,6 +178,15 @@ SWS_INTERNAL void conn_switch(sws_engine_t *e, sws_conn_t *c);
 SWS_INTERNAL void listeners_enable(sws_engine_t *e, int on);
 /* Stops accepting for good and closes this worker's copies of the listeners. */
 SWS_INTERNAL void sws_net_stop_listening(sws_engine_t *e);
+/* net/steer.c. sws_steer_init: this worker is index `index` of `n` (from
+ * 2 to SWS_STEER_MAX, else nothing is steered) and claims its slot of `s`.
+ * sws_steer_set: it takes no new connections (full) or does again; the
+ * reuseport groups of its TCP listeners get the program that reflects the
+ * page. Both after the listeners were added. */
+SWS_INTERNAL void sws_steer_init(sws_engine_t *e, sws_steer_shm_t *s, uint32_t index, uint32_t n);
+SWS_INTERNAL void sws_steer_set(sws_engine_t *e, int full);
+/* A connection closed while steering away: stop once an eighth below the limit. */
+SWS_INTERNAL void sws_steer_room(sws_engine_t *e);
 /* Accepting again after an EMFILE pause, when due. */
 SWS_INTERNAL void sws_net_tick(sws_engine_t *e);
 
