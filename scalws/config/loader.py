@@ -36,6 +36,7 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from . import users
 from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, cache, fastcgi, proxy, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
@@ -493,6 +494,7 @@ def _load(text: str, source: str, base_dir: str) -> Config:
     cfg = _walk_document(ctx, root)
     if ctx.problems:
         raise ConfigError(dict.fromkeys(ctx.problems))   # drop exact repeats
+    ctx.warnings.extend(users.check(cfg))
     cfg.warnings = sorted(dict.fromkeys(ctx.warnings), key=lambda p: (p.file, p.line, p.column))
     return cfg
 
@@ -555,6 +557,7 @@ def _walk_document(ctx: _Context, root) -> Config:
                 ctx.error(node, "user", f"no such user '{name}' on this system")
             else:
                 cfg.user = name
+                cfg.user_mark = ctx.mark(node)
 
     if "sandbox" in keys:
         node = keys["sandbox"][1]

@@ -170,7 +170,8 @@ class Config:
     source: str = "<default>"              # file the config came from
     workers: int = 1                       # resolved: "auto" -> CPUs we may use
     cpus: list = field(default_factory=list)  # CPU ids worker i is pinned to
-    user: Optional[str] = None
+    user: Optional[str] = None             # None: as root, users.default_user()
+    user_mark: Mark = ("<default>", 0, 0)
     sandbox: str = "on"                    # "on" | "off" | "required" (control/sandbox.py)
     server_header: Optional[str] = "scalws"  # None = no Server header
     shutdown_timeout: float = 30.0

@@ -54,7 +54,7 @@ import time
 
 from scalws.config.directives.app import clean_path, group_name
 from scalws.config.model import UpstreamServer
-from scalws.control import sandbox
+from scalws.control import procs, sandbox
 from scalws.control.logs import NOTICE, log
 
 POLL = 0.025               # readiness probes and output reads, seconds
@@ -220,6 +220,7 @@ class Apps:
         argv, env = self._argv(p), self._env(p)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             try:
@@ -241,6 +242,9 @@ class Apps:
                     os.initgroups(app.user, pw.pw_gid)
                     os.setgid(pw.pw_gid)
                     os.setuid(pw.pw_uid)
+                # TERM when the master (or controller) dies: no orphan apps.
+                if not procs.follow_parent(signal.SIGTERM, parent):
+                    os._exit(0)
                 os.closerange(3, os.sysconf("SC_OPEN_MAX"))
                 if self.sandbox_cfg is not None:  # the apps' looser profile (ADR 0012)
                     sandbox.apply_app(self.sandbox_cfg, app, os.path.dirname(p.sock))

@@ -62,7 +62,7 @@ from scalws.cli import controller_parser
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import cgroups, sdnotify
+from scalws.control import cgroups, exclusive, procs, sdnotify
 from scalws.control.logs import NOTICE, ErrorLog, log
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
@@ -166,6 +166,7 @@ class Controller:
         self.ins = config.instances
         self.errlog = ErrorLog(config.log.error, config.log.level)
         self.cgroup = cgroup
+        self.pidfile = None        # exclusive.PidFile: `pid:` names the controller
         self.rundir = tempfile.mkdtemp(prefix="scalws-controller-")
         os.chmod(self.rundir, 0o755)
         k = self.ins.cpus_per_instance
@@ -219,12 +220,17 @@ class Controller:
         argv = self._argv(inst)
         cg = self.cgroup if inst.cgroup else None
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
                 for s in SIGNALS:
                     signal.signal(s, signal.SIG_DFL)
+                # A TERM when the controller dies (its masters drain and stop
+                # their workers in turn); the signal outlives the execve.
+                if not procs.follow_parent(signal.SIGTERM, parent):
+                    os._exit(0)
                 signal.pthread_sigmask(signal.SIG_SETMASK, set())
                 if cg is not None:
                     cg.join(inst.slot, os.getpid())
@@ -692,6 +698,16 @@ class Controller:
     # ---- main loop -----------------------------------------------------------
     def run(self) -> int:
         sdnotify.setup()
+        # One controller per pid file and address (the instances' masters,
+        # with SCALWS_INSTANCE, skip both: they share the ports on purpose).
+        try:
+            if self.config.pid:
+                self.pidfile = exclusive.PidFile(self.config.pid, "scalws-controller")
+            exclusive.probe_free({l.key: l for s in self.config.sites
+                                  for l in s.listen}.values())
+        except exclusive.InUse as exc:
+            log.critical("%s; not starting", exc)
+            return 3
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         except (OSError, AttributeError):
@@ -772,6 +788,8 @@ class Controller:
                     addrs = ", ".join(l.text for s in self.config.sites for l in s.listen)
                     log.log(NOTICE, "scalws-controller started: %d instances ready, "
                             "listening on %s (pid %d)", self.ins.min, addrs, os.getpid())
+                    if self.pidfile is not None:
+                        self.pidfile.write()
                     sdnotify.ready(f"{self.ins.min} instances ready")
                 if self.started and not self.stopping and now >= self.next_sample:
                     self.next_sample = now + self.ins.sample_interval
@@ -783,6 +801,8 @@ class Controller:
         return self.exit_code
 
     def _cleanup(self):
+        if self.pidfile is not None:
+            self.pidfile.remove()
         if self.status_sock is not None:
             self.status_sock.close()
             self.status_sock = None

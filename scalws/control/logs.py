@@ -1,8 +1,9 @@
 """The error log, in nginx's shape: `2026/12/02 12:00:00 [notice] 1234#0: message`.
 
 The master opens it (a file, or stderr) before forking, so workers inherit
-the same open file; USR1 reopens it in every process (logrotate's
-`postrotate kill -USR1`). Levels are nginx's; `notice` sits between Python's
+the same open file; on USR1 (logrotate's `postrotate kill -USR1`) the
+master opens it again and sends the new descriptor to each worker, which
+may not open files outside its document roots (control/worker.py). Levels are nginx's; `notice` sits between Python's
 INFO and WARNING.
 """
 from __future__ import annotations
@@ -47,8 +48,11 @@ class ErrorLog:
         log.setLevel(LEVELS[level])
         log.propagate = False
 
-    def _open(self):
-        if self.path:
+    def _open(self, fd=None):
+        if fd is not None:
+            self.stream = os.fdopen(fd, "a", buffering=1, encoding="utf-8",
+                                    errors="backslashreplace")
+        elif self.path:
             self.stream = open(self.path, "a", buffering=1, encoding="utf-8",
                                errors="backslashreplace")
         else:
@@ -74,3 +78,11 @@ class ErrorLog:
         old = self.stream
         self._open()
         old.close()
+
+    def adopt(self, fd: int):
+        """A worker's USR1: write to `fd`, opened by the master (the worker
+        may not open the path), and close the old file."""
+        old = self.stream
+        self._open(fd)
+        if old is not sys.stderr:
+            old.close()

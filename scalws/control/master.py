@@ -22,6 +22,7 @@ loop calls it after every wakeup (ADR 0010).
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import resource
 import select
@@ -29,10 +30,11 @@ import signal
 import socket
 import time
 
+from scalws.config import users
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import caps, sandbox, sdnotify, statusd, tlskeeper
+from scalws.control import caps, exclusive, sandbox, sdnotify, statusd, tlskeeper
 from scalws.control import stats as stats_mod
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
@@ -45,6 +47,7 @@ READY_TIMEOUT = 10.0      # a new worker must report ready within this
 QUICK_DEATH = 2.0         # a worker dying younger than this counts as a crash loop
 STOPPED_TIMEOUT = 2.0     # old workers confirm they stopped accepting within this
 MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
+STEER_PAGE = 4096         # >= sizeof(sws_steer_shm_t) (net.h)
 
 
 class StartupError(Exception):
@@ -78,6 +81,7 @@ class Slot:
         self.restart_at = None     # monotonic time of a pending restart
         self.stopping = False
         self.ack_fd = None         # its pipe after "R": a graceful stop says "S" (no more accepts)
+        self.ctl = None            # our end of its control socket: log descriptors on USR1
 
 
 class Master:
@@ -114,6 +118,13 @@ class Master:
         # runs them and $SCALWS_APP_SOCKETS names their sockets.
         self.apps = apps_mod.Apps(os.environ.get("SCALWS_APP_SOCKETS")
                                   if os.environ.get("SCALWS_INSTANCE") else None)
+        # The pid file, locked for the master's life (exclusive.PidFile);
+        # under scalws-controller the controller's.
+        self.pidfile = None
+        # Fair accept (ADR 0023): the steering page the workers share, for
+        # the master's life; none under scalws-controller, whose instances
+        # share one reuseport group per address.
+        self.steer = None if os.environ.get("SCALWS_INSTANCE") else mmap.mmap(-1, STEER_PAGE)
 
     # ---- sockets -----------------------------------------------------------
     def _bind(self, listen):
@@ -153,6 +164,11 @@ class Master:
         """Binds what `config` needs that is not bound yet; returns the keys
         no longer needed (closed once the workers that use them are gone)."""
         wanted = self._listens(config)
+        if not os.environ.get("SCALWS_INSTANCE"):  # the controller's instances share on purpose
+            try:
+                exclusive.probe_free(wanted.values(), held=set(self.sockets))
+            except exclusive.InUse as exc:
+                raise StartupError(str(exc)) from None
         for key, listen in wanted.items():
             socks = self.sockets.setdefault(key, [])
             n = 1 if listen.kind == "unix" else config.workers
@@ -185,33 +201,52 @@ class Master:
         return out
 
     # ---- workers -----------------------------------------------------------
+    def _close_in_child(self, keep=()):
+        """In a freshly forked child: closes what only the master needs (the
+        listening sockets not in `keep`, every readiness pipe, the apps'
+        output pipes, the status socket unless kept, the workers' control
+        sockets). A copy of a sibling's listening socket would keep it alive,
+        and its queue unserved, after the master closes it."""
+        mine = {id(s) for s in keep}
+        for socks in self.sockets.values():
+            for s in socks:
+                if id(s) not in mine:
+                    s.close()
+        for fd in self._ready_fds:
+            os.close(fd)
+        for fd in self.apps.child_fds():
+            os.close(fd)
+        if self.status_sock is not None and id(self.status_sock) not in mine:
+            self.status_sock.close()
+        for slot in self.children.values():
+            if slot.ctl is not None:
+                slot.ctl.close()
+        if self.pidfile is not None:
+            self.pidfile.close_in_child()
+
     def _spawn(self, slot):
         """Forks worker `slot`; returns the read end of its readiness pipe."""
         cfg = slot.config
         rfd, wfd = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setblocking(False)
+        theirs.setblocking(False)
         cpu = cfg.cpus[slot.index % len(cfg.cpus)] if cfg.cpus else None
         socks = self._worker_sockets(cfg, slot.index)
+        master = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(rfd)
-            # A worker keeps only its own sockets: a copy of a sibling's would
-            # keep that socket alive (and its queue unserved) after the master
-            # closes it on stop or when `workers` shrinks.
-            mine = {id(s) for _, s in socks}
-            for others in self.sockets.values():
-                for s in others:
-                    if id(s) not in mine:
-                        s.close()
-            for fd in self._ready_fds:
-                os.close(fd)  # siblings' readiness pipes
-            for fd in self.apps.child_fds():
-                os.close(fd)  # the apps' output pipes
-            if self.status_sock is not None:
-                self.status_sock.close()
+            ours.close()
+            self._close_in_child(keep=[s for _, s in socks])
             worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd, slot.tls,
                            slot.stats.slot(slot.index) if slot.stats else None,
-                           slot.cache)  # never returns
+                           slot.cache, theirs, master, self.steer)  # never returns
         os.close(wfd)
+        theirs.close()
+        if slot.ctl is not None:
+            slot.ctl.close()
+        slot.ctl = ours
         self._ready_fds.add(rfd)
         slot.ack_fd = rfd
         self._ack_slots[rfd] = slot
@@ -293,17 +328,12 @@ class Master:
         if not has_tls(config):
             return 0
         rfd, wfd = os.pipe()
+        master = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(rfd)
-            for socks in self.sockets.values():  # it serves nothing
-                for s in socks:
-                    s.close()
-            for fd in self._ready_fds:
-                os.close(fd)
-            for fd in self.apps.child_fds():
-                os.close(fd)
-            tlskeeper.run(config, tls, self.errlog, wfd)  # never returns
+            self._close_in_child()  # it serves nothing
+            tlskeeper.run(config, tls, self.errlog, wfd, master)  # never returns
         os.close(wfd)
         self._ready_fds.add(rfd)
         self.keepers[pid] = tls
@@ -343,17 +373,13 @@ class Master:
             return 0
         zones = self.cache.view(config).zones  # made before the fork: shared with the workers
         rfd, wfd = os.pipe()
+        master = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(rfd)
-            for socks in self.sockets.values():  # it serves only its own socket
-                for s in socks:
-                    s.close()
-            for fd in self._ready_fds:
-                os.close(fd)
-            for fd in self.apps.child_fds():
-                os.close(fd)
-            statusd.run(block.mm, config.status.allow, self.status_sock, self.errlog, wfd, zones)
+            self._close_in_child(keep=[self.status_sock])  # it serves only its own socket
+            statusd.run(block.mm, config.status.allow, self.status_sock, self.errlog, wfd, zones,
+                        user=users.worker_user(config), master=master)
         os.close(wfd)
         self._ready_fds.add(rfd)
         self.statusd[pid] = block
@@ -377,6 +403,44 @@ class Master:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+    def _send_logs(self, slots):
+        """USR1: opens each access log the workers of `slots` write (their
+        generation's path) and sends it with the error log's new descriptor
+        over each one's control socket (worker.LOG_MESSAGE); the worker,
+        which may not open them itself, swaps them in when the USR1 that
+        follows arrives."""
+        opened = {}
+        try:
+            for slot in slots:
+                if slot.ctl is None:
+                    continue
+                path = slot.config.log.access
+                if path and path not in opened:
+                    try:
+                        opened[path] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                               | os.O_CLOEXEC, 0o644)
+                    except OSError as exc:
+                        log.error("reopening the access log %s failed: %s; the workers keep "
+                                  "the one they have", path, exc.strerror or exc)
+                        opened[path] = -1
+                fds, flags = [], b"L"
+                if self.errlog.path:
+                    fds.append(self.errlog.fd)
+                flags += b"E" if self.errlog.path else b"-"
+                acc = opened.get(path, -1) if path else -1
+                if acc >= 0:
+                    fds.append(acc)
+                flags += b"A" if acc >= 0 else b"-"
+                try:
+                    socket.send_fds(slot.ctl, [flags], fds)
+                except OSError as exc:  # a worker that does not read them (dying)
+                    log.info("worker %d (pid %d): log descriptors not sent: %s", slot.index,
+                             slot.pid, exc.strerror or exc)
+        finally:
+            for fd in opened.values():
+                if fd >= 0:
+                    os.close(fd)
 
     def _signal_slots(self, slots, sig):
         for slot in slots:
@@ -405,6 +469,19 @@ class Master:
             pass
         log.log(NOTICE, "net.ipv4.tcp_migrate_req is 0: lowering `workers` on reload can "
                 "reset connections queued on removed sockets (see docs/operations.md)")
+
+    def _say_user(self, cfg):
+        """As root, the workers never stay root by accident: say who they
+        run as (scalws/config/users.py)."""
+        if os.geteuid() != 0:
+            return
+        user = users.worker_user(cfg)
+        if user is None:
+            raise StartupError("no user: is set and this system has neither of the users "
+                               f"{' nor '.join(users.DEFAULT_USERS)}: set user: to the one the "
+                               "workers should run as")
+        if not cfg.user:
+            log.log(NOTICE, "the workers run as %s (started as root without user:)", user)
 
     def _drop_caps(self, cfg):
         """As root, once the sockets are bound, the sysctls set and the logs
@@ -441,10 +518,16 @@ class Master:
         cfg = self.config
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         sdnotify.setup()  # before any child exists: they must not inherit it
+        if cfg.pid and not os.environ.get("SCALWS_INSTANCE"):
+            try:
+                self.pidfile = exclusive.PidFile(cfg.pid)  # before binding: a twin stops here
+            except exclusive.InUse as exc:
+                raise StartupError(str(exc)) from None
         try:
             sandbox.check(cfg)  # `required`: refuse; `on`: warn once, here
         except sandbox.SandboxError as exc:
             raise StartupError(f"{exc}; not starting") from None
+        self._say_user(cfg)
         self._raise_nofile()
         self._ensure_sockets(cfg)
         self._tune_sysctls()
@@ -460,9 +543,8 @@ class Master:
         self.status_sock = self._bind_status(cfg)
         self.statusd_pid = self._start_statusd(cfg, self.stats)
         self.slots, ready = self._start_generation(cfg, self.tls, self.stats)
-        if cfg.pid:
-            with open(cfg.pid, "w") as f:
-                f.write(f"{os.getpid()}\n")
+        if self.pidfile is not None:
+            self.pidfile.write()  # init scripts wait for it: once the workers are ready
         addrs = ", ".join(l.text for l in self._listens(cfg).values())
         log.log(NOTICE, "scalws started: %d of %d workers ready, listening on %s (pid %d)",
                 ready, cfg.workers, addrs, os.getpid())
@@ -485,11 +567,8 @@ class Master:
             self.apps.cleanup()
             if self.stats is not None:
                 self.stats.remove()
-            if cfg.pid:
-                try:
-                    os.unlink(cfg.pid)
-                except OSError:
-                    pass
+            if self.pidfile is not None:
+                self.pidfile.remove()
         log.log(NOTICE, "scalws stopped")
         return 0
 
@@ -541,6 +620,7 @@ class Master:
         elif sig == signal.SIGUSR1:
             self.errlog.reopen()
             log.log(NOTICE, "reopening logs (SIGUSR1)")
+            self._send_logs(self.children.values())
             self._signal_slots(self.children.values(), signal.SIGUSR1)
 
     # ---- managed apps (control/apps.py) --------------------------------------
@@ -682,6 +762,9 @@ class Master:
                 continue
             if slot.ack_fd is not None:
                 self._drop_ack(slot.ack_fd)
+            if slot.ctl is not None:
+                slot.ctl.close()
+                slot.ctl = None
             if slot.stopping or self.stopping:
                 log.info("worker %d (pid %d, generation %d) %s", slot.index, pid, slot.gen,
                          _describe_status(status))

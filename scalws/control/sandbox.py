@@ -6,13 +6,18 @@ dropped to `user:`), it confines itself, in this order:
 1. PR_SET_NO_NEW_PRIVS: no execve can gain privileges (setuid binaries,
    file capabilities); required for an unprivileged process's Landlock and
    seccomp.
-2. Landlock (ABI >= 1): the filesystem is closed except, read-only, the
-   document roots (static and fastcgi routes), the configuration file's
-   folder, the certificates and keys (sites and upstream TLS), the OCSP files
-   and the Python installation (lazy imports); read-write, the folders of the
-   access and error logs (USR1 creates new files there). ABI >= 4: TCP connect
-   only to the configured upstreams' ports, TCP bind denied. ABI >= 6:
-   signals and abstract unix sockets scoped to the worker itself.
+2. Landlock (ABI >= 1): the filesystem is closed except the document roots
+   (static and fastcgi routes), read-only. Everything else a worker needs
+   was opened or loaded before: its certificates and keys (the engine's
+   TLS contexts), the system CA store when an upstream verifies against it
+   (loaded whole, not looked up by hash later), the access and error logs
+   (descriptors; after USR1 the master sends new ones over the worker's
+   control socket) and every Python module it runs (`preload`). So a
+   symlink in a root that points at a key, the configuration, a log or
+   anything else is refused by the kernel (EACCES), whatever
+   `follow_symlinks` says. ABI >= 4: TCP connect only to the configured
+   upstreams' ports, TCP bind denied. ABI >= 6: signals and abstract unix
+   sockets scoped to the worker itself.
 3. seccomp (BPF, built here with struct): an allow-list of the system calls
    the data plane makes (measured with strace, listed in the ADR), the most
    frequent first since the filter runs on every call; any other call traps
@@ -43,8 +48,6 @@ import os
 import platform
 import socket
 import struct
-import sys
-import sysconfig
 
 from scalws.control.logs import log
 
@@ -92,8 +95,8 @@ _FS_ABI1 = (1 << 13) - 1
 FILE_ONLY = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 RO = FS_READ_FILE | FS_READ_DIR
 RX = RO | FS_EXECUTE
-# A log folder: append to the logs, create new ones (USR1 after rotation).
-LOGDIR = RO | FS_WRITE_FILE | FS_MAKE_REG
+# A folder an app writes its files in.
+RW = RO | FS_WRITE_FILE | FS_MAKE_REG
 
 # <linux/seccomp.h>, <linux/filter.h>, <linux/audit.h>
 SECCOMP_RET_KILL_PROCESS = 0x80000000
@@ -129,6 +132,8 @@ WORKER_SYSCALLS = (
     "restart_syscall", "exit",
     # the loop's creation, once, after the sandbox (see worker.py)
     "epoll_create1", "uname",
+    # a graceful stop asks whether the master is gone (its PR_SET_PDEATHSIG)
+    "getppid",
 )
 # Answered ENOSYS instead of trapping, so that the library falls back:
 # libuv's io_uring (its submissions would bypass this filter) and glibc's clone3.
@@ -275,26 +280,45 @@ def _fs_mask(abi: int) -> int:
     return mask
 
 
-def landlock(abi: int, rules: dict, ports=None, scope: bool = True) -> None:
+def open_rules(rules: dict) -> list:
+    """Opens each path of `rules` ({path: access}) with O_PATH, now: a
+    worker does it before it switches to its user, who may not be able to
+    walk to its roots (a root in a 0700 folder it was opened from). Paths
+    that do not exist are skipped. Returns [(fd, access, is_dir)]."""
+    out = []
+    for path, access in rules.items():
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        out.append((fd, access, os.path.isdir(path)))
+    return out
+
+
+def close_rules(opened: list) -> None:
+    for fd, _access, _is_dir in opened:
+        os.close(fd)
+
+
+def landlock(abi: int, rules, ports=None, scope: bool = True) -> None:
     """Restricts this process: `rules` maps a path to the access it keeps
-    (paths that do not exist are skipped); `ports` (a set of TCP ports; None =
-    network not handled) are the only ones it may connect to, and it may
-    bind none. Raises OSError."""
+    (paths that do not exist are skipped), or is open_rules()'s list (then
+    closed here); `ports` (a set of TCP ports; None = network not handled)
+    are the only ones it may connect to, and it may bind none. Raises
+    OSError."""
+    opened = open_rules(rules) if isinstance(rules, dict) else rules
     fs = _fs_mask(abi)
     net = NET_BIND_TCP | NET_CONNECT_TCP if (ports is not None and abi >= 4) else 0
     scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if (scope and abi >= 6) else 0
     attr = struct.pack("=QQQ", fs, net, scoped)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     buf = ctypes.create_string_buffer(attr[:size], size)
-    fd = _syscall(NR_LANDLOCK_CREATE_RULESET, buf, ctypes.c_size_t(size), ctypes.c_uint32(0))
     try:
-        for path, access in rules.items():
-            try:
-                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                if not os.path.isdir(path):
+        fd = _syscall(NR_LANDLOCK_CREATE_RULESET, buf, ctypes.c_size_t(size),
+                      ctypes.c_uint32(0))
+        try:
+            for pfd, access, is_dir in opened:
+                if not is_dir:
                     access &= FILE_ONLY
                 access &= fs
                 if not access:
@@ -302,73 +326,65 @@ def landlock(abi: int, rules: dict, ports=None, scope: bool = True) -> None:
                 rule = ctypes.create_string_buffer(struct.pack("=Qi", access, pfd), 12)
                 _syscall(NR_LANDLOCK_ADD_RULE, ctypes.c_int(fd),
                          ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0))
-            finally:
-                os.close(pfd)
-        if net:
-            for port in sorted(ports):
-                rule = ctypes.create_string_buffer(struct.pack("=QQ", NET_CONNECT_TCP, port), 16)
-                _syscall(NR_LANDLOCK_ADD_RULE, ctypes.c_int(fd),
-                         ctypes.c_int(LANDLOCK_RULE_NET_PORT), rule, ctypes.c_uint32(0))
-        _syscall(NR_LANDLOCK_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0))
+            if net:
+                for port in sorted(ports):
+                    rule = ctypes.create_string_buffer(struct.pack("=QQ", NET_CONNECT_TCP, port),
+                                                       16)
+                    _syscall(NR_LANDLOCK_ADD_RULE, ctypes.c_int(fd),
+                             ctypes.c_int(LANDLOCK_RULE_NET_PORT), rule, ctypes.c_uint32(0))
+            _syscall(NR_LANDLOCK_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0))
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
-
-
-def _python_dirs() -> set[str]:
-    """The Python installation and our package, read-only: a lazy import (a
-    traceback's, asyncio's at stop) must still find its module."""
-    out = set()
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        p = sysconfig.get_paths().get(key)
-        if p:
-            out.add(p)
-    import scalws
-    out.add(os.path.dirname(os.path.abspath(scalws.__file__)))
-    for mod in ("uvloop",):
-        m = sys.modules.get(mod)
-        if m is not None and getattr(m, "__file__", None):
-            out.add(os.path.dirname(os.path.abspath(m.__file__)))
-    return out
+        close_rules(opened)
 
 
 def worker_rules(config) -> tuple[dict, set]:
-    """The web worker's Landlock rules: ({path: access}, {TCP ports})."""
+    """The web worker's Landlock rules: ({path: access}, {TCP ports}). Only
+    the document roots: what else the worker reads was opened before it
+    confined itself (docs/operations.md, "The sandbox")."""
     rules: dict[str, int] = {}
-
-    def add(path, access):
-        if path:
-            rules[path] = rules.get(path, 0) | access
-
-    for p in _python_dirs():
-        add(p, RO)
-    if config.source and os.path.isfile(config.source):
-        add(os.path.dirname(os.path.abspath(config.source)), RO)
-    for site in config.sites:
-        for route in site.routes:
-            root = getattr(route.handler, "root", None)
-            if isinstance(root, str):
-                add(root, RO)
-        if site.tls:
-            for c in site.tls.certificates:
-                add(c.cert, FS_READ_FILE)
-                add(c.key, FS_READ_FILE)
-                add(c.ocsp_file, FS_READ_FILE)
+    for root in document_roots(config):
+        rules[root] = rules.get(root, 0) | RO
     ports = set()
     for up in config.upstreams.values():
         for s in up.servers:
             if s.port:
                 ports.add(s.port)
-        tls = getattr(up, "tls", None)
-        if tls is not None:
-            for attr in ("ca", "cert", "key"):
-                add(getattr(tls, attr, None), FS_READ_FILE)
-            if tls.verify and not tls.ca:  # the system store, read at verification
-                add("/etc/ssl", RO)
-                add("/usr/lib/ssl", RO)
-    for path in (config.log.access, config.log.error):
-        if path:
-            add(os.path.dirname(os.path.abspath(path)), LOGDIR)
     return rules, ports
+
+
+def document_roots(config) -> list[str]:
+    """The folders the workers serve files from (static and fastcgi routes),
+    in configuration order, each once."""
+    out: list[str] = []
+    for site in config.sites:
+        for route in site.routes:
+            root = getattr(route.handler, "root", None)
+            if isinstance(root, str) and root not in out:
+                out.append(root)
+    return out
+
+
+# Modules a worker may import after it confined itself (a lazy import in
+# the standard library or in ours): imported by `preload` while the Python
+# installation is still readable, since Landlock closes it afterwards (and
+# `user:` may not read it at all: a pyenv under /root).
+PRELOAD = (
+    "asyncio", "asyncio.base_events", "asyncio.events", "asyncio.exceptions",
+    "asyncio.futures", "asyncio.tasks", "asyncio.unix_events", "concurrent.futures",
+    "encodings.idna", "encodings.latin_1", "encodings.ascii", "errno", "linecache",
+    "logging", "selectors", "signal", "socket", "struct", "threading", "traceback",
+    "tokenize", "weakref",
+)
+
+
+def preload() -> None:
+    """In a worker, before `user:` and the sandbox: every module it may
+    import later, so that no import needs the filesystem once it serves."""
+    import importlib
+    for name in PRELOAD:
+        importlib.import_module(name)
 
 
 # ---- seccomp -------------------------------------------------------------------
@@ -434,14 +450,32 @@ def no_new_privs() -> None:
 
 # ---- applying it ---------------------------------------------------------------
 
-def apply_worker(config, index: int, trap_sigsys) -> list[str]:
-    """Confines this web worker (after its sockets, files and `user:`).
+class WorkerPlan:
+    """What a web worker prepares while it still runs as it was started:
+    its Landlock rules, their paths opened (open_rules)."""
+
+    def __init__(self, config):
+        self.support = probe() if config.sandbox != "off" else {"landlock": 0, "seccomp": False}
+        self.rules, self.ports = worker_rules(config)
+        self.opened = open_rules(self.rules) if self.support["landlock"] else []
+
+    def discard(self):
+        close_rules(self.opened)
+        self.opened = []
+
+
+def apply_worker(config, index: int, trap_sigsys, plan: WorkerPlan | None = None) -> list[str]:
+    """Confines this web worker (after its sockets, files and `user:`), with
+    the `plan` it made before switching users (made now when None).
     `trap_sigsys` installs the engine's SIGSYS handler. Returns what was
     applied; raises SandboxError when `required` and a part fails."""
     if config.sandbox == "off":
+        if plan is not None:
+            plan.discard()
         return []
+    plan = plan or WorkerPlan(config)
     required = config.sandbox == "required"
-    support = probe()
+    support = plan.support
     done, failed = [], []
     try:
         no_new_privs()
@@ -449,12 +483,13 @@ def apply_worker(config, index: int, trap_sigsys) -> list[str]:
     except OSError as exc:
         failed.append(f"no_new_privs: {exc.strerror}")
     if support["landlock"] and "no_new_privs" in done:
-        rules, ports = worker_rules(config)
         try:
-            landlock(support["landlock"], rules, ports)
+            landlock(support["landlock"], plan.opened, plan.ports)
             done.append(f"landlock (ABI {support['landlock']})")
         except OSError as exc:
             failed.append(f"landlock: {exc.strerror}")
+        plan.opened = []
+    plan.discard()
     if support["seccomp"] and "no_new_privs" in done:
         try:
             trap_sigsys()
@@ -471,7 +506,7 @@ def apply_worker(config, index: int, trap_sigsys) -> list[str]:
 
 
 def app_rules(app, sock_dir: str) -> dict:
-    rules = {"/": RX, "/tmp": RX | LOGDIR | FS_REMOVE_FILE | FS_REMOVE_DIR | FS_MAKE_DIR
+    rules = {"/": RX, "/tmp": RX | RW | FS_REMOVE_FILE | FS_REMOVE_DIR | FS_MAKE_DIR
              | FS_TRUNCATE | FS_MAKE_SOCK | FS_MAKE_SYM | FS_REFER,
              "/dev": RO | FS_WRITE_FILE | FS_IOCTL_DEV}
     full = (RX | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG

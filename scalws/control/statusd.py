@@ -20,6 +20,8 @@ import signal
 import socket
 import traceback
 
+from scalws.control import cacheshared  # noqa: F401 (stats.read's lazy import, before `user`)
+from scalws.control import procs, sandbox
 from scalws.control import stats as stats_mod
 from scalws.control.logs import log
 
@@ -151,11 +153,18 @@ class StatusServer:
         server.close()
 
 
-def run(source, allow, sock, errlog, ready_fd, zones=None) -> "NoReturn":
-    """In the forked child: serve until TERM; never returns."""
+def run(source, allow, sock, errlog, ready_fd, zones=None, user=None, master=0) -> "NoReturn":
+    """In the forked child: serve until TERM (or the death of the master,
+    `master`'s pid: the same TERM); never returns. It reads only memory
+    mapped before the fork, so as root it serves as the workers' `user`."""
     code = 0
     try:
         errlog.set_worker("status")
+        if user:
+            sandbox.preload()  # the Python installation may be closed to `user`
+            procs.become(user)
+        if master and not procs.follow_parent(signal.SIGTERM, master):
+            return
         for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_IGN if sig != signal.SIGCHLD else signal.SIG_DFL)
         asyncio.run(StatusServer(source, allow, zones).serve(sock, ready_fd))

@@ -27,7 +27,7 @@ import struct
 import time
 import traceback
 
-from scalws.control import profiles
+from scalws.control import procs, profiles
 from scalws.control.logs import NOTICE, log
 
 STOP = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
@@ -130,12 +130,6 @@ class Keeper:
                 result = ocsp.load_file(st.cert.ocsp_file, st.x509, st.issuer, now=now)
                 source = st.cert.ocsp_file
             else:
-                url = st.cert.ocsp_url or ocsp.responder_url(st.x509)
-                if not url:
-                    self._problem(st, NOTICE, "the certificate names no OCSP responder and no "
-                                  "ocsp_file is given: not stapled")
-                    st.due = float("inf")
-                    return
                 der = ocsp.fetch(url, ocsp.build_request(st.x509, st.issuer))
                 result = ocsp.validate(der, st.x509, st.issuer, now=now)
                 source = url
@@ -195,11 +189,14 @@ class Keeper:
             due = self.round()
 
 
-def run(config, generation, errlog, ready_fd) -> "NoReturn":
-    """In the forked child: keep the memory until TERM; never returns."""
+def run(config, generation, errlog, ready_fd, master=0) -> "NoReturn":
+    """In the forked child: keep the memory until TERM (or the death of the
+    master, `master`'s pid: the same TERM); never returns."""
     code = 0
     try:
         errlog.set_worker("tls")
+        if master and not procs.follow_parent(signal.SIGTERM, master):
+            return
         from scalws.server.engine import ocsp_publish, ticket_publish
         profiles.prepare()
         Keeper(config, generation, ticket_publish, ocsp_publish).run(ready_fd)

@@ -8,16 +8,25 @@ os._exit so nothing of the master's Python state runs twice.
 Signals (as nginx's workers): TERM/INT graceful stop (no new connections,
 idle keep-alives closed at once, in-flight requests finished, exit within
 shutdown_timeout); QUIT fast stop; USR1 reopen logs; HUP is the master's.
+The master's death is a TERM too (PR_SET_PDEATHSIG): no worker outlives it.
+
+A worker switches to its user (scalws/config/users.py: as root it never
+stays root) and confines itself (control/sandbox.py) once it holds
+everything it reads besides its document roots: sockets, TLS keys, log
+descriptors and every module it imports. On USR1 the new log descriptors
+come from the master over `ctl` (a SOCK_SEQPACKET socket), since the worker
+may no longer open the log folders itself.
 """
 from __future__ import annotations
 
 import asyncio
 import os
-import pwd
 import signal
+import socket
 import traceback
 
-from scalws.control import profiles, sandbox
+from scalws.config import users
+from scalws.control import procs, profiles, sandbox
 from scalws.control.logs import log
 
 # Exit status for "configuration is fine but this worker cannot start": the
@@ -37,18 +46,15 @@ def _open_access_log(path):
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
 
-def _drop_privileges(user: str):
-    if os.getuid() != 0:
-        return
-    pw = pwd.getpwnam(user)
-    os.setgroups([])
-    os.setgid(pw.pw_gid)
-    os.setuid(pw.pw_uid)
+# A log-descriptor message from the master (Master._send_logs): b"L", then
+# b"E" or b"-" (an error log descriptor follows or not), then b"A" or b"-"
+# (an access log descriptor); the descriptors in that order.
+LOG_MESSAGE = 3
 
 
 class Worker:
     def __init__(self, config, index, cpu, sockets, errlog, ready_fd, tls=None, stats=None,
-                 cache=None):
+                 cache=None, ctl=None, master_pid=0, steer=None):
         self.config = config
         self.index = index
         self.cpu = cpu
@@ -62,6 +68,9 @@ class Worker:
         self.loop = None
         self.access_fd = -1
         self.probe_fd = -1          # the sandbox's test hook (control/sandbox.py)
+        self.ctl = ctl              # socket: log descriptors from the master (reopen_logs)
+        self.master_pid = master_pid
+        self.steer = steer          # the master's steering page (net/steer.c), or None
 
     def run(self) -> int:
         for sig in _ALL_SIGNALS:
@@ -84,6 +93,7 @@ class Worker:
         import uvloop  # compiled: imported only in workers
 
         from scalws.server.engine import Engine
+        sandbox.preload()  # nothing is imported once it serves (docs/operations.md)
 
         profiles.prepare()  # an instrumented build's, before `user:` applies
         cfg = self.config
@@ -96,17 +106,26 @@ class Worker:
             os.set_blocking(fd, False)
             self.engine.add_listener(fd, key)
             sock.close()  # the engine owns the dup; the master keeps the original
+        if self.steer is not None and cfg.workers > 1:
+            self.engine.set_steering(self.steer, self.index, cfg.workers)
         self.engine.set_error_log(self.errlog.fd, cfg.log.level)
         try:
             self._open_logs()
         except OSError as exc:
             raise StartupError(f"cannot open the access log {cfg.log.access}: "
                                f"{exc.strerror or exc}") from exc
-        if cfg.user:
-            _drop_privileges(cfg.user)
+        plan = sandbox.WorkerPlan(cfg)  # its roots opened while it may still reach them
+        user = users.worker_user(cfg)
+        if user:
+            try:
+                procs.become(user)
+            except (KeyError, OSError) as exc:
+                raise StartupError(f"cannot switch to the user {user}: {exc}") from None
+        if self.master_pid and not procs.follow_parent(signal.SIGTERM, self.master_pid):
+            raise StartupError("the master exited before this worker started")
         self.probe_fd = sandbox.open_probe()
         try:
-            done = sandbox.apply_worker(cfg, self.index, self.engine.trap_sigsys)
+            done = sandbox.apply_worker(cfg, self.index, self.engine.trap_sigsys, plan)
         except sandbox.SandboxError as exc:
             raise StartupError(str(exc)) from None
         if done:
@@ -155,18 +174,61 @@ class Worker:
         if old >= 0:
             os.close(old)
 
+    def _log_message(self):
+        """The newest log-descriptor message the master sent, as
+        (error fd or -1, access fd or -1); (-1, -1) when none is queued.
+        Older messages' descriptors are closed."""
+        err = acc = -1
+        while self.ctl is not None:
+            try:
+                msg, fds, _flags, _addr = socket.recv_fds(self.ctl, 16, 2)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                log.error("worker %d: reading log descriptors from the master: %s",
+                          self.index, exc.strerror or exc)
+                break
+            if not msg and not fds:
+                break                      # the master is gone
+            for fd in (err, acc):
+                if fd >= 0:
+                    os.close(fd)
+            err = acc = -1
+            fds = list(fds)
+            if len(msg) == LOG_MESSAGE and msg[1:2] == b"E" and fds:
+                err = fds.pop(0)
+            if len(msg) == LOG_MESSAGE and msg[2:3] == b"A" and fds:
+                acc = fds.pop(0)
+            for fd in fds:
+                os.close(fd)
+        return err, acc
+
     def reopen_logs(self):
-        try:
-            self.errlog.reopen()
+        """USR1: the master opened the logs again (after logrotate moved
+        them) and sent the descriptors; this worker only swaps them in."""
+        err, acc = self._log_message()
+        if err < 0 and acc < 0:
+            log.warning("worker %d: USR1 without new log descriptors from the master; "
+                        "the logs stay as they were", self.index)
+            return
+        if err >= 0:
+            self.errlog.adopt(err)
             self.engine.set_error_log(self.errlog.fd, self.config.log.level)
-            self._open_logs()
-            log.log(25, "worker %d: logs reopened", self.index)
-        except OSError as exc:
-            log.error("worker %d: reopening logs failed: %s", self.index, exc)
+        if acc >= 0:
+            cfg = self.config.log
+            old = self.access_fd
+            self.access_fd = acc
+            self.engine.set_access_log(acc, cfg.format, cfg.buffer, cfg.flush)
+            if old >= 0:
+                os.close(old)
+        log.log(25, "worker %d: logs reopened", self.index)
 
     def graceful_stop(self):
         if self.loop.is_closed():
             return
+        if self.master_pid and os.getppid() != self.master_pid:
+            log.warning("worker %d: the master (pid %d) is gone: finishing the requests in "
+                        "flight, then exiting", self.index, self.master_pid)
         self.loop.call_later(self.config.shutdown_timeout, self._shutdown_timeout)
         self.engine.shutdown(self.loop.stop)  # no more accepts from here
         self._not_accepting()
@@ -183,10 +245,11 @@ class Worker:
 
 
 def run(config, index, cpu, sockets, errlog, ready_fd, tls=None, stats=None,
-        cache=None) -> "NoReturn":
+        cache=None, ctl=None, master_pid=0, steer=None) -> "NoReturn":
     code = 0
     try:
-        code = Worker(config, index, cpu, sockets, errlog, ready_fd, tls, stats, cache).run()
+        code = Worker(config, index, cpu, sockets, errlog, ready_fd, tls, stats, cache, ctl,
+                      master_pid, steer).run()
     except StartupError as exc:
         try:
             log.critical("worker %d cannot start: %s", index, exc)

@@ -93,9 +93,23 @@ class Server:
         return code
 
 
+def traversable(path) -> None:
+    """Lets every user walk through `path` and the folders above it (o+x,
+    not o+r): scalwsd started as root runs its workers as `nobody`, which
+    must reach what a test puts in pytest's 0700 folders (a symlink's
+    target, a unix socket) as it would on a server."""
+    path = os.path.abspath(path)
+    while path not in ("/", "/tmp"):
+        mode = os.stat(path).st_mode
+        if mode & 0o001 == 0:
+            os.chmod(path, mode | 0o001)
+        path = os.path.dirname(path)
+
+
 @pytest.fixture
 def server(tmp_path):
     started = []
+    traversable(tmp_path)
 
     def make(yaml_text, start=True, nports=3, **fmt):
         ports = [free_port() for _ in range(nports)]

@@ -49,8 +49,11 @@ def get(port, path):
 
 @pytest.fixture
 def outside():
-    """A secret outside the document root and outside the config's folder."""
+    """A secret outside the document root and outside the config's folder,
+    readable by the workers' user: the sandbox, not the file's mode, keeps
+    them out."""
     d = tempfile.mkdtemp(prefix="scalws-outside-")
+    os.chmod(d, 0o755)
     with open(os.path.join(d, "secret.txt"), "w") as f:
         f.write("top secret\n")
     yield d
@@ -183,6 +186,7 @@ def test_worker_cannot_open_a_listening_socket(server, tmp_path, listener, outsi
 def test_reload_adds_a_root(server, tmp_path, listener, outside):
     srv = start(server, tmp_path, listener, outside)
     new_root = tempfile.mkdtemp(prefix="scalws-newroot-")  # outside every rule so far
+    os.chmod(new_root, 0o755)                              # and open to the workers' user
     os.mkdir(os.path.join(new_root, "extra"))
     with open(os.path.join(new_root, "extra", "e.txt"), "w") as f:
         f.write("extra\n")

@@ -20,6 +20,12 @@ sites:
       - {{path: /, static: {{root: "{root}", open_file_cache_valid: 200ms {extra}}}}}
 """
 
+# A second document root: links from the first into it are followed (the
+# sandbox lets a worker read every root, and nothing else).
+CONF_SHARED = CONF + """\
+      - {{path: /shared/, static: {{root: "{shared}"}}}}
+"""
+
 
 @pytest.fixture
 def www(tmp_path):
@@ -162,11 +168,18 @@ def test_path_escapes_stay_in_root(server, www, tmp_path):
 
 
 def test_symlinks(server, www, tmp_path):
-    (tmp_path / "outside.txt").write_text("outside")
-    os.symlink(tmp_path / "outside.txt", www / "link.txt")
-    srv = start(server, www)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "outside.txt").write_text("outside")
+    (tmp_path / "nowhere.txt").write_text("in no root")
+    os.symlink(shared / "outside.txt", www / "link.txt")
+    os.symlink(tmp_path / "nowhere.txt", www / "nowhere.txt")
+    srv = server(CONF_SHARED, root=str(www), shared=str(shared), extra="")
     assert get(srv.port, "/link.txt")[1] == b"outside"  # followed by default, as nginx
-    srv2 = start(server, www, extra=", follow_symlinks: off")
+    # a link out of every root: the sandbox refuses it (docs/operations.md)
+    assert get(srv.port, "/nowhere.txt")[0].status == 403
+    srv2 = server(CONF_SHARED, root=str(www), shared=str(shared),
+                  extra=", follow_symlinks: off")
     assert get(srv2.port, "/link.txt")[0].status == 403
     assert get(srv2.port, "/a.txt")[0].status == 200
 
@@ -460,17 +473,20 @@ def test_follow_symlinks_owner(server, www, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("chown needs root")
     other = 65534  # nobody
-    (tmp_path / "mine.txt").write_text("same owner")
-    (tmp_path / "theirs.txt").write_text("other owner")
-    os.chown(tmp_path / "theirs.txt", other, other)
-    os.symlink(tmp_path / "mine.txt", www / "ok-link")
-    os.symlink(tmp_path / "theirs.txt", www / "bad-link")
+    shared = tmp_path / "shared"   # another root: the sandbox lets the workers read it
+    shared.mkdir()
+    (shared / "mine.txt").write_text("same owner")
+    (shared / "theirs.txt").write_text("other owner")
+    os.chown(shared / "theirs.txt", other, other)
+    os.symlink(shared / "mine.txt", www / "ok-link")
+    os.symlink(shared / "theirs.txt", www / "bad-link")
     (www / "dir-target").mkdir()
     (www / "dir-target" / "f.txt").write_text("in a linked folder")
     os.symlink(www / "dir-target", www / "dir-link")
     os.symlink(www / "dir-target", www / "their-dir-link")
     os.lchown(www / "their-dir-link", other, other)
-    srv = start(server, www, extra=", follow_symlinks: owner")
+    srv = server(CONF_SHARED, root=str(www), shared=str(shared),
+                 extra=", follow_symlinks: owner")
     assert get(srv.port, "/ok-link")[1] == b"same owner"
     assert get(srv.port, "/bad-link")[0].status == 403
     assert get(srv.port, "/dir-link/f.txt")[1] == b"in a linked folder"   # a link mid-path
