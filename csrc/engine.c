@@ -160,6 +160,7 @@ int sws_engine_serve(sws_engine_t *e, int max_ms) { return sws_core_serve(e, max
 void sws_engine_tick(sws_engine_t *e)
 {
     update_time(e);
+    sws_elog_flush(e, 0);
     sws_core_expire(e);
     sws_up_tick(e);
     sws_cache_tick(e);
@@ -168,6 +169,12 @@ void sws_engine_tick(sws_engine_t *e)
     sws_alog_maybe_flush(e);
     stats_gauges(e);
     e->core.waiting = 1; /* the tick runs from uvloop's wait: counted idle */
+}
+
+void sws_engine_flush(sws_engine_t *e)
+{
+    sws_alog_flush(e);
+    sws_elog_flush(e, 1);
 }
 
 void sws_engine_shutdown(sws_engine_t *e)

@@ -184,23 +184,124 @@ void update_time(sws_engine_t *e)
 
 static const char *LEVELS[] = {"emerg", "alert", "crit", "error", "warn", "notice", "info", "debug"};
 
+#define ELOG_COUNT_MAX 64 /* " (and 4294967295 more like this in the last ...s)" fits */
+
+/* Writes one line: the prefix, the message, and when `folded` the count of
+ * the key's lines folded since its previous line (`span` seconds ago). With
+ * `key`, the message is kept in key->text for the tick's count line, and
+ * cut so that the count always fits. */
+static void elog_line(sws_engine_t *e, int level, sws_elog_key_t *key, uint32_t folded,
+                      long span, const char *fmt, va_list ap)
+{
+    sws_core_t *k = &e->core;
+    char buf[1024];
+    int head = snprintf(buf, sizeof buf, "%.*s [%s] %d#%d: ", SWS_ERR_TIME_LEN, k->err_time,
+                        LEVELS[level], (int)getpid(), k->worker_id);
+    int room = (int)sizeof buf - head - 1 - (key ? ELOG_COUNT_MAX : 0); /* with its NUL */
+    int n = vsnprintf(buf + head, (size_t)room, fmt, ap);
+    if (n < 0)
+        n = 0;
+    if (n > room - 1)
+        n = room - 1;
+    if (key) {
+        key->len = (uint16_t)(n < SWS_ELOG_TEXT ? n : SWS_ELOG_TEXT);
+        memcpy(key->text, buf + head, key->len);
+    }
+    n += head;
+    if (folded) {
+        int c = snprintf(buf + n, ELOG_COUNT_MAX, " (and %u more like this in the last %lds)",
+                         folded, span);
+        n += c < ELOG_COUNT_MAX ? c : ELOG_COUNT_MAX - 1;
+    }
+    buf[n++] = '\n';
+    ssize_t w = write(k->elog_fd >= 0 ? k->elog_fd : 2, buf, (size_t)n);
+    (void)w;
+}
+
 void elog(sws_engine_t *e, int level, const char *fmt, ...)
+{
+    if (level > e->core.elog_level)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    elog_line(e, level, NULL, 0, 0, fmt, ap);
+    va_end(ap);
+}
+
+/* Seconds from `since` to now, at least 1: what "in the last Ns" says. */
+static long elog_span(const sws_core_t *k, time_t since)
+{
+    return k->wall > since ? (long)(k->wall - since) : 1;
+}
+
+static void elog_count(sws_engine_t *e, sws_elog_key_t *key)
+{
+    elog(e, key->level, "%u more like this in the last %lds: %.*s", key->folded,
+         elog_span(&e->core, key->sec), (int)key->len, key->text);
+    key->folded = 0;
+}
+
+/* The slot of (cause, who); else a free one, else the one idle longest
+ * among those not used this second (its count written first: nothing is
+ * lost); NULL when every slot was used this second. */
+static sws_elog_key_t *elog_key(sws_engine_t *e, const char *cause, uint64_t who)
+{
+    sws_core_t *k = &e->core;
+    sws_elog_key_t *spare = NULL;
+    for (sws_elog_key_t *key = k->elog_keys; key < k->elog_keys + SWS_ELOG_KEYS; key++) {
+        if (key->cause == cause && key->who == who)
+            return key;
+        if (spare && !spare->cause)
+            continue;
+        if (!key->cause || (key->sec != k->wall && (!spare || key->sec < spare->sec)))
+            spare = key;
+    }
+    if (spare && spare->folded)
+        elog_count(e, spare);
+    if (spare)
+        spare->cause = NULL;
+    return spare;
+}
+
+void elog_folded(sws_engine_t *e, const char *cause, uint64_t who, int level,
+                 const char *fmt, ...)
 {
     sws_core_t *k = &e->core;
     if (level > k->elog_level)
         return;
-    char buf[1024];
-    int n = snprintf(buf, sizeof buf, "%.*s [%s] %d#%d: ", SWS_ERR_TIME_LEN, k->err_time,
-                     LEVELS[level], (int)getpid(), k->worker_id);
+    sws_elog_key_t *key = elog_key(e, cause, who);
+    if (!key) {
+        if (!k->elog_others || level < k->elog_others_level)
+            k->elog_others_level = level;
+        if (!k->elog_others++)
+            k->elog_others_sec = k->wall;
+        return;
+    }
+    if (key->cause && key->sec == k->wall) {
+        key->folded++;
+        return;
+    }
+    uint32_t folded = key->cause ? key->folded : 0;
+    long span = elog_span(k, key->sec);
+    *key = (sws_elog_key_t){.cause = cause, .who = who, .sec = k->wall, .level = (uint8_t)level};
     va_list ap;
     va_start(ap, fmt);
-    n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    elog_line(e, level, key, folded, span, fmt, ap);
     va_end(ap);
-    if (n > (int)sizeof buf - 2)
-        n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
-    ssize_t w = write(k->elog_fd >= 0 ? k->elog_fd : 2, buf, (size_t)n);
-    (void)w;
+}
+
+void sws_elog_flush(sws_engine_t *e, int all)
+{
+    sws_core_t *k = &e->core;
+    for (sws_elog_key_t *key = k->elog_keys; key < k->elog_keys + SWS_ELOG_KEYS; key++)
+        if (key->folded && (all || key->sec != k->wall))
+            elog_count(e, key);
+    if (k->elog_others && (all || k->elog_others_sec != k->wall)) {
+        elog(e, k->elog_others_level, "%u more lines of other kinds in the last %lds "
+             "(the error-log budget tracks %d kinds at once)", k->elog_others,
+             elog_span(k, k->elog_others_sec), SWS_ELOG_KEYS);
+        k->elog_others = 0;
+    }
 }
 
 /* ---- timeout lists ------------------------------------------------------------- */

@@ -572,10 +572,11 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         stale = uc->requests > 1 && !x->heard;
         char peer[64];
         *put_peer(peer, x->conn) = '\0';
-        elog(e, SWS_L_ERROR, "%s%s%s, upstream: fastcgi://%s, request: \"%.*s %.*s\", client: %s, "
-             "request id: %.*s", fail_text(kind), err ? ": " : "", err ? strerror(err) : "",
-             uc->srv->name, x->method_len, x->what, TLOG(x), x->what + x->method_len, peer,
-             (int)x->rid_len, x->rid);
+        elog_folded(e, fail_text(kind), (uintptr_t)uc->srv, SWS_L_ERROR,
+             "%s%s%s, upstream: fastcgi://%s, request: \"%.*s %.*s\", client: %s, request id: "
+             "%.*s", fail_text(kind), err ? ": " : "", err ? strerror(err) : "", uc->srv->name,
+             x->method_len, x->what, TLOG(x), x->what + x->method_len, peer, (int)x->rid_len,
+             x->rid);
         if (kind == G_RESET && stale) {
             size_t i = (size_t)(uc->srv - x->up->servers);
             if (i < 64)
@@ -615,9 +616,9 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
     for (;;) {
         int i = sws_up_pick(e, up, x->tried, x->hash);
         if (i < 0) {
-            elog(e, SWS_L_ERROR, "no live upstreams in \"%s\" while forwarding \"%.*s %.*s\" to "
-                 "FastCGI", up->name, x->method_len, x->what, x->target_len,
-                 x->what + x->method_len);
+            elog_folded(e, "no live upstreams", (uintptr_t)up, SWS_L_ERROR, "no live upstreams "
+                 "in \"%s\" while forwarding \"%.*s %.*s\" to FastCGI", up->name,
+                 x->method_len, x->what, x->target_len, x->what + x->method_len);
             /* after a retry: what the last server's failure called for (503
              * overloaded, 504 timed out), not a plain 502 */
             return fx_answer_error(e, x, x->fail_status ? x->fail_status : 502);
@@ -631,7 +632,8 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
             uc = uc_connect(e, up, s, UC_ACTIVE);
             if (!uc) {
                 int err = errno;
-                elog(e, SWS_L_ERROR, "connect() failed: %s, upstream: fastcgi://%s, request: "
+                elog_folded(e, fail_text(G_CONNECT), (uintptr_t)s, SWS_L_ERROR,
+                     "connect() failed: %s, upstream: fastcgi://%s, request: "
                      "\"%.*s %.*s\"", strerror(err), s->name, x->method_len, x->what,
                      x->target_len, x->what + x->method_len);
                 srv_fail(e, up, s);
@@ -762,7 +764,11 @@ static void err_flush(sws_engine_t *e, fx_t *x)
 {
     if (!x->errlen)
         return;
-    elog(e, SWS_L_ERROR, "FastCGI sent in stderr: \"%.*s\", upstream: fastcgi://%s, request: "
+    /* keyed by the text and the server: a warning on every request is
+     * written once a second, different lines each */
+    uint64_t who = sws_elog_hash(x->errline, x->errlen) ^ (x->uc ? (uintptr_t)x->uc->srv : 0);
+    elog_folded(e, "FastCGI stderr", who, SWS_L_ERROR,
+         "FastCGI sent in stderr: \"%.*s\", upstream: fastcgi://%s, request: "
          "\"%.*s %.*s\", request id: %.*s", (int)x->errlen, x->errline,
          x->uc ? x->uc->srv->name : "-", x->method_len, x->what, TLOG(x),
          x->what + x->method_len, (int)x->rid_len, x->rid);
@@ -902,7 +908,8 @@ static int take_head(sws_engine_t *e, fx_t *x)
 static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
 {
     if (++x->redirects > REDIRECTS_MAX || !x->site || len >= 4096) {
-        elog(e, SWS_L_ERROR, "FastCGI local redirect to \"%.*s\" not followed (%s), request: "
+        elog_folded(e, "FastCGI local redirect", 0, SWS_L_ERROR,
+             "FastCGI local redirect to \"%.*s\" not followed (%s), request: "
              "\"%.*s %.*s\"", (int)(len > 200 ? 200 : len), loc,
              x->redirects > REDIRECTS_MAX ? "too many redirects" : "too long", x->method_len,
              x->what, x->target_len, x->what + x->method_len);
@@ -1129,7 +1136,8 @@ static void fx_gone(sws_engine_t *e, void *ctx)
     e->core.up_inflight--;
     if (x->uc) {
         if (!x->started)
-            elog(e, SWS_L_INFO, "client closed the connection before the FastCGI application %s "
+            elog_folded(e, "client closed", (uintptr_t)x->uc->srv, SWS_L_INFO,
+                 "client closed the connection before the FastCGI application %s "
                  "answered \"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,
                  x->target_len, x->what + x->method_len);
         unqueue(x);

@@ -318,9 +318,11 @@ static int px_fail_why(sws_engine_t *e, px_t *x, int kind, int err, const char *
         reused = uc->requests > 1;
         char peer[64];
         *put_peer(peer, c) = '\0';
-        elog(e, SWS_L_ERROR, "%s%s%s, upstream: %s, request: \"%.*s %.*s\", client: %s",
-             why ? why : fail_text(kind), err ? ": " : "", err ? strerror(err) : "", uc->srv->name,
-             x->method_len, x->what, x->target_len, x->what + x->method_len, peer);
+        elog_folded(e, fail_text(kind), (uintptr_t)uc->srv, SWS_L_ERROR,
+                    "%s%s%s, upstream: %s, request: \"%.*s %.*s\", client: %s",
+                    why ? why : fail_text(kind), err ? ": " : "", err ? strerror(err) : "",
+                    uc->srv->name, x->method_len, x->what, x->target_len,
+                    x->what + x->method_len, peer);
         if (kind == F_RESET && reused) {
             /* The pool handed us a connection the server had closed: that
              * says nothing about the server, which may be tried again (the
@@ -363,8 +365,9 @@ static int px_attempt(sws_engine_t *e, px_t *x)
     for (;;) {
         int i = sws_up_pick(e, up, x->tried, x->hash);
         if (i < 0) {
-            elog(e, SWS_L_ERROR, "no live upstreams in \"%s\" while proxying \"%.*s %.*s\"", up->name,
-                 x->method_len, x->what, x->target_len, x->what + x->method_len);
+            elog_folded(e, "no live upstreams", (uintptr_t)up, SWS_L_ERROR,
+                        "no live upstreams in \"%s\" while proxying \"%.*s %.*s\"", up->name,
+                        x->method_len, x->what, x->target_len, x->what + x->method_len);
             return px_answer_error(e, x, px_unreachable(x));
         }
         sws_upstream_server_t *s = &up->servers[i];
@@ -376,9 +379,10 @@ static int px_attempt(sws_engine_t *e, px_t *x)
             uc = uc_connect(e, up, s, UC_ACTIVE);
             if (!uc) {
                 int err = errno;
-                elog(e, SWS_L_ERROR, "connect() failed: %s, upstream: %s, request: \"%.*s %.*s\"",
-                     strerror(err), s->name, x->method_len, x->what,
-                     x->target_len, x->what + x->method_len);
+                elog_folded(e, fail_text(F_CONNECT), (uintptr_t)s, SWS_L_ERROR,
+                            "connect() failed: %s, upstream: %s, request: \"%.*s %.*s\"",
+                            strerror(err), s->name, x->method_len, x->what,
+                            x->target_len, x->what + x->method_len);
                 srv_fail(e, up, s);
                 if (px_retry_ok(e, x, F_CONNECT, 0))
                     continue;
@@ -783,9 +787,10 @@ static void px_gone(sws_engine_t *e, void *ctx)
     e->core.up_inflight--;
     if (x->uc) {
         if (!x->started)
-            elog(e, SWS_L_INFO, "client closed the connection before the upstream %s answered "
-                 "\"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what, x->target_len,
-                 x->what + x->method_len);
+            elog_folded(e, "client closed", (uintptr_t)x->uc->srv, SWS_L_INFO,
+                        "client closed the connection before the upstream %s answered "
+                        "\"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,
+                        x->target_len, x->what + x->method_len);
         uc_close(e, x->uc); /* never reused: its response was not read to the end */
     }
     px_free(x);

@@ -18,14 +18,14 @@ void sws_alog_init(sws_engine_t *e, uint64_t seed)
 
 void sws_alog_free(sws_engine_t *e)
 {
-    sws_engine_flush(e);
+    sws_alog_flush(e);
     free(e->alog.buf);
 }
 
 int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsize,
                               uint32_t flush_ms)
 {
-    sws_engine_flush(e);
+    sws_alog_flush(e);
     if (bufsize < 4096)
         bufsize = 4096;
     if (bufsize != e->alog.cap) {
@@ -41,7 +41,7 @@ int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsiz
     return 0;
 }
 
-void sws_engine_flush(sws_engine_t *e)
+void sws_alog_flush(sws_engine_t *e)
 {
     size_t off = 0;
     while (off < e->alog.len && e->alog.fd >= 0) {
@@ -59,7 +59,7 @@ void sws_engine_flush(sws_engine_t *e)
 void sws_alog_maybe_flush(sws_engine_t *e)
 {
     if (e->alog.len && e->core.now - e->alog.last_flush >= e->alog.flush_ms)
-        sws_engine_flush(e);
+        sws_alog_flush(e);
 }
 
 uint64_t next_request_id(sws_engine_t *e)
@@ -150,7 +150,7 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
     size_t ul = ua ? (ua->value_len < fmax ? ua->value_len : fmax) : 0;
     size_t need = LOG_FIXED + grow * (ml + tl + hl + rl + ul);
     if (e->alog.len + need > e->alog.cap)
-        sws_engine_flush(e);
+        sws_alog_flush(e);
     char *p = e->alog.buf + e->alog.len;
     char ridbuf[16];
     const char *ridtxt = ridbuf;

@@ -454,7 +454,8 @@ static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
     if (which == TL_HEADER && !hc->x && hc->state == S_HEAD && !c->lingering &&
         (hc->in_head || c->stash)) {
         /* RFC 9110 §15.5.9: the head did not arrive in time. */
-        elog(e, SWS_L_INFO, "client timed out reading the request head");
+        elog_folded(e, "request head timeout", 0, SWS_L_INFO,
+                    "client timed out reading the request head");
         tl_unlink(e, &c->tn);
         h1_conn_error(e, hc, 408, NULL, 0);
         if (out_flush(e, c) < 0) {

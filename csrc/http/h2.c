@@ -703,7 +703,8 @@ static int commit(sws_engine_t *e, h2s_t *s)
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_cb};
     int rv = nghttp2_submit_response(hc->sess, s->id, nva, n, s->no_body ? NULL : &prd);
     if (rv != 0) {
-        elog(e, SWS_L_ERROR, "HTTP/2: cannot submit a response: %s", nghttp2_strerror(rv));
+        elog_folded(e, "h2 submit", (uint64_t)rv, SWS_L_ERROR,
+                    "HTTP/2: cannot submit a response: %s", nghttp2_strerror(rv));
         return -1;
     }
     return 0;
@@ -930,8 +931,9 @@ static int send_data_cb(nghttp2_session *sess, nghttp2_frame *frame, const uint8
             if (k <= 0) {
                 /* the file shrank or failed under us: the stream is reset,
                  * never a short body that looks whole */
-                elog(e, SWS_L_ERROR, "HTTP/2: reading a file body failed (%s)",
-                     k < 0 ? strerror(errno) : "unexpected end of file");
+                elog_folded(e, "h2 file read", 0, SWS_L_ERROR,
+                            "HTTP/2: reading a file body failed (%s)",
+                            k < 0 ? strerror(errno) : "unexpected end of file");
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
             }
             got += (size_t)k;
@@ -1020,7 +1022,8 @@ static void calm(sws_engine_t *e, h2conn_t *hc, const char *what)
     e->core.st->h2_calm++;
     char peer[48];
     *put_peer(peer, &hc->c) = 0;
-    elog(e, SWS_L_INFO, "HTTP/2: %s, GOAWAY ENHANCE_YOUR_CALM, client: %s", what, peer);
+    elog_folded(e, what, 0, SWS_L_INFO, "HTTP/2: %s, GOAWAY ENHANCE_YOUR_CALM, client: %s", what,
+                peer);
     nghttp2_session_terminate_session(hc->sess, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
@@ -1391,7 +1394,8 @@ static int on_error(nghttp2_session *sess, int code, const char *msg, size_t len
     h2conn_t *hc = user;
     char peer[48];
     *put_peer(peer, &hc->c) = 0;
-    elog(hc->e, SWS_L_INFO, "HTTP/2: %.*s, client: %s", (int)len, msg, peer);
+    elog_folded(hc->e, "h2 error", (uint64_t)code, SWS_L_INFO, "HTTP/2: %.*s, client: %s",
+                (int)len, msg, peer);
     return 0;
 }
 
@@ -1815,7 +1819,8 @@ static void h2_send(sws_engine_t *e, h2conn_t *hc)
             const uint8_t *p;
             ssize_t n = nghttp2_session_mem_send(hc->sess, &p);
             if (n < 0) {
-                elog(e, SWS_L_INFO, "HTTP/2: %s", nghttp2_strerror((int)n));
+                elog_folded(e, "h2 send", (uint64_t)n, SWS_L_INFO, "HTTP/2: %s",
+                            nghttp2_strerror((int)n));
                 failed = 1;
                 break;
             }
@@ -1993,7 +1998,8 @@ static void h2_read(sws_engine_t *e, h2conn_t *hc)
     if (rv < 0) {
         char peer[48];
         *put_peer(peer, c) = 0;
-        elog(e, SWS_L_INFO, "HTTP/2: %s, client: %s", nghttp2_strerror((int)rv), peer);
+        elog_folded(e, "h2 recv", (uint64_t)rv, SWS_L_INFO, "HTTP/2: %s, client: %s",
+                    nghttp2_strerror((int)rv), peer);
         if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
             conn_close(e, c);
             return;
@@ -2099,8 +2105,9 @@ static void h2_expire(sws_engine_t *e, sws_conn_t *c, int which)
         e->core.cnt.timeouts++;
     char peer[48];
     *put_peer(peer, c) = 0;
-    elog(e, SWS_L_INFO, "HTTP/2: client timed out %s, client: %s",
-         which == TL_SEND ? "reading the response" : "sending a request", peer);
+    elog_folded(e, "h2 timeout", (uint64_t)which, SWS_L_INFO,
+                "HTTP/2: client timed out %s, client: %s",
+                which == TL_SEND ? "reading the response" : "sending a request", peer);
     /* the streams are dropped; GOAWAY says which ones were taken (RFC 9113
      * §6.8), written if the socket takes it */
     tl_unlink(e, &c->tn);

@@ -150,7 +150,8 @@ static void do_accept(sws_engine_t *e, void *obj, uint32_t events)
                 e->net.accept_resume = e->core.now + EMFILE_PAUSE_MS;
                 return;
             }
-            elog(e, SWS_L_ALERT, "accept() failed (%s)", strerror(errno));
+            elog_folded(e, "accept() failed", (uint64_t)errno, SWS_L_ALERT, "accept() failed (%s)",
+                        strerror(errno));
             return;
         }
         size_t size = l->proto->conn_size;

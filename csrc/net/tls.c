@@ -687,7 +687,8 @@ static void tls_handshake(sws_engine_t *e, void *obj, uint32_t events)
         ERR_clear_error();
         char peer[48];
         *put_peer(peer, c) = 0;
-        elog(e, SWS_L_INFO, "client sent a plain HTTP request to a TLS port, client: %s", peer);
+        elog_folded(e, "plain HTTP on TLS", 0, SWS_L_INFO,
+                    "client sent a plain HTTP request to a TLS port, client: %s", peer);
         SSL_set_quiet_shutdown(s, 1);
         (void)!send(c->fd, plain_on_tls, sizeof plain_on_tls - 1, MSG_NOSIGNAL);
         e->core.cnt.errors_4xx_close++;
@@ -707,7 +708,8 @@ static void tls_handshake(sws_engine_t *e, void *obj, uint32_t events)
         snprintf(why, sizeof why, "%s", errno ? strerror(errno) : "the peer closed the connection");
     else
         tls_reason(why, sizeof why);
-    elog(e, SWS_L_INFO, "TLS handshake failed (%s), client: %s", why, peer);
+    elog_folded(e, "TLS handshake failed", sws_elog_hash(why, strlen(why)), SWS_L_INFO,
+                "TLS handshake failed (%s), client: %s", why, peer);
     SSL_set_quiet_shutdown(s, 1);
     conn_close(e, c);
 }

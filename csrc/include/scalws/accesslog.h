@@ -34,7 +34,9 @@ SWS_INTERNAL void sws_alog_free(sws_engine_t *e);
  * so that it fits the buffer. */
 SWS_INTERNAL void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r,
                              int status, size_t body_bytes, uint64_t ms);
-/* Writes the buffer out when flush_ms passed since the last write. */
+/* sws_alog_flush writes the buffer out (sws_engine_flush calls it at exit);
+ * sws_alog_maybe_flush only once flush_ms passed since the last write. */
+SWS_INTERNAL void sws_alog_flush(sws_engine_t *e);
 SWS_INTERNAL void sws_alog_maybe_flush(sws_engine_t *e);
 SWS_INTERNAL uint64_t next_request_id(sws_engine_t *e);
 /* A request id as 16 hex digits (no NUL). */

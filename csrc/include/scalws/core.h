@@ -68,6 +68,22 @@ typedef struct {
 
 typedef struct sws_engine sws_engine_t;
 
+/* The error-log budget (elog_folded): a key is a cause and what failed;
+ * of its lines one is written per wall-clock second and the rest are
+ * counted, the count written with the key's next line or by the tick. */
+#define SWS_ELOG_KEYS 64      /* keys tracked at once per worker; more: "others" */
+#define SWS_ELOG_TEXT 240     /* the message a count line repeats, cut to this */
+
+typedef struct {
+    const char *cause;        /* NULL: a free slot */
+    uint64_t who;
+    time_t sec;               /* the wall second of the key's last written line */
+    uint32_t folded;          /* its lines counted, not written, since that one */
+    uint16_t len;             /* text[0..len): that line's message */
+    uint8_t level;
+    char text[SWS_ELOG_TEXT];
+} sws_elog_key_t;
+
 /* Something output references until it is written (net/conn.c keeps a list
  * per connection): release runs once the connection's pending output is
  * all written, or when it closes. */
@@ -128,6 +144,12 @@ typedef struct {
     char err_time[SWS_ERR_TIME_LEN];
 
     int elog_fd, elog_level;
+    /* The budget (core/core.c): its keys, and the lines of keys that found
+     * no slot (every one in use this second), counted as "others". */
+    sws_elog_key_t elog_keys[SWS_ELOG_KEYS];
+    uint32_t elog_others;
+    int elog_others_level;
+    time_t elog_others_sec;
 
     /* Signals from the upstream floor that the batching window reads. */
     uint32_t up_inflight;      /* requests waiting on upstreams */
@@ -168,6 +190,32 @@ SWS_INTERNAL void sws_core_free(sws_engine_t *e);
 SWS_INTERNAL void update_time(sws_engine_t *e);
 SWS_INTERNAL void elog(sws_engine_t *e, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* elog under the budget, for a line that traffic can repeat (per request,
+ * per connection): the key is `cause`, a static string naming the failure
+ * (compared by address: give the same literal for the same cause), and
+ * `who`, what failed (an upstream server's address, a hash of a message
+ * from sws_elog_hash, or 0). The first line of a key in a wall-clock second
+ * is written, with ` (and N more like this in the last Ns)` when lines of
+ * the key were counted before it; the key's other lines that second are
+ * only counted (no formatting, no write). A line below the log level is
+ * neither written nor counted. */
+SWS_INTERNAL void elog_folded(sws_engine_t *e, const char *cause, uint64_t who, int level,
+                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Writes `N more like this in the last Ns: MESSAGE` for each key whose
+ * counted lines are from a past second (every key when `all`, at exit), so
+ * that a storm's count comes out within a tick of its second's end even
+ * when the storm stopped; and `N more lines of other kinds ...` for the
+ * lines that found the table full. The tick calls it with all = 0. */
+SWS_INTERNAL void sws_elog_flush(sws_engine_t *e, int all);
+
+/* FNV-1a over s[0..n): a `who` for elog_folded from a message's text. */
+static inline uint64_t sws_elog_hash(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    while (n--)
+        h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
+    return h;
+}
 SWS_INTERNAL void tl_unlink(sws_engine_t *e, sws_tnode_t *n);
 /* Puts n at the tail of list `which`, deadline now + that list's timeout. */
 SWS_INTERNAL void tl_set(sws_engine_t *e, sws_tnode_t *n, int which);

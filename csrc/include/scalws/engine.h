@@ -142,7 +142,8 @@ int sws_engine_run(sws_engine_t *e);
 int sws_engine_serve(sws_engine_t *e, int max_ms);
 
 /* Expires timeouts, re-enables accepting after EMFILE, flushes the access
- * log when due; call a few times a second. */
+ * log when due, writes the error log's counts of lines folded in a past
+ * second; call a few times a second. */
 void sws_engine_tick(sws_engine_t *e);
 
 /* Graceful stop: close the listeners, close idle connections now, and let
@@ -152,7 +153,8 @@ void sws_engine_shutdown(sws_engine_t *e);
 /* Fast stop: close every connection now. */
 void sws_engine_close_all(sws_engine_t *e);
 
-/* Writes buffered access-log lines out. */
+/* Writes buffered access-log lines out, and the error log's counts of
+ * folded lines (elog_folded in scalws/core.h) not yet written: at exit. */
 void sws_engine_flush(sws_engine_t *e);
 
 const sws_counters_t *sws_engine_counters(const sws_engine_t *e);
