@@ -72,7 +72,8 @@ def scalwsd_main(argv=None) -> int:
             print(exc, file=sys.stderr)
             print(f"scalwsd: configuration file {path} test failed", file=sys.stderr)
             return 1
-        for w in config.warnings:
+        from scalws.config import users
+        for w in config.warnings + users.check(config):
             print(f"scalwsd: [warn] {w}", file=sys.stderr)
         print(f"scalwsd: the configuration file {path} syntax is ok")
         print(f"scalwsd: configuration file {path} test is successful")

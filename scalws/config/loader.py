@@ -36,7 +36,6 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from . import users
 from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, cache, fastcgi, proxy, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
@@ -494,7 +493,6 @@ def _load(text: str, source: str, base_dir: str) -> Config:
     cfg = _walk_document(ctx, root)
     if ctx.problems:
         raise ConfigError(dict.fromkeys(ctx.problems))   # drop exact repeats
-    ctx.warnings.extend(users.check(cfg))
     cfg.warnings = sorted(dict.fromkeys(ctx.warnings), key=lambda p: (p.file, p.line, p.column))
     return cfg
 

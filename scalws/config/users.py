@@ -6,11 +6,12 @@ that does not exist (nginx's default), and the master says which at start.
 `user: root` is allowed, as an explicit choice that --check-config and the
 start warn about. Started unprivileged, the workers stay as they were.
 
-The checks here run with the configuration (so --check-config prints them):
-a document root the workers' user cannot enter, or a unix socket of an
-upstream it cannot connect to, would make every request to it fail at run
-time; they are warnings, since the file may be checked on another machine
-or before the socket exists.
+`check` looks at the machine it runs on, so --check-config, the start and
+each reload run it (not load_config, which only reads the file): a
+document root the workers' user cannot enter, or a unix socket of an
+upstream it cannot connect to, would make every request to it fail; they
+are warnings, since the file may be checked on another machine or before
+the socket exists.
 
 Pure Python (pwd, os): imports nothing compiled.
 """

@@ -18,8 +18,9 @@ reload, RELOADING=1 when a reload begins.
 - Supervision: an instance that exits unasked is started again, with the
   masters' backoff (apps.backoff) while it keeps dying young. The
   controller is a child subreaper: the workers of an instance whose master
-  was killed are re-parented to it, keep serving what they hold, and get
-  TERM (a graceful stop) once the replacement is ready.
+  was killed are re-parented to it; they drain by themselves (their
+  master's death is a TERM: PR_SET_PDEATHSIG), and any still there get
+  TERM once the replacement is ready.
 - HUP: the controller reads the file again, then reloads the instances one
   at a time (HUP, wait for READY=1), never all at once.
 - TERM/INT: every instance stops gracefully, then the controller exits;

@@ -123,5 +123,5 @@ def probe_free(listens, held=()) -> None:
                 s.close()
         if in_use:
             f, line, col = listen.mark
-            raise InUse(f"{f}:{line}:{col}: listen '{listen.text}': address already in use: "
-                        f"another server (or another scalwsd) listens there")
+            raise InUse(f"{f}:{line}:{col}: listen '{listen.text}': cannot bind: address "
+                        f"already in use: another server (or another scalwsd) listens there")

@@ -528,6 +528,8 @@ class Master:
         except sandbox.SandboxError as exc:
             raise StartupError(f"{exc}; not starting") from None
         self._say_user(cfg)
+        for w in users.check(cfg):
+            log.warning("%s", w)
         self._raise_nofile()
         self._ensure_sockets(cfg)
         self._tune_sysctls()
@@ -667,7 +669,7 @@ class Master:
             log.error("reload failed, keeping the current configuration: %s", exc)
             return "reload failed, serving the previous configuration"
         old = list(self.slots.values())
-        for w in new.warnings:
+        for w in new.warnings + users.check(new):
             log.warning("%s", w)
         if new.busy_poll_auto and new.busy_poll_auto != self.config.busy_poll_auto:
             log.info("busy_poll auto: %s", new.busy_poll_auto)

@@ -31,7 +31,7 @@ HAVE_V1 = os.access(os.path.join(V1_ROOT, "cpu"), os.W_OK) and \
 
 
 class Controller:
-    def __init__(self, tmp_path, body, args=()):
+    def __init__(self, tmp_path, body, args=(), env=None):
         self.port = free_port()
         self.log_path = tmp_path / "error.log"
         self.cfg = tmp_path / "scalws.yaml"
@@ -40,7 +40,8 @@ class Controller:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from scalws.cli import controller_main; "
              "sys.exit(controller_main())", "--config", str(self.cfg), *args],
-            cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT)
+            cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT,
+            env=None if env is None else {**os.environ, **env})
 
     def log(self) -> str:
         try:
@@ -155,13 +156,18 @@ def test_pinned_cgroups_restart_rolling_reload_and_stop(tmp_path):
                 m = [m for m in masters if m in procs]
                 assert len(m) == 1 and set(workers[m[0]]) <= procs
 
-        # A killed instance is started again; the other (and the killed
-        # one's orphaned workers) keep serving meanwhile.
+        # A killed instance is started again; the other keeps serving
+        # meanwhile, and the killed one's workers drain and exit by themselves
+        # (TERM on their master's death: PR_SET_PDEATHSIG), reaped by us.
         load = Load(c.port, threads=2)
         time.sleep(0.3)
+        orphans = workers[masters[0]]
         os.kill(masters[0], signal.SIGKILL)
         c.wait_log("ready (pid", count=3)
-        c.wait_log("left by killed instance masters")
+        deadline = time.monotonic() + 10
+        while any(os.path.exists(f"/proc/{p}") for p in orphans):
+            assert time.monotonic() < deadline, "the killed master's workers outlived it"
+            time.sleep(0.05)
         time.sleep(0.3)
         ok, failed = load.stop()
         assert not failed and ok > 0, failed
@@ -328,16 +334,32 @@ def test_autoscale_up_and_down_with_fake_cgroup_v2(tmp_path):
 
 
 def test_startup_failure_stops_the_controller(tmp_path):
+    # an instance that refuses to start (`sandbox: required` on a kernel
+    # that, as the test hook pretends, lacks Landlock) dies before it is
+    # ready: the controller stops
+    from scalws.control import sandbox
+    c = Controller(tmp_path, "instances: {{min: 1, cpus_per_instance: 1, cpus: [0, 1]}}\n"
+                   "sandbox: required\n" + SITE, ["--no-cgroups"],
+                   env={sandbox.FAKE_ENV: "landlock"})
+    assert c.proc.wait(20) == 3
+    c.out.close()
+    assert "before it was ready" in c.log()
+
+
+def test_an_address_in_use_stops_the_controller_before_any_instance(tmp_path):
+    # SO_REUSEPORT would let the instances share a port another server holds:
+    # the controller tries each address alone first (control/exclusive.py)
     busy = free_port()
     import socket
     with socket.socket() as s:
-        s.bind(("127.0.0.1", busy))   # no SO_REUSEPORT: the instances cannot bind
+        s.bind(("127.0.0.1", busy))
         s.listen()
         c = Controller(tmp_path, "instances: {{min: 1, cpus_per_instance: 1, cpus: [0, 1]}}\n"
                        + SITE.replace("{port}", str(busy)), ["--no-cgroups"])
         assert c.proc.wait(20) == 3
         c.out.close()
-    assert "before it was ready" in c.log()
+    assert f"listen '127.0.0.1:{busy}': cannot bind: address already in use" in c.log()
+    assert "instance 0" not in c.log()
 
 
 @pytest.mark.parametrize("body, expect", [

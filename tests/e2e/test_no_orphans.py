@@ -126,7 +126,7 @@ def test_a_second_master_on_a_used_address_refuses(server, pki, upstream_app, tm
     twin = subprocess.run([sys.executable, "-m", "scalws", "--config", str(other)],
                           cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert twin.returncode == 3
-    assert f"listen '127.0.0.1:{srv.ports[0]} tls': address already in use" in twin.stderr, \
+    assert f"listen '127.0.0.1:{srv.ports[0]} tls': cannot bind: address already in use" in twin.stderr, \
         twin.stderr
     assert not (tmp_path / "other.pid").exists() or not (tmp_path / "other.pid").read_text()
 

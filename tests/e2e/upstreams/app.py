@@ -462,6 +462,7 @@ async def main(argv=None):
     if args.unix:
         site = web.UnixSite(runner, args.unix)
         await site.start()
+        os.chmod(args.unix, 0o666)  # as PHP-FPM's listen.mode: scalwsd's workers may be nobody
         where = f"unix:{args.unix}"
     else:
         site = web.TCPSite(runner, args.host, args.port, backlog=1024, reuse_address=True)

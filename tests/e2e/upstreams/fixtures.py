@@ -282,6 +282,7 @@ class ExternalUpstream:
 def upstream_app(tmp_path):
     started = []
     sockdir = tempfile.mkdtemp(prefix="sws-up-")  # short: AF_UNIX paths are <= 107 bytes
+    os.chmod(sockdir, 0o755)   # scalwsd's workers (nobody, when the tests run as root) connect
 
     def make(name="a", health_file=None, unix=None, delay=0.0, port=0) -> Upstream:
         if unix is True:

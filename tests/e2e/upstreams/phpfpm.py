@@ -152,6 +152,7 @@ class PhpFpm:
 def php_fpm(tmp_path):
     started = []
     sockdir = tempfile.mkdtemp(prefix="sws-fpm-")  # AF_UNIX paths are <= 107 bytes
+    os.chmod(sockdir, 0o755)   # the workers' user (nobody as root) walks to the socket
 
     def make(unix=False, children=4, name=None) -> PhpFpm:
         fpm = PhpFpm(str(tmp_path), sockdir, name=name or f"fpm{len(started)}", unix=unix,
