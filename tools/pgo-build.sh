@@ -240,10 +240,14 @@ wait_port 127.0.0.1 "$UP_PORT" "$UP_PID" 20 ||
 
 # The hot paths of today's engine in one site: respond, static, proxy, the
 # same over TLS, with an access log (/dev/null: the formatting runs, nothing
-# fills the disk).
+# fills the disk). The worker writes its counters into build/pgo/ at exit:
+# without the sandbox (which lets a worker write nowhere) and as the user
+# running this script (as root, the workers would otherwise be nobody).
 cat >"$RUN_DIR/scalws.yaml" <<EOF
 # tools/pgo-build.sh: the training server
 workers: 1
+sandbox: off
+user: $(id -un)
 shutdown_timeout: 10s
 log: {access: /dev/null, level: info}
 limits: {keepalive_requests: 1000000}
