@@ -8,7 +8,8 @@
  * parser returns points into the caller's buffer and is valid as long as that
  * buffer is. All lengths are in bytes.
  *
- * Floor: a leaf (csrc/http/http1.c); it calls nothing of the engine's.
+ * Floor: a leaf (csrc/http/http1.c, the heads; csrc/http/http1_chunked.c,
+ * the chunked decoder); it calls nothing of the engine's.
  *
  * Return codes shared by the parser and the chunked decoder:
  *   >= 0                       success (meaning given per function)
