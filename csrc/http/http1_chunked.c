@@ -52,9 +52,13 @@ static inline int is_qdtext(unsigned char c)
 }
 static inline int is_qpair_char(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
 
-ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz)
+/* The decoder of sws_decode_chunked (out == buf: body bytes moved down to
+ * out[0..*outsz)) and of sws_skip_chunked (out NULL: nothing written, *outsz
+ * untouched); inlined into both, so each keeps only its own path. */
+static inline __attribute__((always_inline)) ssize_t
+chunked_run(sws_chunked_decoder_t *d, const char *buf, char *out, size_t len, size_t *outsz)
 {
-    size_t src = 0, dst = 0, len = *bufsz;
+    size_t src = 0, dst = 0;
     int state = d->state;
 
     if (state == CS_ERROR)
@@ -67,8 +71,8 @@ ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz)
             size_t n = len - src;
             if (n > d->bytes_left_in_chunk)
                 n = (size_t)d->bytes_left_in_chunk;
-            if (dst != src)
-                memmove(buf + dst, buf + src, n);
+            if (out && dst != src)
+                memmove(out + dst, buf + src, n);
             dst += n;
             src += n;
             d->bytes_left_in_chunk -= n;
@@ -236,15 +240,27 @@ ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz)
     }
 
     d->state = state;
-    *bufsz = dst;
+    if (out)
+        *outsz = dst;
     if (state != CS_DONE)
         return SWS_PARSE_INCOMPLETE;
-    if (src < len && dst != src)
-        memmove(buf + dst, buf + src, len - src);
+    if (out && src < len && dst != src)
+        memmove(out + dst, buf + src, len - src);
     return (ssize_t)(len - src);
 
 error:
     d->state = CS_ERROR;
-    *bufsz = dst;
+    if (out)
+        *outsz = dst;
     return SWS_PARSE_ERROR;
+}
+
+ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz)
+{
+    return chunked_run(d, buf, buf, *bufsz, bufsz);
+}
+
+ssize_t sws_skip_chunked(sws_chunked_decoder_t *d, const char *buf, size_t len)
+{
+    return chunked_run(d, buf, NULL, len, NULL);
 }

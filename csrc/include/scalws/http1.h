@@ -291,6 +291,18 @@ typedef struct {
  */
 ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz);
 
+/*
+ * Reads past a chunked body without keeping it: the same decoder, states,
+ * limits, returns and errors as sws_decode_chunked over buf[0..len), but
+ * buf is only read and nothing is moved. d->total counts the body bytes
+ * passed. Returns SWS_PARSE_INCOMPLETE (all of buf was body), >= 0 when the
+ * body ended: the number of bytes after it (the next request, which starts
+ * at buf + len - ret), or SWS_PARSE_ERROR. For a body nobody reads (the
+ * protocol discards it), so it can be checked before the answer, and the
+ * bytes stay as they were for a handler that turns out to want them.
+ */
+ssize_t sws_skip_chunked(sws_chunked_decoder_t *d, const char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
