@@ -129,6 +129,48 @@ static int head_may_be_complete(const char *buf, size_t len, size_t last_len)
 
 /* ---- header section (requests and responses) ------------------------- */
 
+/* field-line = field-name ":" OWS field-value OWS, then its line end
+ * (RFC 9112 §5), at *pp, which is not a line end. On 0 fills *h and
+ * advances *pp past the line end; else SWS_PARSE_INCOMPLETE or
+ * SWS_PARSE_ERROR. Inlined: the loop of parse_fields is the parser's hot
+ * path. */
+static inline __attribute__((always_inline)) int parse_field_line(const char **pp, const char *end,
+                                                                   sws_header_t *h)
+{
+    const char *p = *pp, *name, *value, *vend;
+    int rc;
+
+    /* field-name ":" with nothing between (RFC 9112 §5.1). A line that
+     * starts with SP/HTAB (obs-fold, §5.2) fails here as an empty name. */
+    name = p;
+    p = scan_token(p, end);
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (p == name || *p != ':')
+        return SWS_PARSE_ERROR;
+    h->name = name;
+    h->name_len = (size_t)(p - name);
+    ++p;
+
+    while (p != end && is_ws((unsigned char)*p))
+        ++p;
+    value = p;
+    p = scan_value(p, end);
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (*p != '\r' && *p != '\n')
+        return SWS_PARSE_ERROR; /* NUL, CTL or DEL in the value */
+    vend = p;
+    while (vend != value && is_ws((unsigned char)vend[-1]))
+        --vend;
+    if ((rc = take_eol(&p, end)) != 0)
+        return rc;
+    h->value = value;
+    h->value_len = (size_t)(vend - value);
+    *pp = p;
+    return 0;
+}
+
 /* *( field-line CRLF ) CRLF (RFC 9112 §5), shared by requests and responses.
  * Parses from *pp up to and including the empty line ending the head; on 0
  * advances *pp past it and sets *num_headers (capacity on entry). Returns 0,
@@ -141,8 +183,6 @@ static inline int parse_fields(const char **pp, const char *end, sws_header_t *h
     int rc;
 
     for (;;) {
-        const char *name, *value, *vend;
-
         if (p == end)
             return SWS_PARSE_INCOMPLETE;
         if (*p == '\r' || *p == '\n') {
@@ -152,34 +192,8 @@ static inline int parse_fields(const char **pp, const char *end, sws_header_t *h
         }
         if (UNLIKELY(n == cap))
             return SWS_PARSE_TOO_MANY_HEADERS;
-
-        /* field-name ":" with nothing between (RFC 9112 §5.1). A line that
-         * starts with SP/HTAB (obs-fold, §5.2) fails here as an empty name. */
-        name = p;
-        p = scan_token(p, end);
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (p == name || *p != ':')
-            return SWS_PARSE_ERROR;
-        headers[n].name = name;
-        headers[n].name_len = (size_t)(p - name);
-        ++p;
-
-        while (p != end && is_ws((unsigned char)*p))
-            ++p;
-        value = p;
-        p = scan_value(p, end);
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (*p != '\r' && *p != '\n')
-            return SWS_PARSE_ERROR; /* NUL, CTL or DEL in the value */
-        vend = p;
-        while (vend != value && is_ws((unsigned char)vend[-1]))
-            --vend;
-        if ((rc = take_eol(&p, end)) != 0)
+        if ((rc = parse_field_line(&p, end, &headers[n])) != 0)
             return rc;
-        headers[n].value = value;
-        headers[n].value_len = (size_t)(vend - value);
         ++n;
     }
     *pp = p;
@@ -189,20 +203,28 @@ static inline int parse_fields(const char **pp, const char *end, sws_header_t *h
 
 /* ---- request head ----------------------------------------------------- */
 
-int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
-                      const char **target, size_t *target_len, int *minor_version,
-                      sws_header_t *headers, size_t *num_headers, size_t last_len)
+/* Empty lines before the request-line are ignored (RFC 9112 §2.2): skips
+ * them from *pp. 0, SWS_PARSE_INCOMPLETE (input ends in them) or
+ * SWS_PARSE_ERROR (a CR not followed by LF). */
+static inline int skip_empty_lines(const char **pp, const char *end)
 {
-    const char *p = buf, *end = buf + len, *start;
-    int rc, major;
-
-    if (last_len != 0 && last_len <= len && !head_may_be_complete(buf, len, last_len))
-        return SWS_PARSE_INCOMPLETE;
-
-    /* RFC 9112 §2.2: empty lines before the request-line are ignored. */
-    while (p != end && (*p == '\r' || *p == '\n'))
-        if ((rc = take_eol(&p, end)) != 0)
+    int rc;
+    while (*pp != end && (**pp == '\r' || **pp == '\n'))
+        if ((rc = take_eol(pp, end)) != 0)
             return rc;
+    return *pp == end ? SWS_PARSE_INCOMPLETE : 0;
+}
+
+/* request-line = method SP request-target SP HTTP-version, then its line
+ * end (RFC 9112 §3), at *pp. On 0 (HTTP/1.x) or SWS_PARSE_VERSION (major
+ * 2..9, once the line has ended) sets the outputs and advances *pp past
+ * the line end; else SWS_PARSE_INCOMPLETE or SWS_PARSE_ERROR. */
+static inline __attribute__((always_inline)) int
+parse_request_line(const char **pp, const char *end, const char **method, size_t *method_len,
+                   const char **target, size_t *target_len, int *minor_version)
+{
+    const char *p = *pp, *start;
+    int rc, major;
 
     /* method SP (RFC 9112 §3) */
     start = p;
@@ -227,34 +249,49 @@ int sws_parse_request(const char *buf, size_t len, const char **method, size_t *
     ++p;
 
     /* HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 §2.3), case-sensitive. */
-    {
-        static const char proto[] = "HTTP/";
-        for (int i = 0; i < 5; ++i, ++p) {
-            if (p == end)
-                return SWS_PARSE_INCOMPLETE;
-            if (*p != proto[i])
-                return SWS_PARSE_ERROR;
-        }
+    static const char proto[] = "HTTP/";
+    for (int i = 0; i < 5; ++i, ++p) {
         if (p == end)
             return SWS_PARSE_INCOMPLETE;
-        if ((unsigned char)(*p - '0') > 9)
+        if (*p != proto[i])
             return SWS_PARSE_ERROR;
-        major = *p++ - '0';
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (*p++ != '.')
-            return SWS_PARSE_ERROR;
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if ((unsigned char)(*p - '0') > 9)
-            return SWS_PARSE_ERROR;
-        *minor_version = *p++ - '0';
-        if ((rc = take_eol(&p, end)) != 0)
-            return rc;
-        if (major != 1)
-            return major == 0 ? SWS_PARSE_ERROR : SWS_PARSE_VERSION;
     }
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if ((unsigned char)(*p - '0') > 9)
+        return SWS_PARSE_ERROR;
+    major = *p++ - '0';
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (*p++ != '.')
+        return SWS_PARSE_ERROR;
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if ((unsigned char)(*p - '0') > 9)
+        return SWS_PARSE_ERROR;
+    *minor_version = *p++ - '0';
+    if ((rc = take_eol(&p, end)) != 0)
+        return rc;
+    *pp = p;
+    if (major != 1)
+        return major == 0 ? SWS_PARSE_ERROR : SWS_PARSE_VERSION;
+    return 0;
+}
 
+int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
+                      const char **target, size_t *target_len, int *minor_version,
+                      sws_header_t *headers, size_t *num_headers, size_t last_len)
+{
+    const char *p = buf, *end = buf + len;
+    int rc;
+
+    if (last_len != 0 && last_len <= len && !head_may_be_complete(buf, len, last_len))
+        return SWS_PARSE_INCOMPLETE;
+    if ((rc = skip_empty_lines(&p, end)) != 0)
+        return rc;
+    if ((rc = parse_request_line(&p, end, method, method_len, target, target_len,
+                                 minor_version)) != 0)
+        return rc;
     if ((rc = parse_fields(&p, end, headers, num_headers)) != 0)
         return rc;
     if (UNLIKELY(p - buf > INT_MAX))
@@ -607,6 +644,118 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
         return 501;
     if (bad_expect)
         return 417;
+    return 0;
+}
+
+/* ---- early refusal of an incomplete request head ---------------------- */
+
+/* Private bits of sws_head_check_t.flags beside SWS_HC_LINE, SWS_HC_HEAD:
+ * the fields checked so far, as far as a later field can conflict. */
+enum { HC_CL = 0x04, HC_TE = 0x08, HC_HOST = 0x10, HC_CHUNKED = 0x20, HC_CHUNKED_LAST = 0x40 };
+
+/* What one field line adds to sws_analyze_request's 400s that no later line
+ * can take back (its other checks need the whole head). 0, or 400. */
+static int field_fault(sws_head_check_t *s, const sws_header_t *h)
+{
+    uint64_t cl;
+    switch (h->name_len) {
+    case 4:
+        if (EQ_CI(h->name, h->name_len, "host")) {
+            if ((s->flags & HC_HOST) || !host_value_ok(h->value, h->value_len))
+                return 400;
+            s->flags |= HC_HOST;
+        }
+        break;
+    case 14:
+        if (EQ_CI(h->name, h->name_len, "content-length")) {
+            if ((s->flags & (HC_CL | HC_TE)) || parse_content_length(h->value, h->value_len, &cl) != 0)
+                return 400;
+            s->flags |= HC_CL;
+        }
+        break;
+    case 17:
+        if (EQ_CI(h->name, h->name_len, "transfer-encoding")) {
+            te_state_t te = {.chunked_seen = !!(s->flags & HC_CHUNKED),
+                             .chunked_last = !!(s->flags & HC_CHUNKED_LAST)};
+            te_field(&te, h->value, h->value_len);
+            if (te.bad || (s->flags & HC_CL) || s->minor == 0)
+                return 400;
+            s->flags = (uint8_t)((s->flags & ~(HC_CHUNKED | HC_CHUNKED_LAST)) | HC_TE |
+                                 (te.chunked_seen ? HC_CHUNKED : 0) |
+                                 (te.chunked_last ? HC_CHUNKED_LAST : 0));
+        }
+        break;
+    }
+    return 0;
+}
+
+static int status_of(int parse_rc)
+{
+    return parse_rc == SWS_PARSE_VERSION ? 505 : parse_rc == SWS_PARSE_TOO_MANY_HEADERS ? 431 : 400;
+}
+
+int sws_check_request_head(sws_head_check_t *s, const char *buf, size_t len, size_t last_len,
+                           int parse_rc, const sws_head_limits_t *lim)
+{
+    size_t cap = len < lim->max_head ? len : lim->max_head;
+    size_t from = last_len > s->checked ? last_len : s->checked;
+    const char *end = buf + cap;
+
+    /* Lines complete only at a line end: without a new one, what was
+     * checked stands. (A first call, last_len 0, looks from s->checked.) */
+    if (from < cap && memchr(buf + from, '\n', cap - from) != NULL) {
+        const char *p = buf + s->checked;
+        for (;;) {
+            const char *eol = memchr(p, '\n', (size_t)(end - p));
+            const char *q = p;
+            int rc;
+            if (!eol)
+                break;
+            ++eol; /* the line is [p, eol): parsed against eol, it cannot be incomplete */
+            if (!(s->flags & SWS_HC_LINE)) {
+                const char *m, *t;
+                size_t ml, tl;
+                int minor;
+                if (*q == '\r' || *q == '\n') { /* an empty line before the request-line */
+                    if (take_eol(&q, eol) != 0)
+                        return 400; /* a bare CR */
+                    p = eol;
+                    s->checked = (uint32_t)(p - buf);
+                    continue;
+                }
+                rc = parse_request_line(&q, eol, &m, &ml, &t, &tl, &minor);
+                if (rc != 0)
+                    return status_of(rc);
+                if (tl > lim->max_target)
+                    return 414;
+                s->minor = (uint8_t)minor;
+                s->flags |= SWS_HC_LINE | (ml == 4 && memcmp(m, "HEAD", 4) == 0 ? SWS_HC_HEAD : 0);
+            } else {
+                sws_header_t h;
+                if (*q == '\r' || *q == '\n') { /* the empty line ending the head */
+                    if (take_eol(&q, eol) != 0)
+                        return 400; /* a bare CR */
+                    break; /* the whole-head checks are the caller's */
+                }
+                if (s->fields >= lim->max_fields)
+                    return 431;
+                rc = parse_field_line(&q, eol, &h);
+                if (rc != 0)
+                    return status_of(rc);
+                if ((rc = field_fault(s, &h)) != 0)
+                    return rc;
+                s->fields++;
+            }
+            p = eol;
+            s->checked = (uint32_t)(p - buf);
+        }
+    }
+    /* A fault sws_parse_request found in the line not ended yet: it lies
+     * within max_head, so before the size's. */
+    if (parse_rc < 0 && parse_rc != SWS_PARSE_INCOMPLETE)
+        return status_of(parse_rc);
+    if (len > lim->max_head) /* RFC 9112 §3: 414 for a request-line longer than we take */
+        return (s->flags & SWS_HC_LINE) ? 431 : 414;
     return 0;
 }
 

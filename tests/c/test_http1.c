@@ -1196,6 +1196,15 @@ static int digest(void)
             h = fnv(h, &rc, sizeof(rc));
             h = fnv(h, buf, sz);
         }
+        {
+            /* an incomplete head: what its lines decide (the scans of
+             * sws_check_request_head are the parser's) */
+            static const sws_head_limits_t lim = {256, 64, 8};
+            sws_head_check_t hs = {0};
+            int st = sws_check_request_head(&hs, guard_place(in, len), len, 0, SWS_PARSE_INCOMPLETE, &lim);
+            h = fnv(h, &st, sizeof(st));
+            h = fnv(h, &hs, sizeof(hs));
+        }
     }
     /* responses: the same mutations over response heads */
     {
