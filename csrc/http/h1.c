@@ -78,15 +78,13 @@ static void split_target(sws_request_t *r, const char **path, size_t *path_len)
     *path_len = q ? (size_t)(q - t) : n;
 }
 
-/* Parses and answers the requests in buf[0..*lenp) until one is incomplete,
+/* Parses and answers the requests in buf[0..len) until one is incomplete,
  * output backs up, or the connection is to close. Returns bytes consumed;
- * the unconsumed rest is buf[ret..*lenp) (*lenp shrinks when a chunked body
- * is decoded in place). */
-static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *lenp,
-                           size_t last_len)
+ * the unconsumed rest is buf[ret..len). */
+static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len, size_t last_len)
 {
     sws_conn_t *c = &hc->c;
-    size_t off = 0, len = *lenp;
+    size_t off = 0;
     while (off < len && !hc->close_after && !c->pend && !c->file && !c->heap && !hc->x) {
         if (c->lingering) {
             c->linger_bytes += len - off;
@@ -102,18 +100,17 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 if (hc->body_left)
                     return off;
             } else {
-                size_t n = len - off;
-                ssize_t rest = sws_decode_chunked(hc->dec, buf + off, &n);
+                /* The body of an answered request, as it comes after the
+                 * answer went out (what came with the head was sound):
+                 * broken framing now can only end the connection. */
+                ssize_t rest = sws_skip_chunked(hc->dec, buf + off, len - off);
                 if (rest == SWS_PARSE_ERROR || hc->dec->total > e->core.lim.max_body_bytes) {
                     hc->close_after = 1; /* framing lost: nothing after this can be trusted */
                     return len;
                 }
                 if (rest == SWS_PARSE_INCOMPLETE)
                     return len;
-                /* The bytes after the body now sit at buf + off + n. */
-                off += n;
-                len = off + (size_t)rest;
-                *lenp = len;
+                off = len - (size_t)rest; /* the next request */
                 free(hc->dec);
                 hc->dec = NULL;
             }
@@ -247,6 +244,26 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
             return len;
         }
 
+        /* A chunked body nobody reads is read past before the answer, as far
+         * as it came with the head (nginx's ngx_http_discard_request_body
+         * does the same): broken framing there is a 400, not an answer
+         * followed by a close; a body over max_body_bytes a 413, as the
+         * proxy answers it. The proxy and FastCGI unframe theirs
+         * (h1_x_start, the same statuses); a cached route's PURGE answers
+         * here. Only read, so a static route whose try_files goes to FastCGI
+         * hands the body on as it came. */
+        sws_chunked_decoder_t pre;
+        ssize_t pre_rest = SWS_PARSE_INCOMPLETE;
+        int skipped = info.chunked && (!pxc || pxc->cache);
+        if (skipped) {
+            memset(&pre, 0, sizeof pre);
+            pre_rest = sws_skip_chunked(&pre, buf + off, len - off);
+            if (pre_rest == SWS_PARSE_ERROR || pre.total > e->core.lim.max_body_bytes) {
+                h1_conn_error(e, hc, pre.total > e->core.lim.max_body_bytes ? 413 : 400, &r, head_only);
+                return len;
+            }
+        }
+
         hc->requests++;
         int keepalive = info.keepalive && !e->core.shutting_down && e->core.lim.keepalive_timeout_ms &&
                         hc->requests < e->core.lim.keepalive_requests;
@@ -292,7 +309,15 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
             hc->close_after = 1;
             return len;
         }
-        if (has_body && h1_skip_body(hc, info.chunked, info.content_length, NULL) < 0) {
+        if (has_body && skipped && pre_rest >= 0) {
+            off = len - (size_t)pre_rest; /* the body is behind us: the next request */
+        } else if (has_body && skipped) {
+            off = len; /* all of it was body; more comes */
+            if (h1_skip_body(hc, 1, 0, &pre) < 0) {
+                hc->close_after = 1;
+                return len;
+            }
+        } else if (has_body && h1_skip_body(hc, info.chunked, info.content_length, NULL) < 0) {
             hc->close_after = 1;
             return len;
         }
@@ -354,7 +379,7 @@ void conn_settle(sws_engine_t *e, h1conn_t *hc, const char *rest, size_t rest_le
              * must not take a thousand stack frames. */
             size_t len = conn_unstash(e, c);
             hc->resume = 0;
-            size_t used = conn_process(e, hc, e->net.in, &len, 0);
+            size_t used = conn_process(e, hc, e->net.in, len, 0);
             rest = e->net.in + used;
             rest_len = len - used;
             continue;
@@ -409,7 +434,7 @@ static void conn_read(sws_engine_t *e, h1conn_t *hc)
             return;
         }
     }
-    size_t used = conn_process(e, hc, e->net.in, &len, last_len);
+    size_t used = conn_process(e, hc, e->net.in, len, last_len);
     conn_settle(e, hc, e->net.in + used, len - used);
 }
 
