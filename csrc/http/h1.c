@@ -78,6 +78,19 @@ static void split_target(sws_request_t *r, const char **path, size_t *path_len)
     *path_len = q ? (size_t)(q - t) : n;
 }
 
+/* The status a head that sws_parse_request did not accept is refused with
+ * now, or 0 while it may still become a request (sws_check_request_head:
+ * a line already at fault is answered when its line end arrives, not at
+ * the header timeout). head[0..avail) is the head so far; parse_rc what
+ * the parser said of its first max_header_bytes. */
+static int head_fault(const sws_engine_t *e, h1conn_t *hc, const char *head, size_t avail,
+                      size_t last_len, int parse_rc)
+{
+    const sws_head_limits_t lim = {e->core.lim.max_header_bytes, e->core.lim.max_uri_bytes,
+                                   e->core.lim.max_headers};
+    return sws_check_request_head(&hc->hs, head, avail, last_len, parse_rc, &lim);
+}
+
 /* Parses and answers the requests in buf[0..len) until one is incomplete,
  * output backs up, or the connection is to close. Returns bytes consumed;
  * the unconsumed rest is buf[ret..len). */
@@ -129,10 +142,20 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
         if (!hc->in_head) {
             hc->in_head = 1;
             hc->req_start = e->core.now;
+            memset(&hc->hs, 0, sizeof hc->hs);
         }
-        int n = sws_parse_request(buf + off, len - off, &r.method, &r.method_len, &r.target,
-                                  &r.target_len, &r.minor, hdrs, &nh, off ? 0 : last_len);
-        if (n == SWS_PARSE_INCOMPLETE) {
+        /* Nothing past max_header_bytes is parsed: a head that has not
+         * ended by then is refused, so one that ends is never too long. */
+        size_t avail = len - off, lim_head = e->core.lim.max_header_bytes;
+        size_t plen = avail < lim_head ? avail : lim_head, prev = off ? 0 : last_len;
+        int n = sws_parse_request(buf + off, plen, &r.method, &r.method_len, &r.target,
+                                  &r.target_len, &r.minor, hdrs, &nh, avail > lim_head ? 0 : prev);
+        if (n < 0) {
+            int status = head_fault(e, hc, buf + off, avail, prev, n);
+            if (status) {
+                h1_conn_error(e, hc, status, NULL, !!(hc->hs.flags & SWS_HC_HEAD));
+                return len;
+            }
             /* header_timeout runs from the head's first byte (from the accept
              * for a connection's first request), not from the last read: a
              * client dribbling a byte a second still gets its 408. */
@@ -140,22 +163,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
                 hc->head_armed = 1;
                 tl_set(e, &c->tn, TL_HEADER);
             }
-            size_t avail = len - off;
-            if (avail > e->core.lim.max_header_bytes) {
-                /* RFC 9112 §3: a request-line longer than any URI we take
-                 * is 414; a long header section is 431 (RFC 6585 §5). */
-                size_t scan = e->core.lim.max_uri_bytes + 64 < avail ? e->core.lim.max_uri_bytes + 64
-                                                                     : avail;
-                int line_done = memchr(buf + off, '\n', scan) != NULL;
-                h1_conn_error(e, hc, line_done ? 431 : 414, NULL, 0);
-                return len;
-            }
             return off;
-        }
-        if (n < 0) {
-            h1_conn_error(e, hc, n == SWS_PARSE_VERSION ? 505 : n == SWS_PARSE_TOO_MANY_HEADERS ? 431 : 400,
-                       NULL, 0);
-            return len;
         }
         r.h = hdrs;
         r.nh = nh;
@@ -165,10 +173,6 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
         int method = sws_method_id(r.method, r.method_len);
         r.method_id = method;
         int head_only = method == SWS_M_HEAD;
-        if ((size_t)n > e->core.lim.max_header_bytes) {
-            h1_conn_error(e, hc, r.target_len > e->core.lim.max_uri_bytes ? 414 : 431, &r, head_only);
-            return len;
-        }
         if (r.target_len > e->core.lim.max_uri_bytes) {
             h1_conn_error(e, hc, 414, &r, head_only);
             return len;
@@ -473,15 +477,37 @@ static void h1_event(sws_engine_t *e, void *obj, uint32_t events)
         conn_read(e, hc);
 }
 
+/* The fault of a head that stopped inside a line: the parses of the reads
+ * after the first look for the head's end only, and sws_check_request_head
+ * judges a line at its line end, so a fault in the unended line is found
+ * now, with a parse of the whole stash (once, at the timeout); the head
+ * gets the status it would have had in one read. 0: none. */
+static int stalled_head_fault(sws_engine_t *e, h1conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+    if (!hc->in_head || !c->stash)
+        return 0;
+    sws_header_t hdrs[e->core.lim.max_headers];
+    size_t nh = e->core.lim.max_headers, ml, tl;
+    const char *m, *t;
+    int minor;
+    size_t plen = c->stash_len < e->core.lim.max_header_bytes ? c->stash_len
+                                                              : e->core.lim.max_header_bytes;
+    int n = sws_parse_request(c->stash, plen, &m, &ml, &t, &tl, &minor, hdrs, &nh, 0);
+    return n < 0 ? head_fault(e, hc, c->stash, c->stash_len, c->stash_len, n) : 0;
+}
+
 static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
 {
     h1conn_t *hc = (h1conn_t *)c;
     if (which == TL_HEADER && !hc->x && hc->state == S_HEAD && !c->lingering &&
         (hc->in_head || c->stash)) {
+        int status = stalled_head_fault(e, hc);
         /* RFC 9110 §15.5.9: the head did not arrive in time. */
-        elog(e, SWS_L_INFO, "client timed out reading the request head");
+        if (!status)
+            elog(e, SWS_L_INFO, "client timed out reading the request head");
         tl_unlink(e, &c->tn);
-        h1_conn_error(e, hc, 408, NULL, 0);
+        h1_conn_error(e, hc, status ? status : 408, NULL, status && (hc->hs.flags & SWS_HC_HEAD));
         if (out_flush(e, c) < 0) {
             conn_close(e, c);
             return;

@@ -39,7 +39,10 @@ typedef struct {
     const sws_site_t *r_site;  /* the site of the response being written (TLS fields) */
     h1x_t *x;                  /* an exchange whose handler answers later */
     uint64_t req_start;        /* monotonic ms when the current head began */
-    uint64_t body_left;        /* Content-Length bytes of an answered request still to skip */
+    union {
+        uint64_t body_left;    /* S_BODY: Content-Length bytes of an answered request to skip */
+        sws_head_check_t hs;   /* S_HEAD: how far the lines of a head in progress were checked */
+    };
     uint64_t r_sent;           /* body bytes of the response being written, for the log */
     sws_chunked_decoder_t *dec; /* the chunked body of an answered request, read past (malloc'd
                                    only while it goes on past a read: idle connections stay
