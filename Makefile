@@ -72,7 +72,9 @@ test: sysdeps build ctest pytest
 # libFuzzer runs of every target in tests/fuzz/ under ASan/UBSan, FUZZ_SECONDS
 # each (60 by default; FUZZ="h2 priority" for some): tests/fuzz/libfuzzer.sh.
 # Not part of `make test`, which runs the committed corpora (ctest).
-FUZZ_SYSPKGS := clang-14 libfuzzer-14-dev
+# libclang-rt-14-dev holds the sanitizer and fuzzer runtimes clang links in:
+# clang-14 only recommends it, and --no-install-recommends leaves it out.
+FUZZ_SYSPKGS := clang-14 libfuzzer-14-dev libclang-rt-14-dev
 fuzz-deps:
 	@missing=""; for p in $(FUZZ_SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -392,7 +392,7 @@ class BuildExt(build_ext):
 # The engine's C, floor by floor (docs/architecture.md, ADR 0005).
 CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/core/filecache.c",
           "csrc/net/listen.c", "csrc/net/steer.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c", "csrc/net/sni.c",
-          "csrc/http/http1.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
+          "csrc/http/http1.c", "csrc/http/http1_chunked.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
           "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c", "csrc/http/priority.c",
           "csrc/http/accesslog.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",
@@ -408,7 +408,8 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
 subprocess.run([sys.executable, os.path.join(HERE, "tools", "gen_syscall_names.py")], check=True)
 
 extensions = [
-    ext("scalws.http.parser", ["scalws/http/parser.pyx", "csrc/http/http1.c"]),
+    ext("scalws.http.parser", ["scalws/http/parser.pyx", "csrc/http/http1.c",
+                               "csrc/http/http1_chunked.c"]),
     ext("scalws.server.engine", ["scalws/server/engine.pyx"] + CORE_C),
 ]
 

@@ -210,7 +210,7 @@ export SCALWS_MARCH=$MARCH
 # ---------------------------------------------------------------- 1. instrumented build
 build() {  # build gen|use LOGFILE
     log "building with SCALWS_PGO=$1 ($PY_DESC${MARCH:+, -march=$MARCH})"
-    # no -j: both modules compile csrc/http/http1.c into the same object
+    # no -j: both modules compile csrc/http/http1*.c into the same objects
     if ! SCALWS_PGO=$1 "$PY" setup.py build_ext --inplace >"$2" 2>&1; then
         grep -E 'error|setup.py:|^  ' "$2" | grep -v '^gcc ' | head -40 >&2 || true
         die "the SCALWS_PGO=$1 build failed (whole output: $2)"

@@ -78,15 +78,26 @@ static void split_target(sws_request_t *r, const char **path, size_t *path_len)
     *path_len = q ? (size_t)(q - t) : n;
 }
 
-/* Parses and answers the requests in buf[0..*lenp) until one is incomplete,
+/* The status a head that sws_parse_request did not accept is refused with
+ * now, or 0 while it may still become a request (sws_check_request_head:
+ * a line already at fault is answered when its line end arrives, not at
+ * the header timeout). head[0..avail) is the head so far; parse_rc what
+ * the parser said of its first max_header_bytes. */
+static int head_fault(const sws_engine_t *e, h1conn_t *hc, const char *head, size_t avail,
+                      size_t last_len, int parse_rc)
+{
+    const sws_head_limits_t lim = {e->core.lim.max_header_bytes, e->core.lim.max_uri_bytes,
+                                   e->core.lim.max_headers};
+    return sws_check_request_head(&hc->hs, head, avail, last_len, parse_rc, &lim);
+}
+
+/* Parses and answers the requests in buf[0..len) until one is incomplete,
  * output backs up, or the connection is to close. Returns bytes consumed;
- * the unconsumed rest is buf[ret..*lenp) (*lenp shrinks when a chunked body
- * is decoded in place). */
-static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *lenp,
-                           size_t last_len)
+ * the unconsumed rest is buf[ret..len). */
+static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len, size_t last_len)
 {
     sws_conn_t *c = &hc->c;
-    size_t off = 0, len = *lenp;
+    size_t off = 0;
     while (off < len && !hc->close_after && !c->pend && !c->file && !c->heap && !hc->x) {
         if (c->lingering) {
             c->linger_bytes += len - off;
@@ -102,18 +113,17 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 if (hc->body_left)
                     return off;
             } else {
-                size_t n = len - off;
-                ssize_t rest = sws_decode_chunked(hc->dec, buf + off, &n);
+                /* The body of an answered request, as it comes after the
+                 * answer went out (what came with the head was sound):
+                 * broken framing now can only end the connection. */
+                ssize_t rest = sws_skip_chunked(hc->dec, buf + off, len - off);
                 if (rest == SWS_PARSE_ERROR || hc->dec->total > e->core.lim.max_body_bytes) {
                     hc->close_after = 1; /* framing lost: nothing after this can be trusted */
                     return len;
                 }
                 if (rest == SWS_PARSE_INCOMPLETE)
                     return len;
-                /* The bytes after the body now sit at buf + off + n. */
-                off += n;
-                len = off + (size_t)rest;
-                *lenp = len;
+                off = len - (size_t)rest; /* the next request */
                 free(hc->dec);
                 hc->dec = NULL;
             }
@@ -132,10 +142,20 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
         if (!hc->in_head) {
             hc->in_head = 1;
             hc->req_start = e->core.now;
+            memset(&hc->hs, 0, sizeof hc->hs);
         }
-        int n = sws_parse_request(buf + off, len - off, &r.method, &r.method_len, &r.target,
-                                  &r.target_len, &r.minor, hdrs, &nh, off ? 0 : last_len);
-        if (n == SWS_PARSE_INCOMPLETE) {
+        /* Nothing past max_header_bytes is parsed: a head that has not
+         * ended by then is refused, so one that ends is never too long. */
+        size_t avail = len - off, lim_head = e->core.lim.max_header_bytes;
+        size_t plen = avail < lim_head ? avail : lim_head, prev = off ? 0 : last_len;
+        int n = sws_parse_request(buf + off, plen, &r.method, &r.method_len, &r.target,
+                                  &r.target_len, &r.minor, hdrs, &nh, avail > lim_head ? 0 : prev);
+        if (n < 0) {
+            int status = head_fault(e, hc, buf + off, avail, prev, n);
+            if (status) {
+                h1_conn_error(e, hc, status, NULL, !!(hc->hs.flags & SWS_HC_HEAD));
+                return len;
+            }
             /* header_timeout runs from the head's first byte (from the accept
              * for a connection's first request), not from the last read: a
              * client dribbling a byte a second still gets its 408. */
@@ -143,22 +163,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
                 hc->head_armed = 1;
                 tl_set(e, &c->tn, TL_HEADER);
             }
-            size_t avail = len - off;
-            if (avail > e->core.lim.max_header_bytes) {
-                /* RFC 9112 §3: a request-line longer than any URI we take
-                 * is 414; a long header section is 431 (RFC 6585 §5). */
-                size_t scan = e->core.lim.max_uri_bytes + 64 < avail ? e->core.lim.max_uri_bytes + 64
-                                                                     : avail;
-                int line_done = memchr(buf + off, '\n', scan) != NULL;
-                h1_conn_error(e, hc, line_done ? 431 : 414, NULL, 0);
-                return len;
-            }
             return off;
-        }
-        if (n < 0) {
-            h1_conn_error(e, hc, n == SWS_PARSE_VERSION ? 505 : n == SWS_PARSE_TOO_MANY_HEADERS ? 431 : 400,
-                       NULL, 0);
-            return len;
         }
         r.h = hdrs;
         r.nh = nh;
@@ -168,10 +173,6 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
         int method = sws_method_id(r.method, r.method_len);
         r.method_id = method;
         int head_only = method == SWS_M_HEAD;
-        if ((size_t)n > e->core.lim.max_header_bytes) {
-            h1_conn_error(e, hc, r.target_len > e->core.lim.max_uri_bytes ? 414 : 431, &r, head_only);
-            return len;
-        }
         if (r.target_len > e->core.lim.max_uri_bytes) {
             h1_conn_error(e, hc, 414, &r, head_only);
             return len;
@@ -247,6 +248,26 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
             return len;
         }
 
+        /* A chunked body nobody reads is read past before the answer, as far
+         * as it came with the head (nginx's ngx_http_discard_request_body
+         * does the same): broken framing there is a 400, not an answer
+         * followed by a close; a body over max_body_bytes a 413, as the
+         * proxy answers it. The proxy and FastCGI unframe theirs
+         * (h1_x_start, the same statuses); a cached route's PURGE answers
+         * here. Only read, so a static route whose try_files goes to FastCGI
+         * hands the body on as it came. */
+        sws_chunked_decoder_t pre;
+        ssize_t pre_rest = SWS_PARSE_INCOMPLETE;
+        int skipped = info.chunked && (!pxc || pxc->cache);
+        if (skipped) {
+            memset(&pre, 0, sizeof pre);
+            pre_rest = sws_skip_chunked(&pre, buf + off, len - off);
+            if (pre_rest == SWS_PARSE_ERROR || pre.total > e->core.lim.max_body_bytes) {
+                h1_conn_error(e, hc, pre.total > e->core.lim.max_body_bytes ? 413 : 400, &r, head_only);
+                return len;
+            }
+        }
+
         hc->requests++;
         int keepalive = info.keepalive && !e->core.shutting_down && e->core.lim.keepalive_timeout_ms &&
                         hc->requests < e->core.lim.keepalive_requests;
@@ -292,7 +313,15 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t *len
             hc->close_after = 1;
             return len;
         }
-        if (has_body && h1_skip_body(hc, info.chunked, info.content_length, NULL) < 0) {
+        if (has_body && skipped && pre_rest >= 0) {
+            off = len - (size_t)pre_rest; /* the body is behind us: the next request */
+        } else if (has_body && skipped) {
+            off = len; /* all of it was body; more comes */
+            if (h1_skip_body(hc, 1, 0, &pre) < 0) {
+                hc->close_after = 1;
+                return len;
+            }
+        } else if (has_body && h1_skip_body(hc, info.chunked, info.content_length, NULL) < 0) {
             hc->close_after = 1;
             return len;
         }
@@ -354,7 +383,7 @@ void conn_settle(sws_engine_t *e, h1conn_t *hc, const char *rest, size_t rest_le
              * must not take a thousand stack frames. */
             size_t len = conn_unstash(e, c);
             hc->resume = 0;
-            size_t used = conn_process(e, hc, e->net.in, &len, 0);
+            size_t used = conn_process(e, hc, e->net.in, len, 0);
             rest = e->net.in + used;
             rest_len = len - used;
             continue;
@@ -409,7 +438,7 @@ static void conn_read(sws_engine_t *e, h1conn_t *hc)
             return;
         }
     }
-    size_t used = conn_process(e, hc, e->net.in, &len, last_len);
+    size_t used = conn_process(e, hc, e->net.in, len, last_len);
     conn_settle(e, hc, e->net.in + used, len - used);
 }
 
@@ -448,16 +477,38 @@ static void h1_event(sws_engine_t *e, void *obj, uint32_t events)
         conn_read(e, hc);
 }
 
+/* The fault of a head that stopped inside a line: the parses of the reads
+ * after the first look for the head's end only, and sws_check_request_head
+ * judges a line at its line end, so a fault in the unended line is found
+ * now, with a parse of the whole stash (once, at the timeout); the head
+ * gets the status it would have had in one read. 0: none. */
+static int stalled_head_fault(sws_engine_t *e, h1conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+    if (!hc->in_head || !c->stash)
+        return 0;
+    sws_header_t hdrs[e->core.lim.max_headers];
+    size_t nh = e->core.lim.max_headers, ml, tl;
+    const char *m, *t;
+    int minor;
+    size_t plen = c->stash_len < e->core.lim.max_header_bytes ? c->stash_len
+                                                              : e->core.lim.max_header_bytes;
+    int n = sws_parse_request(c->stash, plen, &m, &ml, &t, &tl, &minor, hdrs, &nh, 0);
+    return n < 0 ? head_fault(e, hc, c->stash, c->stash_len, c->stash_len, n) : 0;
+}
+
 static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
 {
     h1conn_t *hc = (h1conn_t *)c;
     if (which == TL_HEADER && !hc->x && hc->state == S_HEAD && !c->lingering &&
         (hc->in_head || c->stash)) {
+        int status = stalled_head_fault(e, hc);
         /* RFC 9110 §15.5.9: the head did not arrive in time. */
-        elog_folded(e, "request head timeout", 0, SWS_L_INFO,
-                    "client timed out reading the request head");
+        if (!status)
+            elog_folded(e, "request head timeout", 0, SWS_L_INFO,
+                        "client timed out reading the request head");
         tl_unlink(e, &c->tn);
-        h1_conn_error(e, hc, 408, NULL, 0);
+        h1_conn_error(e, hc, status ? status : 408, NULL, status && (hc->hs.flags & SWS_HC_HEAD));
         if (out_flush(e, c) < 0) {
             conn_close(e, c);
             return;

@@ -520,21 +520,24 @@ void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events)
     size_t n;
     int done;
     ssize_t used = x_deframe(e, x, e->net.in, len, &n, &done);
-    if (used < 0 && !x->started && x->rdec.total > e->core.lim.max_body_bytes) {
-        /* A chunked body outgrew max_body_bytes before any answer: the
-         * handler lets go as if the client had left, and the client gets
-         * 413 (as nginx's client_max_body_size), then the connection ends. */
+    if (used < 0 && !x->started) {
+        /* A chunked body outgrew max_body_bytes, or its framing broke,
+         * before any answer: the handler lets go as if the client had left
+         * (the upstream connection is not reused), and the client gets 413
+         * (as nginx's client_max_body_size) or 400 (as nginx's "client sent
+         * invalid chunked body"), then the connection ends. */
+        int status = x->rdec.total > e->core.lim.max_body_bytes ? 413 : 400;
         hc->x = NULL;
         x->hooks->gone(e, x->ctx);
         out_discard(e);
-        h1_conn_error(e, hc, 413, &x->log, x->log.method_id == SWS_M_HEAD);
+        h1_conn_error(e, hc, status, &x->log, x->log.method_id == SWS_M_HEAD);
         free(x);
         conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
         conn_settle(e, hc, NULL, 0);
         return;
     }
     if (used < 0) {
-        conn_close(e, c); /* malformed chunked body: framing lost */
+        conn_close(e, c); /* an answer is under way and the framing is lost: only the close is left */
         return;
     }
     tl_set(e, &c->tn, TL_HEADER);

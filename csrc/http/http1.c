@@ -1,7 +1,7 @@
 /*
- * http1.c — HTTP/1.x request- and response-head parsers, their analysis
- * and the chunked decoder. Contracts are in scalws/http1.h; this file
- * states only how.
+ * http1.c — HTTP/1.x request- and response-head parsers and their
+ * analysis (the chunked decoder is http1_chunked.c). Contracts are in
+ * scalws/http1.h; this file states only how.
  *
  * Every scan checks p < end before reading *p, and the SSE4.2 scans load 16
  * bytes only while at least 16 remain, so no function reads past buf + len
@@ -16,37 +16,10 @@
 #include <nmmintrin.h>
 #endif
 
+#include "http1_chars.h"
+
 #define LIKELY(x)   __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/* ---- character classes ------------------------------------------------ */
-
-/* tchar (RFC 9110 §5.6.2): "!#$%&'*+-.^_`|~" DIGIT ALPHA. */
-static const unsigned char tchar_map[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
-};
-
-static inline int is_tchar(unsigned char c) { return tchar_map[c]; }
-
-/* request-target bytes: no CTL, SP or DEL; obs-text passes (the router
- * decides what a target may contain). */
-static inline int is_target_char(unsigned char c) { return c > 0x20 && c != 0x7f; }
-
-/* field-value bytes (RFC 9110 §5.5): HTAB, SP, VCHAR, obs-text. */
-static inline int is_value_char(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
-
-static inline int is_ws(unsigned char c) { return c == ' ' || c == '\t'; }
 
 /* ---- scans ------------------------------------------------------------ */
 
@@ -156,6 +129,48 @@ static int head_may_be_complete(const char *buf, size_t len, size_t last_len)
 
 /* ---- header section (requests and responses) ------------------------- */
 
+/* field-line = field-name ":" OWS field-value OWS, then its line end
+ * (RFC 9112 §5), at *pp, which is not a line end. On 0 fills *h and
+ * advances *pp past the line end; else SWS_PARSE_INCOMPLETE or
+ * SWS_PARSE_ERROR. Inlined: the loop of parse_fields is the parser's hot
+ * path. */
+static inline __attribute__((always_inline)) int parse_field_line(const char **pp, const char *end,
+                                                                   sws_header_t *h)
+{
+    const char *p = *pp, *name, *value, *vend;
+    int rc;
+
+    /* field-name ":" with nothing between (RFC 9112 §5.1). A line that
+     * starts with SP/HTAB (obs-fold, §5.2) fails here as an empty name. */
+    name = p;
+    p = scan_token(p, end);
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (p == name || *p != ':')
+        return SWS_PARSE_ERROR;
+    h->name = name;
+    h->name_len = (size_t)(p - name);
+    ++p;
+
+    while (p != end && is_ws((unsigned char)*p))
+        ++p;
+    value = p;
+    p = scan_value(p, end);
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (*p != '\r' && *p != '\n')
+        return SWS_PARSE_ERROR; /* NUL, CTL or DEL in the value */
+    vend = p;
+    while (vend != value && is_ws((unsigned char)vend[-1]))
+        --vend;
+    if ((rc = take_eol(&p, end)) != 0)
+        return rc;
+    h->value = value;
+    h->value_len = (size_t)(vend - value);
+    *pp = p;
+    return 0;
+}
+
 /* *( field-line CRLF ) CRLF (RFC 9112 §5), shared by requests and responses.
  * Parses from *pp up to and including the empty line ending the head; on 0
  * advances *pp past it and sets *num_headers (capacity on entry). Returns 0,
@@ -168,8 +183,6 @@ static inline int parse_fields(const char **pp, const char *end, sws_header_t *h
     int rc;
 
     for (;;) {
-        const char *name, *value, *vend;
-
         if (p == end)
             return SWS_PARSE_INCOMPLETE;
         if (*p == '\r' || *p == '\n') {
@@ -179,34 +192,8 @@ static inline int parse_fields(const char **pp, const char *end, sws_header_t *h
         }
         if (UNLIKELY(n == cap))
             return SWS_PARSE_TOO_MANY_HEADERS;
-
-        /* field-name ":" with nothing between (RFC 9112 §5.1). A line that
-         * starts with SP/HTAB (obs-fold, §5.2) fails here as an empty name. */
-        name = p;
-        p = scan_token(p, end);
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (p == name || *p != ':')
-            return SWS_PARSE_ERROR;
-        headers[n].name = name;
-        headers[n].name_len = (size_t)(p - name);
-        ++p;
-
-        while (p != end && is_ws((unsigned char)*p))
-            ++p;
-        value = p;
-        p = scan_value(p, end);
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (*p != '\r' && *p != '\n')
-            return SWS_PARSE_ERROR; /* NUL, CTL or DEL in the value */
-        vend = p;
-        while (vend != value && is_ws((unsigned char)vend[-1]))
-            --vend;
-        if ((rc = take_eol(&p, end)) != 0)
+        if ((rc = parse_field_line(&p, end, &headers[n])) != 0)
             return rc;
-        headers[n].value = value;
-        headers[n].value_len = (size_t)(vend - value);
         ++n;
     }
     *pp = p;
@@ -216,20 +203,28 @@ static inline int parse_fields(const char **pp, const char *end, sws_header_t *h
 
 /* ---- request head ----------------------------------------------------- */
 
-int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
-                      const char **target, size_t *target_len, int *minor_version,
-                      sws_header_t *headers, size_t *num_headers, size_t last_len)
+/* Empty lines before the request-line are ignored (RFC 9112 §2.2): skips
+ * them from *pp. 0, SWS_PARSE_INCOMPLETE (input ends in them) or
+ * SWS_PARSE_ERROR (a CR not followed by LF). */
+static inline int skip_empty_lines(const char **pp, const char *end)
 {
-    const char *p = buf, *end = buf + len, *start;
-    int rc, major;
-
-    if (last_len != 0 && last_len <= len && !head_may_be_complete(buf, len, last_len))
-        return SWS_PARSE_INCOMPLETE;
-
-    /* RFC 9112 §2.2: empty lines before the request-line are ignored. */
-    while (p != end && (*p == '\r' || *p == '\n'))
-        if ((rc = take_eol(&p, end)) != 0)
+    int rc;
+    while (*pp != end && (**pp == '\r' || **pp == '\n'))
+        if ((rc = take_eol(pp, end)) != 0)
             return rc;
+    return *pp == end ? SWS_PARSE_INCOMPLETE : 0;
+}
+
+/* request-line = method SP request-target SP HTTP-version, then its line
+ * end (RFC 9112 §3), at *pp. On 0 (HTTP/1.x) or SWS_PARSE_VERSION (major
+ * 2..9, once the line has ended) sets the outputs and advances *pp past
+ * the line end; else SWS_PARSE_INCOMPLETE or SWS_PARSE_ERROR. */
+static inline __attribute__((always_inline)) int
+parse_request_line(const char **pp, const char *end, const char **method, size_t *method_len,
+                   const char **target, size_t *target_len, int *minor_version)
+{
+    const char *p = *pp, *start;
+    int rc, major;
 
     /* method SP (RFC 9112 §3) */
     start = p;
@@ -254,34 +249,49 @@ int sws_parse_request(const char *buf, size_t len, const char **method, size_t *
     ++p;
 
     /* HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 §2.3), case-sensitive. */
-    {
-        static const char proto[] = "HTTP/";
-        for (int i = 0; i < 5; ++i, ++p) {
-            if (p == end)
-                return SWS_PARSE_INCOMPLETE;
-            if (*p != proto[i])
-                return SWS_PARSE_ERROR;
-        }
+    static const char proto[] = "HTTP/";
+    for (int i = 0; i < 5; ++i, ++p) {
         if (p == end)
             return SWS_PARSE_INCOMPLETE;
-        if ((unsigned char)(*p - '0') > 9)
+        if (*p != proto[i])
             return SWS_PARSE_ERROR;
-        major = *p++ - '0';
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if (*p++ != '.')
-            return SWS_PARSE_ERROR;
-        if (p == end)
-            return SWS_PARSE_INCOMPLETE;
-        if ((unsigned char)(*p - '0') > 9)
-            return SWS_PARSE_ERROR;
-        *minor_version = *p++ - '0';
-        if ((rc = take_eol(&p, end)) != 0)
-            return rc;
-        if (major != 1)
-            return major == 0 ? SWS_PARSE_ERROR : SWS_PARSE_VERSION;
     }
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if ((unsigned char)(*p - '0') > 9)
+        return SWS_PARSE_ERROR;
+    major = *p++ - '0';
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if (*p++ != '.')
+        return SWS_PARSE_ERROR;
+    if (p == end)
+        return SWS_PARSE_INCOMPLETE;
+    if ((unsigned char)(*p - '0') > 9)
+        return SWS_PARSE_ERROR;
+    *minor_version = *p++ - '0';
+    if ((rc = take_eol(&p, end)) != 0)
+        return rc;
+    *pp = p;
+    if (major != 1)
+        return major == 0 ? SWS_PARSE_ERROR : SWS_PARSE_VERSION;
+    return 0;
+}
 
+int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
+                      const char **target, size_t *target_len, int *minor_version,
+                      sws_header_t *headers, size_t *num_headers, size_t last_len)
+{
+    const char *p = buf, *end = buf + len;
+    int rc;
+
+    if (last_len != 0 && last_len <= len && !head_may_be_complete(buf, len, last_len))
+        return SWS_PARSE_INCOMPLETE;
+    if ((rc = skip_empty_lines(&p, end)) != 0)
+        return rc;
+    if ((rc = parse_request_line(&p, end, method, method_len, target, target_len,
+                                 minor_version)) != 0)
+        return rc;
     if ((rc = parse_fields(&p, end, headers, num_headers)) != 0)
         return rc;
     if (UNLIKELY(p - buf > INT_MAX))
@@ -418,11 +428,6 @@ int sws_method_id(const char *m, size_t len)
 }
 
 /* ---- request analysis ------------------------------------------------- */
-
-static inline unsigned char ascii_lower(unsigned char c)
-{
-    return (unsigned char)(c - 'A') < 26 ? (unsigned char)(c | 0x20) : c;
-}
 
 /* Whether s[0..len) equals the lower-case literal lit, ignoring ASCII case. */
 static int eq_ci(const char *s, size_t len, const char *lit, size_t lit_len)
@@ -642,6 +647,118 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
     return 0;
 }
 
+/* ---- early refusal of an incomplete request head ---------------------- */
+
+/* Private bits of sws_head_check_t.flags beside SWS_HC_LINE, SWS_HC_HEAD:
+ * the fields checked so far, as far as a later field can conflict. */
+enum { HC_CL = 0x04, HC_TE = 0x08, HC_HOST = 0x10, HC_CHUNKED = 0x20, HC_CHUNKED_LAST = 0x40 };
+
+/* What one field line adds to sws_analyze_request's 400s that no later line
+ * can take back (its other checks need the whole head). 0, or 400. */
+static int field_fault(sws_head_check_t *s, const sws_header_t *h)
+{
+    uint64_t cl;
+    switch (h->name_len) {
+    case 4:
+        if (EQ_CI(h->name, h->name_len, "host")) {
+            if ((s->flags & HC_HOST) || !host_value_ok(h->value, h->value_len))
+                return 400;
+            s->flags |= HC_HOST;
+        }
+        break;
+    case 14:
+        if (EQ_CI(h->name, h->name_len, "content-length")) {
+            if ((s->flags & (HC_CL | HC_TE)) || parse_content_length(h->value, h->value_len, &cl) != 0)
+                return 400;
+            s->flags |= HC_CL;
+        }
+        break;
+    case 17:
+        if (EQ_CI(h->name, h->name_len, "transfer-encoding")) {
+            te_state_t te = {.chunked_seen = !!(s->flags & HC_CHUNKED),
+                             .chunked_last = !!(s->flags & HC_CHUNKED_LAST)};
+            te_field(&te, h->value, h->value_len);
+            if (te.bad || (s->flags & HC_CL) || s->minor == 0)
+                return 400;
+            s->flags = (uint8_t)((s->flags & ~(HC_CHUNKED | HC_CHUNKED_LAST)) | HC_TE |
+                                 (te.chunked_seen ? HC_CHUNKED : 0) |
+                                 (te.chunked_last ? HC_CHUNKED_LAST : 0));
+        }
+        break;
+    }
+    return 0;
+}
+
+static int status_of(int parse_rc)
+{
+    return parse_rc == SWS_PARSE_VERSION ? 505 : parse_rc == SWS_PARSE_TOO_MANY_HEADERS ? 431 : 400;
+}
+
+int sws_check_request_head(sws_head_check_t *s, const char *buf, size_t len, size_t last_len,
+                           int parse_rc, const sws_head_limits_t *lim)
+{
+    size_t cap = len < lim->max_head ? len : lim->max_head;
+    size_t from = last_len > s->checked ? last_len : s->checked;
+    const char *end = buf + cap;
+
+    /* Lines complete only at a line end: without a new one, what was
+     * checked stands. (A first call, last_len 0, looks from s->checked.) */
+    if (from < cap && memchr(buf + from, '\n', cap - from) != NULL) {
+        const char *p = buf + s->checked;
+        for (;;) {
+            const char *eol = memchr(p, '\n', (size_t)(end - p));
+            const char *q = p;
+            int rc;
+            if (!eol)
+                break;
+            ++eol; /* the line is [p, eol): parsed against eol, it cannot be incomplete */
+            if (!(s->flags & SWS_HC_LINE)) {
+                const char *m, *t;
+                size_t ml, tl;
+                int minor;
+                if (*q == '\r' || *q == '\n') { /* an empty line before the request-line */
+                    if (take_eol(&q, eol) != 0)
+                        return 400; /* a bare CR */
+                    p = eol;
+                    s->checked = (uint32_t)(p - buf);
+                    continue;
+                }
+                rc = parse_request_line(&q, eol, &m, &ml, &t, &tl, &minor);
+                if (rc != 0)
+                    return status_of(rc);
+                if (tl > lim->max_target)
+                    return 414;
+                s->minor = (uint8_t)minor;
+                s->flags |= SWS_HC_LINE | (ml == 4 && memcmp(m, "HEAD", 4) == 0 ? SWS_HC_HEAD : 0);
+            } else {
+                sws_header_t h;
+                if (*q == '\r' || *q == '\n') { /* the empty line ending the head */
+                    if (take_eol(&q, eol) != 0)
+                        return 400; /* a bare CR */
+                    break; /* the whole-head checks are the caller's */
+                }
+                if (s->fields >= lim->max_fields)
+                    return 431;
+                rc = parse_field_line(&q, eol, &h);
+                if (rc != 0)
+                    return status_of(rc);
+                if ((rc = field_fault(s, &h)) != 0)
+                    return rc;
+                s->fields++;
+            }
+            p = eol;
+            s->checked = (uint32_t)(p - buf);
+        }
+    }
+    /* A fault sws_parse_request found in the line not ended yet: it lies
+     * within max_head, so before the size's. */
+    if (parse_rc < 0 && parse_rc != SWS_PARSE_INCOMPLETE)
+        return status_of(parse_rc);
+    if (len > lim->max_head) /* RFC 9112 §3: 414 for a request-line longer than we take */
+        return (s->flags & SWS_HC_LINE) ? 431 : 414;
+    return 0;
+}
+
 /* ---- response analysis ------------------------------------------------ */
 
 int sws_analyze_response(int req_method, int minor_version, int status, const sws_header_t *headers,
@@ -726,245 +843,4 @@ int sws_analyze_response(int req_method, int minor_version, int status, const sw
         return -1;
     }
     return 0;
-}
-
-/* ---- chunked decoder -------------------------------------------------- */
-
-enum {
-    CS_SIZE = 0,      /* chunk-size digits; zeroed decoder starts here */
-    CS_EXT_BWS,       /* BWS seen after the size or a value: ";" must follow */
-    CS_EXT_NAME_BWS,  /* after ";": BWS, then chunk-ext-name */
-    CS_EXT_NAME,      /* in chunk-ext-name */
-    CS_EXT_NAME_END,  /* BWS after the name: "=" or ";" must follow */
-    CS_EXT_VAL_BWS,   /* after "=": BWS, then token or quoted-string */
-    CS_EXT_VAL_TOKEN, /* in a token value */
-    CS_EXT_VAL_QUOTED,/* in a quoted-string value */
-    CS_EXT_VAL_QPAIR, /* after "\" in a quoted-string */
-    CS_EXT_VAL_END,   /* after the closing quote */
-    CS_SIZE_LF,       /* CR of the size line seen */
-    CS_DATA,          /* chunk-data */
-    CS_DATA_CR,       /* CRLF after chunk-data */
-    CS_DATA_LF,
-    CS_TRAILER_START, /* start of a trailer field line or of the final CRLF */
-    CS_TRAILER_NAME,
-    CS_TRAILER_VALUE,
-    CS_TRAILER_LF,    /* CR of a trailer line seen */
-    CS_END_LF,        /* CR of the final empty line seen */
-    CS_DONE,
-    CS_ERROR
-};
-
-static inline int hex_value(unsigned char c)
-{
-    if ((unsigned char)(c - '0') < 10)
-        return c - '0';
-    c = ascii_lower(c);
-    if ((unsigned char)(c - 'a') < 6)
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* qdtext and the second byte of quoted-pair (RFC 9110 §5.6.4). */
-static inline int is_qdtext(unsigned char c)
-{
-    return c == '\t' || c == ' ' || c == 0x21 || (c >= 0x23 && c <= 0x5b) ||
-           (c >= 0x5d && c <= 0x7e) || c >= 0x80;
-}
-static inline int is_qpair_char(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
-
-ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz)
-{
-    size_t src = 0, dst = 0, len = *bufsz;
-    int state = d->state;
-
-    if (state == CS_ERROR)
-        goto error;
-
-    while (src < len) {
-        unsigned char c;
-
-        if (state == CS_DATA) {
-            size_t n = len - src;
-            if (n > d->bytes_left_in_chunk)
-                n = (size_t)d->bytes_left_in_chunk;
-            if (dst != src)
-                memmove(buf + dst, buf + src, n);
-            dst += n;
-            src += n;
-            d->bytes_left_in_chunk -= n;
-            d->total += n;
-            if (d->bytes_left_in_chunk == 0)
-                state = CS_DATA_CR;
-            continue;
-        }
-        if (state == CS_DONE)
-            break;
-
-        c = (unsigned char)buf[src++];
-
-        /* chunk-ext (RFC 9112 §7.1.1) is skipped but bounded. */
-        if (state >= CS_EXT_BWS && state <= CS_EXT_VAL_END &&
-            ++d->framing_bytes > SWS_CHUNK_EXT_MAX)
-            goto error;
-        if (state >= CS_TRAILER_START && state <= CS_END_LF &&
-            ++d->framing_bytes > SWS_CHUNK_TRAILER_MAX)
-            goto error;
-
-        switch (state) {
-        case CS_SIZE: {
-            int h = hex_value(c);
-            if (h >= 0) {
-                if (++d->hex_count > 16)
-                    goto error;
-                d->bytes_left_in_chunk = (d->bytes_left_in_chunk << 4) | (unsigned)h;
-                break;
-            }
-            if (d->hex_count == 0)
-                goto error;
-            if (c == '\r')
-                state = CS_SIZE_LF;
-            else if (c == ';')
-                state = CS_EXT_NAME_BWS;
-            else if (is_ws(c))
-                state = CS_EXT_BWS;
-            else
-                goto error;
-            break;
-        }
-        case CS_EXT_BWS:
-            if (c == ';')
-                state = CS_EXT_NAME_BWS;
-            else if (!is_ws(c))
-                goto error;
-            break;
-        case CS_EXT_NAME_BWS:
-            if (is_tchar(c))
-                state = CS_EXT_NAME;
-            else if (!is_ws(c))
-                goto error;
-            break;
-        case CS_EXT_NAME:
-            if (is_tchar(c))
-                break;
-            if (c == '\r')
-                state = CS_SIZE_LF;
-            else if (c == ';')
-                state = CS_EXT_NAME_BWS;
-            else if (c == '=')
-                state = CS_EXT_VAL_BWS;
-            else if (is_ws(c))
-                state = CS_EXT_NAME_END;
-            else
-                goto error;
-            break;
-        case CS_EXT_NAME_END:
-            if (c == '=')
-                state = CS_EXT_VAL_BWS;
-            else if (c == ';')
-                state = CS_EXT_NAME_BWS;
-            else if (!is_ws(c))
-                goto error;
-            break;
-        case CS_EXT_VAL_BWS:
-            if (c == '"')
-                state = CS_EXT_VAL_QUOTED;
-            else if (is_tchar(c))
-                state = CS_EXT_VAL_TOKEN;
-            else if (!is_ws(c))
-                goto error;
-            break;
-        case CS_EXT_VAL_TOKEN:
-        case CS_EXT_VAL_END:
-            if (state == CS_EXT_VAL_TOKEN && is_tchar(c))
-                break;
-            if (c == '\r')
-                state = CS_SIZE_LF;
-            else if (c == ';')
-                state = CS_EXT_NAME_BWS;
-            else if (is_ws(c))
-                state = CS_EXT_BWS;
-            else
-                goto error;
-            break;
-        case CS_EXT_VAL_QUOTED:
-            if (c == '"')
-                state = CS_EXT_VAL_END;
-            else if (c == '\\')
-                state = CS_EXT_VAL_QPAIR;
-            else if (!is_qdtext(c))
-                goto error;
-            break;
-        case CS_EXT_VAL_QPAIR:
-            if (!is_qpair_char(c))
-                goto error;
-            state = CS_EXT_VAL_QUOTED;
-            break;
-        case CS_SIZE_LF:
-            if (c != '\n')
-                goto error;
-            /* total must stay representable (the caller enforces its limit). */
-            if (d->bytes_left_in_chunk > UINT64_MAX - d->total)
-                goto error;
-            d->hex_count = 0;
-            d->framing_bytes = 0;
-            state = d->bytes_left_in_chunk == 0 ? CS_TRAILER_START : CS_DATA;
-            break;
-        case CS_DATA_CR:
-            if (c != '\r')
-                goto error;
-            state = CS_DATA_LF;
-            break;
-        case CS_DATA_LF:
-            if (c != '\n')
-                goto error;
-            state = CS_SIZE;
-            break;
-        case CS_TRAILER_START:
-            /* trailer-section = *( field-line CRLF ) (RFC 9112 §7.1.2) */
-            if (c == '\r')
-                state = CS_END_LF;
-            else if (is_tchar(c))
-                state = CS_TRAILER_NAME;
-            else
-                goto error;
-            break;
-        case CS_TRAILER_NAME:
-            if (c == ':')
-                state = CS_TRAILER_VALUE;
-            else if (!is_tchar(c))
-                goto error;
-            break;
-        case CS_TRAILER_VALUE:
-            if (c == '\r')
-                state = CS_TRAILER_LF;
-            else if (!is_value_char(c))
-                goto error;
-            break;
-        case CS_TRAILER_LF:
-            if (c != '\n')
-                goto error;
-            state = CS_TRAILER_START;
-            break;
-        case CS_END_LF:
-            if (c != '\n')
-                goto error;
-            state = CS_DONE;
-            break;
-        default:
-            goto error;
-        }
-    }
-
-    d->state = state;
-    *bufsz = dst;
-    if (state != CS_DONE)
-        return SWS_PARSE_INCOMPLETE;
-    if (src < len && dst != src)
-        memmove(buf + dst, buf + src, len - src);
-    return (ssize_t)(len - src);
-
-error:
-    d->state = CS_ERROR;
-    *bufsz = dst;
-    return SWS_PARSE_ERROR;
 }

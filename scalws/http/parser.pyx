@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Test-facing wrapper of the C HTTP/1 parser (csrc/http/http1.c).
+"""Test-facing wrapper of the C HTTP/1 parser (csrc/http/http1.c, http1_chunked.c).
 
 It copies bytes in and out, so it is for tests and tools, not the request
 path (scalws.server.engine calls the C API directly). Return codes are the
@@ -12,7 +12,8 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes
 from http1 cimport (
     SWS_PARSE_ERROR, SWS_PARSE_INCOMPLETE, SWS_PARSE_VERSION, SWS_PARSE_TOO_MANY_HEADERS,
     sws_header_t, sws_parse_request, sws_request_info_t, sws_analyze_request,
-    sws_chunked_decoder_t, sws_decode_chunked,
+    sws_chunked_decoder_t, sws_decode_chunked, sws_skip_chunked,
+    sws_head_check_t, sws_head_limits_t, sws_check_request_head,
     sws_parse_response, sws_response_info_t, sws_analyze_response,
     SWS_M_OTHER, SWS_M_GET, SWS_M_HEAD, SWS_M_POST, SWS_M_PUT, SWS_M_DELETE, SWS_M_OPTIONS,
     SWS_M_PATCH, SWS_M_CONNECT, SWS_M_TRACE,
@@ -168,6 +169,49 @@ def analyze(bytes method, int minor, headers):
         free(h)
 
 
+COMPLETE = 1  # HeadChecker.feed: the head is complete (parse_request and analyze judge it)
+
+
+cdef class HeadChecker:
+    """A request head as the connection reads it (csrc/http/h1.c): feed()
+    the whole buffer so far after each read. sws_parse_request looks at the
+    first max_head bytes; what it does not accept, sws_check_request_head
+    decides. Returns 0 (wait for more), COMPLETE, or the status to refuse
+    the head with now."""
+    cdef sws_head_check_t s
+    cdef sws_head_limits_t lim
+    cdef size_t last_len
+
+    def __cinit__(self, size_t max_head=16384, size_t max_target=8192, size_t max_fields=100):
+        memset(&self.s, 0, sizeof(self.s))
+        self.lim.max_head = max_head
+        self.lim.max_target = max_target
+        self.lim.max_fields = max_fields
+        self.last_len = 0
+
+    def feed(self, bytes data):
+        cdef const char *buf = PyBytes_AS_STRING(data)
+        cdef size_t n = <size_t>PyBytes_GET_SIZE(data)
+        cdef size_t plen = n if n < self.lim.max_head else self.lim.max_head
+        cdef const char *m = NULL
+        cdef const char *t = NULL
+        cdef size_t ml = 0, tl = 0, nh = self.lim.max_fields
+        cdef int minor = 0, rc
+        cdef sws_header_t *h = <sws_header_t *>malloc(sizeof(sws_header_t) * (nh + 1))
+        if h == NULL:
+            raise MemoryError()
+        try:
+            rc = sws_parse_request(buf, plen, &m, &ml, &t, &tl, &minor, h, &nh,
+                                   0 if n > self.lim.max_head else self.last_len)
+            if rc >= 0:
+                return COMPLETE
+            rc = sws_check_request_head(&self.s, buf, n, self.last_len, rc, &self.lim)
+            self.last_len = n
+            return rc
+        finally:
+            free(h)
+
+
 cdef class ChunkedDecoder:
     """Incremental chunked-body decoder (sws_decode_chunked)."""
     cdef sws_chunked_decoder_t d
@@ -201,3 +245,9 @@ cdef class ChunkedDecoder:
             return rc, decoded, rest
         finally:
             free(buf)
+
+    def skip(self, bytes data):
+        """Read past the next piece of input without keeping it
+        (sws_skip_chunked). Returns status as feed() does: INCOMPLETE,
+        ERROR, or the count of bytes after the body (data's last ones)."""
+        return sws_skip_chunked(&self.d, PyBytes_AS_STRING(data), <size_t>PyBytes_GET_SIZE(data))

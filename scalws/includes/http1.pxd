@@ -1,6 +1,6 @@
 # Declarations of csrc/include/scalws/http1.h used from Cython; the contracts
 # (ownership, units, return codes) are stated in the header.
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 
 cdef extern from "scalws/http1.h" nogil:
     enum:
@@ -32,6 +32,20 @@ cdef extern from "scalws/http1.h" nogil:
                           sws_header_t *headers, size_t *num_headers, size_t last_len)
 
     int sws_method_id(const char *m, size_t len)
+
+    ctypedef struct sws_head_check_t:
+        uint32_t checked
+        uint16_t fields
+        uint8_t minor
+        uint8_t flags
+
+    ctypedef struct sws_head_limits_t:
+        size_t max_head
+        size_t max_target
+        size_t max_fields
+
+    int sws_check_request_head(sws_head_check_t *s, const char *buf, size_t len, size_t last_len,
+                               int parse_rc, const sws_head_limits_t *lim)
 
     int sws_parse_response(const char *buf, size_t len, int *minor_version, int *status,
                            const char **reason, size_t *reason_len, sws_header_t *headers,
@@ -71,3 +85,4 @@ cdef extern from "scalws/http1.h" nogil:
         uint64_t total
 
     ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz)
+    ssize_t sws_skip_chunked(sws_chunked_decoder_t *d, const char *buf, size_t len)

@@ -545,6 +545,117 @@ static void test_refused_proxy_request(const char *dir)
     t_end();
 }
 
+/* Runs the engine's passes until one handles nothing: a write on the
+ * client's socket has then been read and answered. */
+static void pump(sws_engine_t *e)
+{
+    for (int idle = 0; idle < 2;) {
+        struct pollfd p = {sws_engine_fd(e), POLLIN, 0};
+        poll(&p, 1, 2);
+        idle = sws_engine_run(e) > 0 ? 0 : idle + 1;
+    }
+}
+
+/* What the client has been sent so far (no wait), NUL-terminated; *eof when
+ * the server closed its side. */
+static size_t got_now(int fd, char *buf, size_t cap, int *eof)
+{
+    size_t len = 0;
+    *eof = 0;
+    for (;;) {
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, MSG_DONTWAIT);
+        if (n == 0)
+            *eof = 1;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return len;
+}
+
+/* The statuses in out, as "200 400 ": status lines at the start or after a
+ * line end. */
+static void statuses(const char *out, char *st)
+{
+    *st = '\0';
+    for (const char *p = out; (p = strstr(p, "HTTP/1.1 ")) != NULL; p += 9)
+        if (p == out || p[-1] == '\n')
+            st += sprintf(st, "%.3s ", p + 9);
+}
+
+/* The discipline of tests/c/test_http1.c at the protocol's level: a request
+ * written in two pieces, split at every offset, each piece its own read.
+ * A broken chunked body on a respond route: 400 when the break came with
+ * the head (the body is read past before the answer), else the 200 went
+ * out and the break closes the connection. A head whose line is already at
+ * fault: answered as soon as that line has ended (the header timeout, 10 s,
+ * never runs here), and nothing before. */
+static void test_every_split(const char *dir)
+{
+    sws_engine_t *e = engine();
+    sws_router_t *rt = sws_router_new();
+    sws_site_t *site = sws_router_site(rt);
+    sws_respond_t a = {200, "OK", 2, "", 0, "A", 1, 1};
+    sws_handler_t ha = {SWS_H_RESPOND, &a};
+    sws_site_add_route(site, SWS_MATCH_PREFIX, "/", 1, &ha);
+    sws_router_finish(rt);
+    sws_vhosts_t *vh = sws_router_vhosts(rt);
+    sws_vhosts_set_default(vh, site);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof sun.sun_path, "%s/split.sock", dir);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    CHECK(bind(l, (struct sockaddr *)&sun, sizeof sun) == 0 && listen(l, 8) == 0, "listen");
+    CHECK(sws_engine_add_listener(e, l, vh, NULL, 0) == 0, "add_listener");
+
+    static const struct {
+        const char *in;
+        size_t head;  /* the head's length (0: it never ends) */
+        size_t fault; /* bytes from which the fault is decided */
+        const char *whole, *late; /* statuses: in one piece (or split before `head`),
+                                     and split between head and fault */
+    } cases[] = {
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n0\r\n\r\n"
+         "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+         56, 65, "400 ", "200 "},
+        {"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n", 55, 62,
+         "400 ", "200 "},
+        {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n", 0, 64, "400 ", NULL},
+        {"GET / HTTP/5.6\r\nHost: a\r\n", 0, 16, "505 ", NULL},
+        {"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n", 0, 32, "400 ", NULL},
+    };
+    static char out[8192];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = strlen(cases[i].in);
+        for (size_t k = 1; k <= len; k++) {
+            int cl = socket(AF_UNIX, SOCK_STREAM, 0), eof;
+            char st[64];
+            CHECK(connect(cl, (struct sockaddr *)&sun, sizeof sun) == 0, "connect");
+            CHECK(write(cl, cases[i].in, k) == (ssize_t)k, "write");
+            pump(e);
+            size_t n = got_now(cl, out, sizeof out, &eof);
+            /* before the head's end and the fault: nothing yet */
+            if (k < cases[i].fault && (!cases[i].head || k < cases[i].head))
+                CHECK(n == 0 && !eof, "case %zu split %zu: answered early: %s", i, k, out);
+            if (k < len) {
+                CHECK(write(cl, cases[i].in + k, len - k) == (ssize_t)(len - k), "write rest");
+                pump(e);
+                n += got_now(cl, out + n, sizeof out - n, &eof);
+            }
+            statuses(out, st);
+            const char *want = cases[i].head && k >= cases[i].head && k < cases[i].fault ? cases[i].late
+                                                                                          : cases[i].whole;
+            CHECK(strcmp(st, want) == 0 && eof, "case %zu split %zu: statuses %s(eof %d), want %s\n%s", i,
+                  k, st, eof, want, out);
+            close(cl);
+        }
+    }
+    sws_engine_free(e);
+    sws_router_free(rt);
+    unlink(sun.sun_path);
+    t_end();
+}
+
 int main(void)
 {
     char dir[] = "/tmp/test_h1.XXXXXX";
@@ -566,6 +677,7 @@ int main(void)
     sws_engine_free(e);
     test_pipelined_answers_in_order(dir);
     test_refused_proxy_request(dir);
+    test_every_split(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

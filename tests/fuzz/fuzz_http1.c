@@ -1,11 +1,15 @@
 /*
- * fuzz_http1.c — fuzz driver for csrc/http/http1.c: every input goes through
- * sws_parse_request (whole and grown with last_len), sws_analyze_request on
- * an accepted head, the same for sws_parse_response / sws_analyze_response,
- * and sws_decode_chunked (whole and in two pieces).
+ * fuzz_http1.c — fuzz driver for csrc/http/http1.c and http1_chunked.c:
+ * every input goes through sws_parse_request (whole and grown with
+ * last_len), sws_analyze_request on an accepted head, the connection's
+ * decision on a head as it grows (sws_check_request_head), the same for
+ * sws_parse_response / sws_analyze_response, and sws_decode_chunked (whole
+ * and in two pieces) and sws_skip_chunked.
  * Besides the sanitizers it checks the contracts in scalws/http1.h: results
- * lie inside the input, the grown parse agrees with the whole one, and
- * split chunked decoding agrees with whole decoding.
+ * lie inside the input, the grown parse agrees with the whole one, a head
+ * gets the same answer however it is split into reads (and an early one is
+ * the answer of the whole), split chunked decoding agrees with whole
+ * decoding, and skipping with decoding.
  *
  * With -DFUZZING it is a libFuzzer target (clang -fsanitize=fuzzer,address);
  * without, main() runs every file of a corpus directory through it and prints
@@ -71,6 +75,70 @@ static void fuzz_parse(const uint8_t *data, size_t size)
         if (rc2 != rc && !(rc2 == SWS_PARSE_INCOMPLETE && rc < 0))
             FAIL("grown parse disagrees with whole parse");
     }
+}
+
+#define WAIT 0
+#define ACCEPTED 1
+
+/* What the connection answers after a read that left buf[0..len) of a head
+ * (csrc/http/h1.c's conn_process; tests/c/test_http1_head.c has the same):
+ * WAIT, ACCEPTED (a complete head the analysis takes), or a status. */
+static int decide(sws_head_check_t *s, const char *buf, size_t len, size_t last_len)
+{
+    static const sws_head_limits_t lim = {.max_head = 512, .max_target = 128, .max_fields = 8};
+    sws_header_t h[8];
+    size_t nh = lim.max_fields, ml, tl;
+    const char *m, *t;
+    int minor;
+    size_t plen = len < lim.max_head ? len : lim.max_head;
+    int rc = sws_parse_request(buf, plen, &m, &ml, &t, &tl, &minor, h, &nh,
+                               len > lim.max_head ? 0 : last_len);
+    if (rc < 0) {
+        int st = sws_check_request_head(s, buf, len, last_len, rc, &lim);
+        if (st != 0 && st != 400 && st != 414 && st != 431 && st != 505)
+            FAIL("check_request_head status");
+        return st;
+    }
+    if (tl > lim.max_target)
+        return 414;
+    sws_request_info_t info;
+    int st = sws_analyze_request(m, ml, minor, h, nh, &info);
+    return st ? st : ACCEPTED;
+}
+
+/* A head read whole, read in steps taken from the input (a client's
+ * segments), and as a first read of some bytes then the rest: the first
+ * answer of each must be the whole's. A fault inside a line that has not
+ * ended may be seen only at the header timeout, which parses what is there
+ * once more (h1.c, stalled_head_fault): then that answer. */
+static void fuzz_head(const uint8_t *data, size_t size)
+{
+    const char *buf = (const char *)data;
+    sws_head_check_t s = {0};
+    int whole = decide(&s, buf, size, 0), got = WAIT;
+    size_t step = 1 + (size ? data[size - 1] % 23 : 0), last = 0;
+
+    memset(&s, 0, sizeof s);
+    for (size_t k = step < size ? step : size; got == WAIT; k = size - k > step ? k + step : size) {
+        got = decide(&s, buf, k, last);
+        last = k;
+        if (k == size)
+            break;
+    }
+    if (got == WAIT)
+        got = decide(&s, buf, size, 0); /* the header timeout */
+    if (got != whole)
+        FAIL("a head grown in steps is answered otherwise than whole");
+
+    size_t cut = size ? (size_t)data[0] * size / 256 : 0;
+    memset(&s, 0, sizeof s);
+    got = cut ? decide(&s, buf, cut, 0) : WAIT;
+    if (got == WAIT)
+        got = decide(&s, buf, size, cut);
+    if (got == WAIT)
+        got = decide(&s, buf, size, 0); /* the header timeout */
+    if (got != whole)
+        FAIL("a head read in two pieces is answered otherwise than whole");
 }
 
 static void fuzz_response(const uint8_t *data, size_t size)
@@ -145,6 +213,19 @@ static void fuzz_chunked(const uint8_t *data, size_t size)
     }
     if (r1 != r2 || (r1 != SWS_PARSE_ERROR && (sz1 != sz2a || memcmp(whole, split, sz1) != 0)))
         FAIL("split chunked decoding disagrees with whole");
+
+    /* skipped (it only reads: data is libFuzzer's, read-only to us), in
+     * the same two pieces */
+    {
+        sws_chunked_decoder_t d3 = {0};
+        ssize_t r3 = sws_skip_chunked(&d3, (const char *)data, cut);
+        if (r3 == SWS_PARSE_INCOMPLETE)
+            r3 = sws_skip_chunked(&d3, (const char *)data + cut, size - cut);
+        else if (r3 >= 0)
+            r3 += (ssize_t)(size - cut);
+        if (r3 != r1 || (r1 != SWS_PARSE_ERROR && d3.total != d1.total))
+            FAIL("skipping a chunked body disagrees with decoding it");
+    }
     free(whole);
     free(split);
 }
@@ -152,6 +233,7 @@ static void fuzz_chunked(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_parse(data, size);
+    fuzz_head(data, size);
     fuzz_response(data, size);
     fuzz_chunked(data, size);
     return 0;

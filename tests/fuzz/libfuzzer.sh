@@ -23,9 +23,9 @@ FLAGS="-g -O1 -DFUZZING -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
 # NAME: the sources, the libraries and libFuzzer's options of each target
 sources() {
     case $1 in
-        http1) echo "-msse4.2 tests/fuzz/fuzz_http1.c csrc/http/http1.c" ;;
+        http1) echo "-msse4.2 tests/fuzz/fuzz_http1.c csrc/http/http1.c csrc/http/http1_chunked.c" ;;
         sni) echo "tests/fuzz/fuzz_sni.c csrc/net/sni.c" ;;
-        fcgi) echo "-msse4.2 tests/fuzz/fuzz_fcgi.c csrc/http/fcgi.c csrc/http/http1.c" ;;
+        fcgi) echo "-msse4.2 tests/fuzz/fuzz_fcgi.c csrc/http/fcgi.c csrc/http/http1.c csrc/http/http1_chunked.c" ;;
         cachecc) echo "tests/fuzz/fuzz_cachecc.c csrc/http/cachecc.c" ;;
         priority) echo "tests/fuzz/fuzz_priority.c csrc/http/priority.c" ;;
         h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c) csrc/engine.c -lssl -lcrypto -lnghttp2" ;;

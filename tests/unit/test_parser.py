@@ -12,8 +12,8 @@ import re
 import pytest
 
 from scalws.http.parser import (
-    ERROR, INCOMPLETE, M_CONNECT, M_DELETE, M_GET, M_HEAD, TOO_MANY_HEADERS, VERSION, ChunkedDecoder,
-    analyze, analyze_response, parse_request, parse_response,
+    COMPLETE, ERROR, INCOMPLETE, M_CONNECT, M_DELETE, M_GET, M_HEAD, TOO_MANY_HEADERS, VERSION,
+    ChunkedDecoder, HeadChecker, analyze, analyze_response, parse_request, parse_response,
 )
 
 SEED = int(os.environ.get("SCALWS_SEED") or random.SystemRandom().randrange(2**32))
@@ -241,6 +241,52 @@ def test_chunked(case):
     for _ in range(20):
         cuts = random_cuts(rng, len(raw))
         check_chunked(case, cuts, f"{case[0]} cuts={cuts} SCALWS_SEED={SEED}")
+        # skipping: the same status and count, nothing kept
+        d, prev, st = ChunkedDecoder(), 0, INCOMPLETE
+        for k in cuts:
+            st = d.skip(raw[prev:k])
+            if st != INCOMPLETE:
+                st = st + len(raw) - k if st >= 0 else st
+                break
+            prev = k
+        assert st == case[2] and (st == ERROR or d.total == len(case[3])), f"{case[0]} skip cuts={cuts}"
+
+
+# ---- incomplete heads: refused as soon as a line is at fault ----------------
+
+# (name, head so far, decision): 0 waits, COMPLETE, or the status; the C
+# cases (tests/c/test_http1_head.c) also pin when the answer comes.
+HEAD_CASES = [
+    ("HTTP/5.6", b"GET / HTTP/5.6\r\n", 505),
+    ("second CL", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n", 400),
+    ("CL and TE", b"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n", 400),
+    ("obs-fold", b"GET / HTTP/1.1\r\nX: a\r\n b\r\n", 400),
+    ("second Host", b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n", 400),
+    ("long target", b"GET /" + b"a" * 100 + b" HTTP/1.1\r\n", 414),
+    ("too many fields", b"GET / HTTP/1.1\r\n" + b"X: 1\r\n" * 5, 431),
+    ("too long", b"GET / HTTP/1.1\r\nX: " + b"v" * 300, 431),
+    ("sound so far", b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\nExpect: x\r\n", 0),
+    ("complete", b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", COMPLETE),
+]
+
+
+@pytest.mark.parametrize("case", HEAD_CASES, ids=[c[0] for c in HEAD_CASES])
+def test_head_checker_at_every_split(case):
+    name, raw, want = case
+
+    def checker():
+        return HeadChecker(max_head=256, max_target=64, max_fields=4)
+    assert checker().feed(raw) == want, name
+    for k in range(1, len(raw)):
+        h = checker()
+        got = h.feed(raw[:k]) or h.feed(raw)
+        assert got == want, f"{name} split at {k}"
+    h, got = checker(), 0
+    for k in range(1, len(raw) + 1):
+        got = h.feed(raw[:k])
+        if got:
+            break
+    assert got == want, f"{name} byte by byte"
 
 
 # ---- response parser (upstream responses, reverse proxy) -------------------
@@ -595,7 +641,12 @@ def test_differential_llhttp(raw):
     where = f"raw={raw!r} ours={ours!r} llhttp={theirs!r}"
     if ours[0] == "incomplete" and theirs[0] == "err":
         # llhttp rejects a bad field value (Content-Length: :0) as it reads
-        # it; we take the head whole first: then it must be refused too.
+        # it; we judge a line when it ends: once it has, it is refused too,
+        # before the head ends (sws_check_request_head; COMPLETE when that
+        # line end was the head's, judged below)...
+        line_end = b"\r\n" if not raw.endswith(b"\r") else b"\n"
+        assert HeadChecker().feed(raw + line_end) != 0, where
+        # ... and so is the whole head.
         for end in (b"\n", b"\r\n\r\n", b"\n\r\n"):
             done, _ = ours_parse(raw + end)
             if done[0] != "incomplete":

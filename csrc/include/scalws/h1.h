@@ -39,10 +39,14 @@ typedef struct {
     const sws_site_t *r_site;  /* the site of the response being written (TLS fields) */
     h1x_t *x;                  /* an exchange whose handler answers later */
     uint64_t req_start;        /* monotonic ms when the current head began */
-    uint64_t body_left;        /* Content-Length bytes of an answered request still to skip */
+    union {
+        uint64_t body_left;    /* S_BODY: Content-Length bytes of an answered request to skip */
+        sws_head_check_t hs;   /* S_HEAD: how far the lines of a head in progress were checked */
+    };
     uint64_t r_sent;           /* body bytes of the response being written, for the log */
     sws_chunked_decoder_t *dec; /* the chunked body of an answered request, read past (malloc'd
-                                   only then: idle connections stay small) */
+                                   only while it goes on past a read: idle connections stay
+                                   small) */
     uint32_t requests;
     uint16_t r_status;         /* the response being written */
     uint16_t r_route;          /* its route's stat_id (0: none; ids over 65535 are not counted) */
@@ -109,15 +113,15 @@ extern const sws_resp_ops_t sws_h1_resp_ops;
 SWS_INTERNAL void h1_resp_begin(h1conn_t *hc, int minor, int head_only, int keep);
 /* Batch bytes sws_respond_answer copies for resp (well inside OUT_BUF). */
 SWS_INTERNAL size_t h1_respond_size(const sws_engine_t *e, const void *resp);
+/* Answers the error page of `status` (logged for r, which may be NULL) and
+ * marks the connection to close after it. */
+SWS_INTERNAL void h1_conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_t *r,
+                                int head_only);
 /* Starts an exchange with a handler that answers later (the proxy) for the
  * request `req` whose body begins at body[0..len). Returns 0 when the
  * handler took it (hc->x set; *took = the input bytes it consumed: what
  * follows is the next request), or a status to answer now (the rest of
  * the body, if any, is then read past as for any answered request). */
-/* Answers the error page of `status` (logged for r, which may be NULL) and
- * marks the connection to close after it. */
-SWS_INTERNAL void h1_conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_t *r,
-                                int head_only);
 SWS_INTERNAL int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req,
                             const sws_request_info_t *info, const sws_handler_t *h, char *body,
                             size_t len, size_t *took);

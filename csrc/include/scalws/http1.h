@@ -8,7 +8,8 @@
  * parser returns points into the caller's buffer and is valid as long as that
  * buffer is. All lengths are in bytes.
  *
- * Floor: a leaf (csrc/http/http1.c); it calls nothing of the engine's.
+ * Floor: a leaf (csrc/http/http1.c, the heads; csrc/http/http1_chunked.c,
+ * the chunked decoder); it calls nothing of the engine's.
  *
  * Return codes shared by the parser and the chunked decoder:
  *   >= 0                       success (meaning given per function)
@@ -67,7 +68,8 @@ typedef struct {
  * parser first looks for the end of the head in the new bytes only and
  * returns SWS_PARSE_INCOMPLETE without parsing when it is absent. A
  * consequence: with last_len != 0 a malformed head is reported when its end
- * arrives, not earlier.
+ * arrives, not earlier; sws_check_request_head finds the fault of a head
+ * that is not complete, line by line as the lines arrive.
  *
  * Accepted grammar (anything else is SWS_PARSE_ERROR):
  *   *( [CR] LF ) method SP request-target SP HTTP-version [CR] LF
@@ -92,6 +94,75 @@ typedef struct {
 int sws_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
                       const char **target, size_t *target_len, int *minor_version,
                       sws_header_t *headers, size_t *num_headers, size_t last_len);
+
+/* What sws_check_request_head knows of a head between calls on its growing
+ * buffer; zero it when a head starts. Eight bytes, so that a connection can
+ * keep it at no cost while the head arrives. */
+typedef struct {
+    uint32_t checked;  /* bytes at the head's start whose lines were checked */
+    uint16_t fields;   /* field lines among them */
+    uint8_t minor;     /* the request-line's minor version, once checked */
+    uint8_t flags;     /* SWS_HC_*; the other bits are private */
+} sws_head_check_t;
+
+#define SWS_HC_LINE 0x01 /* the request-line was checked and is sound */
+#define SWS_HC_HEAD 0x02 /* its method is HEAD (a refusal then carries no body) */
+
+/* The limits sws_check_request_head applies, as the caller applies them to
+ * a complete head: a head of more than max_head bytes is 431 (414 when the
+ * request-line alone is longer), a request-target over max_target bytes
+ * 414, more than max_fields field lines 431. */
+typedef struct {
+    size_t max_head, max_target, max_fields;
+} sws_head_limits_t;
+
+/*
+ * Decides a request head that sws_parse_request did not accept: whether it
+ * is refused now, and with which status, or waits for more bytes.
+ * buf[0..len) is the head so far, from its first byte (empty lines before
+ * the request-line included); parse_rc what sws_parse_request returned for
+ * buf[0..min(len, lim->max_head)) (SWS_PARSE_INCOMPLETE or an error; with
+ * len > lim->max_head, from a call without last_len); last_len the len of
+ * the previous call on the same head (0: none, or the bytes moved); *s the
+ * state those calls left (zeroed when the head started).
+ *
+ * Returns 0 while no line so far is at fault and the head is within
+ * lim->max_head bytes (wait for more), else the status to refuse the head
+ * with (the caller answers it and closes):
+ *   400  a line sws_parse_request refuses (syntax, bare CR, obs-fold, ...),
+ *        or a field line after which sws_analyze_request's 400 is certain
+ *        whatever follows: a Content-Length that is not 1*DIGIT or not the
+ *        first, Content-Length together with Transfer-Encoding,
+ *        Transfer-Encoding in HTTP/1.0, or with a coding that is not a
+ *        token, one after chunked, chunked twice or with parameters; a
+ *        second Host, or a Host value with bytes outside reg-name /
+ *        IP-literal / port;
+ *   414  a request-target over lim->max_target bytes, or a request-line not
+ *        ended within the first lim->max_head bytes;
+ *   431  more than lim->max_fields field lines, or a head not ended within
+ *        the first lim->max_head bytes;
+ *   505  an HTTP major version 2..9 (SWS_PARSE_VERSION).
+ * The first fault in the head's bytes decides: a line's once its line end
+ * is in buf (lines are checked in order), the size's once len passes
+ * lim->max_head (bytes after that are not read), and parse_rc's, a fault
+ * in the line not ended yet, which sws_parse_request sees when it parses
+ * (with last_len 0, or once the head's end may be there).
+ *
+ * So the status does not depend on how the head was split into calls,
+ * only when it comes: a fault inside a line at the latest with its line
+ * end. And it is the status the head would get complete: sws_parse_request,
+ * then a target over lim->max_target (414), then sws_analyze_request (whose
+ * 400 comes before its 501 and 417) decide a complete head's lines in the
+ * same order. What needs the whole head (no Host, a Transfer-Encoding
+ * without a coding, codings other than chunked (501), Expect (417)) waits
+ * for it.
+ *
+ * Cost: lines are looked for only when a line end arrived after last_len,
+ * and each line is checked once, so a head costs one more pass over its
+ * bytes in all, however it is split. Nothing is allocated; buf is only read.
+ */
+int sws_check_request_head(sws_head_check_t *s, const char *buf, size_t len, size_t last_len,
+                           int parse_rc, const sws_head_limits_t *lim);
 
 /* Method identifiers; SWS_M_OTHER for any other token. */
 enum {
@@ -289,6 +360,18 @@ typedef struct {
  * server that disagree get smuggled past.
  */
 ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz);
+
+/*
+ * Reads past a chunked body without keeping it: the same decoder, states,
+ * limits, returns and errors as sws_decode_chunked over buf[0..len), but
+ * buf is only read and nothing is moved. d->total counts the body bytes
+ * passed. Returns SWS_PARSE_INCOMPLETE (all of buf was body), >= 0 when the
+ * body ended: the number of bytes after it (the next request, which starts
+ * at buf + len - ret), or SWS_PARSE_ERROR. For a body nobody reads (the
+ * protocol discards it), so it can be checked before the answer, and the
+ * bytes stay as they were for a handler that turns out to want them.
+ */
+ssize_t sws_skip_chunked(sws_chunked_decoder_t *d, const char *buf, size_t len);
 
 #ifdef __cplusplus
 }
