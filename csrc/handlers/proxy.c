@@ -776,13 +776,14 @@ static void px_drained(sws_engine_t *e, void *ctx)
     px_sync(e, x);
 }
 
-/* The client connection closes under the proxy: the upstream side goes too. */
-static void px_gone(sws_engine_t *e, void *ctx)
+/* The client connection closes under the proxy, or its body timed out (the
+ * protocol logs that): the upstream side goes too. */
+static void px_gone(sws_engine_t *e, void *ctx, int why)
 {
     px_t *x = ctx;
     e->core.up_inflight--;
     if (x->uc) {
-        if (!x->started)
+        if (!x->started && why == SWS_GONE_CLIENT)
             elog(e, SWS_L_INFO, "client closed the connection before the upstream %s answered "
                  "\"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what, x->target_len,
                  x->what + x->method_len);

@@ -525,7 +525,7 @@ void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events)
          * handler lets go as if the client had left, and the client gets
          * 413 (as nginx's client_max_body_size), then the connection ends. */
         hc->x = NULL;
-        x->hooks->gone(e, x->ctx);
+        x->hooks->gone(e, x->ctx, SWS_GONE_CLIENT);
         out_discard(e);
         h1_conn_error(e, hc, 413, &x->log, x->log.method_id == SWS_M_HEAD);
         free(x);
@@ -553,7 +553,7 @@ void h1_x_closing(sws_engine_t *e, h1conn_t *hc)
 {
     h1x_t *x = hc->x;
     hc->x = NULL;
-    x->hooks->gone(e, x->ctx);
+    x->hooks->gone(e, x->ctx, SWS_GONE_CLIENT);
     /* The exchange did not finish: logged here, 499 (nginx's "client
      * closed") when no answer had started. */
     access_log(e, &hc->c, &x->log, x->started ? hc->r_status : 499, hc->r_sent,

@@ -266,7 +266,7 @@ static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log)
             h2_wake(e, hc);
     }
     if (s->hooks)
-        s->hooks->gone(e, s->ctx);
+        s->hooks->gone(e, s->ctx, SWS_GONE_CLIENT);
     s->hooks = NULL;
     if (log)
         stream_log(e, s, &s->log, s->submitted ? s->status : 499);
