@@ -97,12 +97,15 @@ typedef struct {
 
 /* Timeout lists: one per duration. Every entry of a list has the same
  * timeout, so appending at the tail keeps it sorted and a tick only looks
- * at heads. An entry is embedded in its owner (a client connection). */
+ * at heads. An entry is embedded in its owner: a client connection, or
+ * something a connection carries (`sub` set: net.h's sws_subtimer_t; the
+ * core only keeps the bit for on_expire). */
 enum { TL_NONE = -1, TL_HEADER, TL_BODY, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_GRACE, TL_COUNT };
 
 typedef struct sws_tnode {
     struct sws_tnode *tprev, *tnext;
-    uint64_t deadline : 56;    /* monotonic ms (2^56 ms: no wrap) */
+    uint64_t deadline : 55;    /* monotonic ms (2^55 ms: no wrap) */
+    uint64_t sub : 1;          /* not a connection's own entry (net.h) */
     int64_t tlist : 8;         /* TL_*, TL_NONE when in no list */
 } sws_tnode_t;
 
