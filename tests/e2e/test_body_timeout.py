@@ -57,6 +57,18 @@ sites:
 """
 
 
+CACHE_CONF = """
+workers: 1
+log: {{level: info, access: {tmp}/access.log, format: json}}
+limits: {{body_timeout: 1s, header_timeout: 30s}}
+cache_zones: {{z: {{max_size: 16m}}}}
+sites:
+  - listen: ["127.0.0.1:{port}"]
+    routes:
+      - {{path: /, proxy: {{url: "{url}", cache: {{zone: z}}}}}}
+"""
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     return PKI.localhost(tmp_path_factory.mktemp("pki"))
@@ -154,6 +166,20 @@ def test_h1_chunked_body_stalled_between_chunks_is_408(start, upstream_app):
         expect_408(s, t0)
     a.wait_conns("active", lambda v: v == 0, what="after the 408")
     expect_log(srv, 408, "/p/echo")
+
+
+def test_h1_cached_route_body_stall_is_408(server, upstream_app):
+    """A request with a body on a cached route goes through the cache's tee
+    (passed, never filled: only bodiless GET and HEAD are): the reason the
+    client went reaches the proxy behind it."""
+    a = upstream_app("a")
+    srv = server(CACHE_CONF, url=a.url)
+    s, t0 = stalled_post(srv, "/echo")
+    with s:
+        a.wait_conns("requests", lambda v: v == 1, what="for the proxied request")
+        expect_408(s, t0)
+    a.wait_conns("active", lambda v: v == 0, what="after the 408")
+    expect_log(srv, 408, "/echo")
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
