@@ -30,6 +30,7 @@ int sws_core_init(sws_engine_t *e, const sws_limits_t *limits, int worker_id)
     k->lim = *limits;
     k->worker_id = worker_id;
     k->tl[TL_HEADER].ms = limits->header_timeout_ms;
+    k->tl[TL_BODY].ms = limits->body_timeout_ms;
     k->tl[TL_KEEPALIVE].ms = limits->keepalive_timeout_ms;
     k->tl[TL_SEND].ms = limits->send_timeout_ms;
     k->tl[TL_LINGER].ms = LINGER_MS;

@@ -1720,14 +1720,14 @@ static void th_drained(sws_engine_t *e, void *ctx)
     t->hooks->drained(e, t->hctx);
 }
 
-static void th_gone(sws_engine_t *e, void *ctx)
+static void th_gone(sws_engine_t *e, void *ctx, int why)
 {
     tee_t *t = ctx;
     if (t->finishing) {
         t->client_gone = 1; /* tee_finish sees the flush fail and frees */
         return;
     }
-    t->hooks->gone(e, t->hctx);
+    t->hooks->gone(e, t->hctx, why);
     tee_free(t);
 }
 
@@ -1770,7 +1770,7 @@ static void n_close(sws_engine_t *e, sws_resp_t *r)
 {
     nullresp_t *n = (nullresp_t *)r;
     if (n->hooks)
-        n->hooks->gone(e, n->ctx);
+        n->hooks->gone(e, n->ctx, SWS_GONE_CLIENT);
     free(n);
 }
 static void n_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h) { h->release(h); }
@@ -2011,7 +2011,7 @@ static void wait_unlink(sws_engine_t *e, cwait_t *w)
 
 static int w_body_hook(sws_engine_t *e, void *ctx, char *p, size_t n, int done) { return 0; }
 static void w_drained(sws_engine_t *e, void *ctx) {}
-static void w_gone(sws_engine_t *e, void *ctx)
+static void w_gone(sws_engine_t *e, void *ctx, int why)
 {
     cwait_t *w = ctx;
     wait_unlink(e, w);
@@ -2022,7 +2022,7 @@ static const sws_resp_hooks_t wait_hooks = {w_body_hook, w_drained, w_gone};
 
 /* Between a handler that could not start (its tee is gone) and the error
  * page we answer with: nothing of ours is left for the protocol to call. */
-static void w_nothing(sws_engine_t *e, void *ctx) {}
+static void w_nothing(sws_engine_t *e, void *ctx, int why) {}
 static const sws_resp_hooks_t idle_hooks = {w_body_hook, w_drained, w_nothing};
 
 static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const sws_handler_t *h,

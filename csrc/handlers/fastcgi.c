@@ -1130,12 +1130,12 @@ static void fx_drained(sws_engine_t *e, void *ctx)
     fx_sync(e, x);
 }
 
-static void fx_gone(sws_engine_t *e, void *ctx)
+static void fx_gone(sws_engine_t *e, void *ctx, int why)
 {
     fx_t *x = ctx;
     e->core.up_inflight--;
     if (x->uc) {
-        if (!x->started)
+        if (!x->started && why == SWS_GONE_CLIENT) /* a body timeout: the protocol's line */
             elog_folded(e, "client closed", (uintptr_t)x->uc->srv, SWS_L_INFO,
                  "client closed the connection before the FastCGI application %s "
                  "answered \"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,

@@ -780,13 +780,14 @@ static void px_drained(sws_engine_t *e, void *ctx)
     px_sync(e, x);
 }
 
-/* The client connection closes under the proxy: the upstream side goes too. */
-static void px_gone(sws_engine_t *e, void *ctx)
+/* The client connection closes under the proxy, or its body timed out (the
+ * protocol logs that): the upstream side goes too. */
+static void px_gone(sws_engine_t *e, void *ctx, int why)
 {
     px_t *x = ctx;
     e->core.up_inflight--;
     if (x->uc) {
-        if (!x->started)
+        if (!x->started && why == SWS_GONE_CLIENT) /* a body timeout: the protocol's line */
             elog_folded(e, "client closed", (uintptr_t)x->uc->srv, SWS_L_INFO,
                         "client closed the connection before the upstream %s answered "
                         "\"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,

@@ -110,8 +110,10 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
                 size_t take = len - off < hc->body_left ? len - off : (size_t)hc->body_left;
                 off += take;
                 hc->body_left -= take;
-                if (hc->body_left)
+                if (hc->body_left) {
+                    tl_set(e, &c->tn, TL_BODY); /* progress restarts body_timeout */
                     return off;
+                }
             } else {
                 /* The body of an answered request, as it comes after the
                  * answer went out (what came with the head was sound):
@@ -121,8 +123,10 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
                     hc->close_after = 1; /* framing lost: nothing after this can be trusted */
                     return len;
                 }
-                if (rest == SWS_PARSE_INCOMPLETE)
+                if (rest == SWS_PARSE_INCOMPLETE) {
+                    tl_set(e, &c->tn, TL_BODY); /* progress restarts body_timeout */
                     return len;
+                }
                 off = len - (size_t)rest; /* the next request */
                 free(hc->dec);
                 hc->dec = NULL;
@@ -395,8 +399,8 @@ void conn_settle(sws_engine_t *e, h1conn_t *hc, const char *rest, size_t rest_le
             else if (c->tn.tlist != TL_GRACE)
                 tl_set(e, &c->tn, TL_GRACE); /* answered during the stop: its next request gets
                                                 Connection: close, or the grace list closes it */
-        } else if (hc->state == S_BODY) {
-            tl_set(e, &c->tn, TL_HEADER); /* body progress restarts the read timeout */
+        } else if (hc->state == S_BODY && c->tn.tlist != TL_BODY) {
+            tl_set(e, &c->tn, TL_BODY); /* conn_process restarts it on progress */
         }
         return;
     }
@@ -518,6 +522,18 @@ static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
         else
             tl_set(e, &c->tn, TL_SEND);
         return;
+    }
+    if (which == TL_BODY && hc->x) {
+        h1_x_body_timeout(e, hc); /* 408, or the close once an answer began */
+        return;
+    }
+    if (which == TL_BODY) {
+        /* The body of a request already answered, read past: nothing
+         * is left to say, and the rest of it would be read as a request. */
+        char peer[48];
+        *put_peer(peer, c) = 0;
+        elog(e, SWS_L_INFO, "client timed out sending the request body of an answered request, "
+             "connection closed, client: %s", peer);
     }
     conn_close(e, c);
 }

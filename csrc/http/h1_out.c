@@ -265,8 +265,9 @@ static void x_sync(sws_engine_t *e, h1conn_t *hc)
     if (c->pend)
         ; /* out_flush armed TL_SEND */
     else if (body_open && (cm & EPOLLIN) && !x->tunnel) {
-        if (c->tn.tlist != TL_HEADER)
-            tl_set(e, &c->tn, TL_HEADER); /* the body read timeout */
+        if (c->tn.tlist != TL_BODY)
+            tl_set(e, &c->tn, TL_BODY); /* from when we read: the client is not timed while
+                                           the handler takes no body */
     } else {
         tl_unlink(e, &c->tn);
     }
@@ -528,7 +529,7 @@ void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events)
          * invalid chunked body"), then the connection ends. */
         int status = x->rdec.total > e->core.lim.max_body_bytes ? 413 : 400;
         hc->x = NULL;
-        x->hooks->gone(e, x->ctx);
+        x->hooks->gone(e, x->ctx, SWS_GONE_CLIENT);
         out_discard(e);
         h1_conn_error(e, hc, status, &x->log, x->log.method_id == SWS_M_HEAD);
         free(x);
@@ -540,7 +541,10 @@ void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events)
         conn_close(e, c); /* an answer is under way and the framing is lost: only the close is left */
         return;
     }
-    tl_set(e, &c->tn, TL_HEADER);
+    if (x->req_done)
+        tl_unlink(e, &c->tn);
+    else
+        tl_set(e, &c->tn, TL_BODY); /* progress restarts body_timeout */
     if ((size_t)used < len) { /* the next request, pipelined: kept for later */
         if (conn_stash(c, e->net.in + used, len - (size_t)used) < 0) {
             conn_close(e, c);
@@ -552,17 +556,47 @@ void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events)
         conn_close(e, c);
 }
 
-void h1_x_closing(sws_engine_t *e, h1conn_t *hc)
+/* The handler lets go (why: SWS_GONE_*) of an exchange that did not
+ * finish: logged here, 499 (nginx's "client closed") when no answer had
+ * started. */
+static void x_abandon(sws_engine_t *e, h1conn_t *hc, int why)
 {
     h1x_t *x = hc->x;
     hc->x = NULL;
-    x->hooks->gone(e, x->ctx);
-    /* The exchange did not finish: logged here, 499 (nginx's "client
-     * closed") when no answer had started. */
+    x->hooks->gone(e, x->ctx, why);
     access_log(e, &hc->c, &x->log, x->started ? hc->r_status : 499, hc->r_sent,
                e->core.now - hc->req_start);
     sws_stats_request(&e->core, hc->r_route, x->started ? hc->r_status : 499,
                       e->core.now - hc->req_start);
     e->core.cnt.requests++;
     free(x);
+}
+
+void h1_x_closing(sws_engine_t *e, h1conn_t *hc) { x_abandon(e, hc, SWS_GONE_CLIENT); }
+
+void h1_x_body_timeout(sws_engine_t *e, h1conn_t *hc)
+{
+    sws_conn_t *c = &hc->c;
+    h1x_t *x = hc->x;
+    char peer[48];
+    *put_peer(peer, c) = 0;
+    /* nginx's "client timed out ... while reading client request body" */
+    elog(e, SWS_L_INFO, "client timed out sending the request body, %s, client: %s, "
+         "request: \"%.*s %.*s\"", x->started ? "connection closed" : "408",
+         peer, (int)x->log.method_len, x->log.method, (int)x->log.target_len, x->log.target);
+    if (x->started) {
+        /* The answer began: it cannot become a 408, and the rest of the
+         * body would be read as the next request. */
+        x_abandon(e, hc, SWS_GONE_BODY_TIMEOUT);
+        conn_close(e, c);
+        return;
+    }
+    /* RFC 9110 §15.5.9, then the close (as for a 413 in h1_x_event). The
+     * batch is empty: timeouts expire between passes. */
+    hc->x = NULL;
+    x->hooks->gone(e, x->ctx, SWS_GONE_BODY_TIMEOUT);
+    h1_conn_error(e, hc, 408, &x->log, x->log.method_id == SWS_M_HEAD);
+    free(x);
+    conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP);
+    conn_settle(e, hc, NULL, 0);
 }

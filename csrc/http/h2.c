@@ -50,6 +50,7 @@ typedef struct {
 struct h2s {
     sws_resp_t resp;           /* the response interface, HTTP/2's implementation */
     h2conn_t *hc;
+    sws_subtimer_t bt;         /* body_timeout while the client owes body (body_timer) */
     h2s_t *prev, *next;        /* hc->streams */
     int32_t id;
     /* the request */
@@ -110,7 +111,8 @@ struct h2s {
         dispatched : 1,
         ws : 1,                /* an extended CONNECT for WebSocket went to the proxy */
         pri_early : 1,         /* pri_cli came from a PRIORITY_UPDATE before the HEADERS */
-        tunnel : 1;            /* RFC 8441: the 101 became 200, DATA carries the tunnel */
+        tunnel : 1,            /* RFC 8441: the 101 became 200, DATA carries the tunnel */
+        body_late : 1;         /* its body timed out: our END_STREAM brings RST_STREAM NO_ERROR */
 };
 
 #define H2S(r) ((h2s_t *)((char *)(r) - offsetof(h2s_t, resp)))
@@ -213,6 +215,7 @@ static void stream_free(sws_engine_t *e, h2s_t *s)
     if (s->next)
         s->next->prev = s->prev;
     hc->n_streams--;
+    tl_unlink(e, &s->bt.tn);
     if (hc->hdr_s == s)
         hc->hdr_s = NULL;
     if (s->open && hc->sess)
@@ -241,13 +244,38 @@ static void stream_log(sws_engine_t *e, h2s_t *s, const sws_request_t *r, int st
     e->core.cnt.requests++;
 }
 
-/* The handler lets go (the client reset the stream, or the connection
- * closes): its gone hook, and the log line (499 when no answer started;
- * log 0: the caller logs). */
-static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log);
-static void stream_gone(sws_engine_t *e, h2s_t *s) { stream_gone_log(e, s, 1); }
+/* The client owes s body: its request is open, and no tunnel. */
+static int body_owed(const h2s_t *s) { return s->open && !s->req_done && !s->ws; }
 
-static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log)
+/* s's body timer from now (its DATA came, or we gave it window), while
+ * the client owes body; off its list otherwise. */
+static void body_timer(sws_engine_t *e, h2s_t *s)
+{
+    if (body_owed(s))
+        tl_set(e, &s->bt.tn, TL_BODY);
+    else
+        tl_unlink(e, &s->bt.tn);
+}
+
+/* nghttp2_session_consume (the window handed back for n bytes of stream
+ * id), noting when the connection's window opens again after the client
+ * had none: a stream that waited on it is not timed from before
+ * (bodies_expired). */
+static void consume(h2conn_t *hc, int32_t id, size_t n)
+{
+    int32_t before = nghttp2_session_get_local_window_size(hc->sess);
+    nghttp2_session_consume(hc->sess, id, n);
+    if (before <= 0 && nghttp2_session_get_local_window_size(hc->sess) > 0)
+        hc->cwin_at = hc->e->core.now;
+}
+
+/* The handler lets go (the client reset the stream, or the connection
+ * closes; why: SWS_GONE_*): its gone hook, and the log line (499 when no
+ * answer started; log 0: the caller logs). */
+static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log, int why);
+static void stream_gone(sws_engine_t *e, h2s_t *s) { stream_gone_log(e, s, 1, SWS_GONE_CLIENT); }
+
+static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log, int why)
 {
     h2conn_t *hc = s->hc;
     sws_conn_t *c = &hc->c;
@@ -266,7 +294,7 @@ static void stream_gone_log(sws_engine_t *e, h2s_t *s, int log)
             h2_wake(e, hc);
     }
     if (s->hooks)
-        s->hooks->gone(e, s->ctx);
+        s->hooks->gone(e, s->ctx, why);
     s->hooks = NULL;
     if (log)
         stream_log(e, s, &s->log, s->submitted ? s->status : 499);
@@ -839,8 +867,9 @@ static void h2_finish(sws_engine_t *e, sws_resp_t *r, int how)
         resume(s);
     }
     if (s->bin_len) { /* request body the handler never took */
-        nghttp2_session_consume(hc->sess, s->id, s->bin_len);
+        consume(hc, s->id, s->bin_len);
         s->bin_len = 0;
+        body_timer(e, s); /* read past, with its window back */
     }
     hc->in_op++;
     h2_send(e, hc); /* s may be freed here (its stream closed) */
@@ -860,7 +889,7 @@ static void h2_close(sws_engine_t *e, sws_resp_t *r)
     if (!s->open) {
         stream_free(e, s);
     } else if (s->bin_len) {
-        nghttp2_session_consume(hc->sess, s->id, s->bin_len);
+        consume(hc, s->id, s->bin_len);
         s->bin_len = 0;
     }
     hc->in_op++;
@@ -999,9 +1028,9 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
          * more body bytes are read and dropped, so that clients which
          * treat a reset of their upload as a failure (curl 7.88) still see
          * the answer; past that, RST_STREAM NO_ERROR tells the client to
-         * stop (RFC 9113 §8.1). */
+         * stop (RFC 9113 §8.1), and at once after a body that stalled. */
         s->discard_left = SWS_H2_DISCARD;
-        if (s->cl_known && s->cl_left > SWS_H2_DISCARD) {
+        if (s->body_late || (s->cl_known && s->cl_left > SWS_H2_DISCARD)) {
             s->discard_left = 0;
             nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
         }
@@ -1146,6 +1175,9 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
     if (!s)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
     s->hc = hc;
+    s->bt.tn.tlist = TL_NONE;
+    s->bt.tn.sub = 1;
+    s->bt.c = &hc->c;
     s->id = frame->hd.stream_id;
     s->open = 1;
     s->resp.ops = &h2_resp_ops;
@@ -1244,8 +1276,10 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
     h2s_t *s = nghttp2_session_get_stream_user_data(sess, id);
     if (s && s->cl_known)
         s->cl_left -= len < s->cl_left ? len : s->cl_left;
+    if (s && len)
+        body_timer(e, s); /* progress restarts body_timeout */
     if (!s || !s->live) {
-        nghttp2_session_consume(sess, id, len); /* answered already: read past */
+        consume(hc, id, len); /* answered already: read past */
         if (s && s->end_sent && !s->req_done && s->discard_left) {
             if (s->discard_left <= len) {
                 s->discard_left = 0;
@@ -1260,10 +1294,10 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
     if (s->body_total > e->core.lim.max_body_bytes && !s->ws) { /* a tunnel is no body */
         /* RFC 9110 §15.5.14, as nginx's client_max_body_size: the handler
          * lets go; 413 when no answer began, else the stream is reset. */
-        nghttp2_session_consume(sess, id, len + s->bin_len);
+        consume(hc, id, len + s->bin_len);
         s->bin_len = 0;
         int started = s->submitted;
-        stream_gone_log(e, s, started);
+        stream_gone_log(e, s, started, SWS_GONE_CLIENT);
         if (!started) {
             q_cut(s, 0); /* nothing of it was framed */
             s->body_done = 0;
@@ -1278,7 +1312,7 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
     }
     if (s->want_body && !s->bin_len && s->hooks) {
         int rc = s->hooks->body(e, s->ctx, (char *)data, len, 0);
-        nghttp2_session_consume(sess, id, len); /* the handler took it: the client may send more */
+        consume(hc, id, len); /* the handler took it: the client may send more */
         if (rc < 0 && s->live) {
             nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
             stream_gone(e, s);
@@ -1332,12 +1366,15 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
     h2s_t *s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
     if (!s)
         return 0;
-    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
         s->req_done = 1;
+        tl_unlink(e, &s->bt.tn); /* the whole body is in */
+    }
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
         !s->dispatched) {
         s->dispatched = 1;
         dispatch(e, hc, s);
+        body_timer(e, s); /* the client owes its body from here, whoever answers */
         return 0;
     }
     if (s->req_done && s->live && s->want_body)
@@ -1353,8 +1390,9 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t code, voi
     if (!s)
         return 0;
     s->open = 0;
+    tl_unlink(e, &s->bt.tn);
     if (s->bin_len) {
-        nghttp2_session_consume(sess, id, s->bin_len); /* the connection's window */
+        consume(hc, id, s->bin_len); /* the connection's window */
         s->bin_len = 0;
     }
     if (s->live && !s->end_sent) {
@@ -1419,7 +1457,9 @@ static void body_to_handler(sws_engine_t *e, h2s_t *s)
     int open = s->open;
     int rc = s->hooks->body(e, s->ctx, b ? b : none, n, done);
     if (n && open && hc->sess)
-        nghttp2_session_consume(hc->sess, id, n);
+        consume(hc, id, n);
+    if (rc == 0 && n && !done) /* (rc 0: the exchange goes on, s with it) */
+        body_timer(e, s);      /* the client has its window back: timed from here */
     free(b);
     if (rc < 0 && s->live) {
         if (s->open)
@@ -1873,16 +1913,6 @@ again:
     }
 }
 
-/* A stream still works on something other than the client: the client's
- * silence is not a timeout. */
-static int waits_on_handlers(const h2conn_t *hc)
-{
-    for (const h2s_t *s = hc->streams; s; s = s->next)
-        if (s->live && (s->req_done || s->ws) && !s->q_bytes)
-            return 1;
-    return 0;
-}
-
 /* The stop, in two steps (RFC 9113 §6.8): a GOAWAY that says "no new
  * streams" with the largest id, and a PING; once the client acknowledged
  * the PING, every stream it opened before it saw the first GOAWAY has
@@ -1965,7 +1995,12 @@ static void h2_settle(sws_engine_t *e, h2conn_t *hc)
         if (c->tn.tlist != TL_HEADER)
             tl_set(e, &c->tn, TL_HEADER);
     } else {
-        tl_set(e, &c->tn, TL_HEADER); /* progress: the client's silence is timed from here */
+        /* Streams at work: each one the client owes body to has its own
+         * timer (TL_BODY), handlers have their upstreams'. The connection
+         * stays in a list (sws_h2_shutdown finds it there) as a watch
+         * that times nothing out (h2_expire); renewed here, so that a
+         * header block starting at the next event has about its time. */
+        tl_set(e, &c->tn, TL_HEADER);
     }
     hc->data_out = 0;
     conn_set_mask(e, c, EPOLLIN | EPOLLRDHUP | (c->pend ? EPOLLOUT : 0));
@@ -2078,17 +2113,77 @@ static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
     h2_event(e, c, 0); /* our SETTINGS; with h2c, the stashed preface and what followed */
 }
 
+/* The request body of s stalled for body_timeout (its entry is off its
+ * list): 408 when no answer began, else RST_STREAM (NO_ERROR after a
+ * whole answer, once that is out); a handler lets go. */
+static void body_stalled(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
+{
+    int live = s->live, answer = live && !s->submitted;
+    char peer[48];
+    *put_peer(peer, &hc->c) = 0;
+    const char *q = s->rq ? s->rq : "";
+    elog(e, SWS_L_INFO, "HTTP/2: client timed out sending the request body, %s, client: %s, "
+         "request: \"%.*s %.*s\" (stream %d)", answer ? "408" : "stream reset", peer,
+         (int)s->pm.vl, q + s->pm.v, (int)s->pp.vl, q + s->pp.v, s->id);
+    if (s->bin_len) {
+        consume(hc, s->id, s->bin_len);
+        s->bin_len = 0;
+    }
+    if (live)
+        stream_gone_log(e, s, !answer, SWS_GONE_BODY_TIMEOUT); /* logged if the answer began */
+    int code = s->end_sent ? NGHTTP2_NO_ERROR : NGHTTP2_INTERNAL_ERROR;
+    if (answer) {
+        q_cut(s, 0); /* nothing of it was framed (as for a 413 in on_data_chunk) */
+        s->body_done = 0;
+        s->body_late = 1;
+        sws_respond_answer(e, &s->resp, &e->rsp.err[SWS_ERR_408]);
+        stream_log(e, s, &s->log, 408);
+        if (commit(e, s) == 0)
+            return;
+    } else if (!live && !s->end_sent) {
+        s->body_late = 1; /* a whole answer still going out: on_frame_send resets */
+        return;
+    }
+    nghttp2_submit_rst_stream(hc->sess, NGHTTP2_FLAG_NONE, s->id, code);
+}
+
+/* TL_BODY entries of c's streams are due (at least one is, the list's
+ * head). A stream whose client had no window to send in, on the stream
+ * or the connection, at some time since its timer started waited on us
+ * (a handler that took no body): timed again from now. */
+static void bodies_expired(sws_engine_t *e, h2conn_t *hc)
+{
+    int32_t cw = nghttp2_session_get_local_window_size(hc->sess);
+    for (h2s_t *s = hc->streams; s; s = s->next) {
+        sws_tnode_t *n = &s->bt.tn;
+        if (n->tlist != TL_BODY || n->deadline > e->core.now)
+            continue;
+        if (cw <= 0 || hc->cwin_at + e->core.tl[TL_BODY].ms > n->deadline ||
+            nghttp2_session_get_stream_local_window_size(hc->sess, s->id) <= 0) {
+            tl_set(e, n, TL_BODY);
+            continue;
+        }
+        tl_unlink(e, n);
+        body_stalled(e, hc, s); /* frees nothing: a reset stream closes in h2_send */
+    }
+    h2_send(e, hc);
+    h2_settle(e, hc);
+}
+
 static void h2_expire(sws_engine_t *e, sws_conn_t *c, int which)
 {
     h2conn_t *hc = (h2conn_t *)c;
-    if (which == TL_HEADER && waits_on_handlers(hc)) {
-        tl_set(e, &c->tn, TL_HEADER); /* upstreams have their own deadlines */
+    if (which == TL_BODY) {
+        if (hc->dead)
+            conn_close(e, c); /* its streams' entries go with them */
+        else
+            bodies_expired(e, hc);
         return;
     }
-    if (which == TL_HEADER && window_stalled(hc)) {
-        /* a handler queued body while the timer waited on the request
-         * (h2_settle had not run since): the client's window decides now */
-        tl_set(e, &c->tn, TL_SEND);
+    if (which == TL_HEADER && !hc->hdr_open && hc->n_streams) {
+        /* The watch of streams at work (h2_settle). A handler may have
+         * queued body since h2_settle ran: the client's window decides. */
+        tl_set(e, &c->tn, window_stalled(hc) ? TL_SEND : TL_HEADER);
         return;
     }
     if (which == TL_KEEPALIVE || which == TL_GRACE ||
@@ -2222,7 +2317,7 @@ void sws_h2_shutdown(sws_engine_t *e)
         while (n) {
             sws_tnode_t *next = n->tnext;
             sws_conn_t *c = CONN_OF_TNODE(n);
-            if (c->proto == &sws_h2_proto && !((h2conn_t *)c)->goaway)
+            if (!n->sub && c->proto == &sws_h2_proto && !((h2conn_t *)c)->goaway)
                 h2_settle(e, (h2conn_t *)c); /* shutting_down: the first GOAWAY */
             n = next;
         }

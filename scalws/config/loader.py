@@ -1002,6 +1002,7 @@ _LIMITS = {
     "max_uri_bytes": ("size", dict(lo=256, hi=1 << 20)),
     "max_body_bytes": ("size", dict(lo=1, hi=1 << 62)),
     "header_timeout": ("duration", dict(positive=True)),
+    "body_timeout": ("duration", dict(positive=True)),
     "keepalive_timeout": ("duration", dict()),
     "send_timeout": ("duration", dict(positive=True)),
     "keepalive_requests": ("integer", dict(lo=1, hi=(1 << 31) - 1)),

@@ -24,6 +24,7 @@ class Limits:
     max_uri_bytes: int = 8 * 1024          # request-target length -> 414
     max_body_bytes: int = 10 * 1024 * 1024  # Content-Length or chunked total -> 413
     header_timeout: float = 10.0           # first byte to end of head -> 408
+    body_timeout: float = 60.0             # between two reads of a request body -> 408
     keepalive_timeout: float = 75.0        # idle between requests -> close
     send_timeout: float = 60.0             # no write progress -> close
     keepalive_requests: int = 1000         # requests per connection, then close

@@ -292,6 +292,7 @@ cdef extern from "scalws/engine.h" nogil:
         size_t max_uri_bytes
         uint64_t max_body_bytes
         uint32_t header_timeout_ms
+        uint32_t body_timeout_ms
         uint32_t keepalive_timeout_ms
         uint32_t send_timeout_ms
         uint32_t keepalive_requests

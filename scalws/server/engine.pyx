@@ -157,6 +157,7 @@ cdef class Engine:
         lim.max_uri_bytes = limits.max_uri_bytes
         lim.max_body_bytes = limits.max_body_bytes
         lim.header_timeout_ms = _ms(limits.header_timeout)
+        lim.body_timeout_ms = _ms(limits.body_timeout)
         lim.keepalive_timeout_ms = _ms(limits.keepalive_timeout)
         lim.send_timeout_ms = _ms(limits.send_timeout)
         lim.keepalive_requests = limits.keepalive_requests

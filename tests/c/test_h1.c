@@ -38,7 +38,7 @@ static sws_engine_t *engine(void)
         ERR[i] = (sws_respond_t){status[i], "Err", 3, "Content-Type: text/plain\r\n", 26,
                                  "err\n", 4, 1};
     sws_limits_t lim = {.max_header_bytes = 8192, .max_headers = 64, .max_uri_bytes = 4096,
-                        .max_body_bytes = 1 << 20, .header_timeout_ms = 10000,
+                        .max_body_bytes = 1 << 20, .header_timeout_ms = 10000, .body_timeout_ms = 10000,
                         .keepalive_timeout_ms = 10000, .send_timeout_ms = 10000,
                         .keepalive_requests = 100, .max_connections = 100};
     sws_engine_t *e = sws_engine_new(&lim, ERR, 0);

@@ -76,7 +76,7 @@ static void setup(void)
                                  "err\n", 4, 1};
     memset(BIG, 'b', sizeof BIG);
     sws_limits_t lim = {.max_header_bytes = 8192, .max_headers = 64, .max_uri_bytes = 4096,
-                        .max_body_bytes = 1 << 16, .header_timeout_ms = 10000,
+                        .max_body_bytes = 1 << 16, .header_timeout_ms = 10000, .body_timeout_ms = 10000,
                         .keepalive_timeout_ms = 10000, .send_timeout_ms = 10000,
                         .keepalive_requests = 100, .max_connections = 100};
     E = sws_engine_new(&lim, ERR, 0);

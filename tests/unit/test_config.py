@@ -140,6 +140,7 @@ limits:
   max_uri_bytes: 4k
   max_body_bytes: 1g
   header_timeout: 5s
+  body_timeout: 30s
   keepalive_timeout: 0
   send_timeout: 2m
   keepalive_requests: 100
@@ -187,14 +188,15 @@ def test_full_example(tmp_path):
     assert (lim.max_header_bytes, lim.max_headers, lim.max_uri_bytes) == (32768, 50, 4096)
     assert lim.max_body_bytes == 1 << 30
     assert (lim.header_timeout, lim.keepalive_timeout, lim.send_timeout) == (5.0, 0.0, 120.0)
+    assert lim.body_timeout == 30.0
     assert (lim.keepalive_requests, lim.max_connections) == (100, 20000)
 
     site, site2 = cfg.sites
-    assert site.mark == (cfg.source, 25, 5)
+    assert site.mark == (cfg.source, 26, 5)
     a, b, c = site.listen
     assert (a.kind, a.host, a.port, a.default, a.backlog, a.text) == \
         ("tcp", "0.0.0.0", 80, True, 1024, ":80 default backlog=1024")
-    assert a.mark == (cfg.source, 25, 14)
+    assert a.mark == (cfg.source, 26, 14)
     assert a.key == ("tcp", "0.0.0.0", 80)
     assert (b.kind, b.host, b.port, b.default, b.backlog) == ("tcp", "::", 80, False, 511)
     assert (c.kind, c.path, c.key) == ("unix", str(tmp_path / "run/web.sock"),
@@ -209,7 +211,7 @@ def test_full_example(tmp_path):
         ("regex", "^/api/v[0-9]+/", "respond"),
         ("prefix", "/", "respond"),
     ]
-    assert r[0].mark == (cfg.source, 28, 9)
+    assert r[0].mark == (cfg.source, 29, 9)
     assert r[0].handler == Respond(200, b"ok\n", [], "text/plain")
     assert r[1].handler == Respond(404, b"", [], None)
     assert r[2].handler == Respond(403, b"<p>no</p>", [
@@ -237,6 +239,7 @@ def test_defaults_filled(tmp_path):
     assert (lim.max_header_bytes, lim.max_headers, lim.max_uri_bytes, lim.max_body_bytes) == \
         (16384, 100, 8192, 10 << 20)
     assert (lim.header_timeout, lim.keepalive_timeout, lim.send_timeout) == (10.0, 75.0, 60.0)
+    assert lim.body_timeout == 60.0
     assert (lim.keepalive_requests, lim.max_connections) == (1000, 10000)
     (listen,) = cfg.sites[0].listen
     assert (listen.kind, listen.host, listen.port, listen.default, listen.backlog) == \
@@ -584,6 +587,9 @@ def test_non_string_key(tmp_path):
      "F:1:26: limits.max_body_bytes: 0 is not allowed: to accept large bodies give a "
      "large size such as 1g (nginx's 0 = unlimited has no equivalent)"),
     ("limits: {header_timeout: 0}", "F:1:26: limits.header_timeout: must be more than 0, got 0"),
+    ("limits: {body_timeout: 0s}", "F:1:24: limits.body_timeout: must be more than 0, got 0s"),
+    ("limits: {body_timeout: soon}",
+     "F:1:24: limits.body_timeout: expected a duration such as 10s or 500ms, got a string 'soon'"),
     ("limits: {keepalive_timeout: 1x}",
      "F:1:29: limits.keepalive_timeout: expected a duration such as 10s or 500ms, got a string '1x'"),
     ("limits: {send_timeout: -5}",

@@ -40,7 +40,8 @@ typedef struct {
     size_t max_headers;      /* header fields; over it: 431 */
     size_t max_uri_bytes;    /* request-target; over it: 414 */
     uint64_t max_body_bytes; /* declared or chunked total; over it: 413 */
-    uint32_t header_timeout_ms;
+    uint32_t header_timeout_ms;    /* a request head: from its first byte to its end */
+    uint32_t body_timeout_ms;      /* a request body: between two reads that brought some */
     uint32_t keepalive_timeout_ms; /* 0: no keep-alive */
     uint32_t send_timeout_ms;
     uint32_t keepalive_requests;
@@ -112,12 +113,15 @@ typedef struct {
 
 /* Timeout lists: one per duration. Every entry of a list has the same
  * timeout, so appending at the tail keeps it sorted and a tick only looks
- * at heads. An entry is embedded in its owner (a client connection). */
-enum { TL_NONE = -1, TL_HEADER, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_GRACE, TL_COUNT };
+ * at heads. An entry is embedded in its owner: a client connection, or
+ * something a connection carries (`sub` set: net.h's sws_subtimer_t; the
+ * core only keeps the bit for on_expire). */
+enum { TL_NONE = -1, TL_HEADER, TL_BODY, TL_KEEPALIVE, TL_SEND, TL_LINGER, TL_GRACE, TL_COUNT };
 
 typedef struct sws_tnode {
     struct sws_tnode *tprev, *tnext;
-    uint64_t deadline : 56;    /* monotonic ms (2^56 ms: no wrap) */
+    uint64_t deadline : 55;    /* monotonic ms (2^55 ms: no wrap) */
+    uint64_t sub : 1;          /* not a connection's own entry (net.h) */
     int64_t tlist : 8;         /* TL_*, TL_NONE when in no list */
 } sws_tnode_t;
 

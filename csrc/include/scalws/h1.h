@@ -5,7 +5,7 @@
  * net's sws_conn_t): request framing with the parser of scalws/http1.h,
  * pipelining (every request of a read answered into one batch, one write),
  * keep-alive, 100-continue, reading past the bodies of answered requests,
- * the header timeout and its 408, the Connection header, status lines,
+ * the header and body timeouts and their 408, the Connection header, status lines,
  * Content-Length and chunked framing, and the request body and client
  * backpressure of a handler that answers later (an exchange, h1x_t).
  *
@@ -127,5 +127,9 @@ SWS_INTERNAL int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req,
                             size_t len, size_t *took);
 SWS_INTERNAL void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events);
 SWS_INTERNAL void h1_x_closing(sws_engine_t *e, h1conn_t *hc);
+/* The exchange's request body stalled for body_timeout (hc->c's TL_BODY
+ * entry expired, and is off its list): the handler lets go; the client
+ * gets 408 and the close when no answer began, else the connection closes. */
+SWS_INTERNAL void h1_x_body_timeout(sws_engine_t *e, h1conn_t *hc);
 
 #endif

@@ -29,6 +29,10 @@
  * stream (at most the stream window we advertised), and WINDOW_UPDATE
  * gives the client room only for what the handler took
  * (nghttp2_option_set_no_auto_window_update + nghttp2_session_consume).
+ * Each stream the client owes body to has its own timer (TL_BODY,
+ * body_timeout, restarted by its DATA and by the window we give back);
+ * a client without window to send in is never timed out by it. Run out:
+ * 408 when no answer began, else RST_STREAM; the other streams go on.
  *
  * WebSocket (RFC 8441, SETTINGS_ENABLE_CONNECT_PROTOCOL announced): an
  * extended CONNECT with :protocol websocket on a proxy route is handed to
@@ -111,6 +115,7 @@ typedef struct {
     uint32_t rst_tokens;       /* the budgets' buckets, in thousandths of a frame */
     uint32_t frame_tokens;
     uint32_t budget_at;        /* monotonic ms the buckets were last filled (mod 2^32) */
+    uint64_t cwin_at;          /* monotonic ms the receive window last opened again from 0 */
     unsigned busy : 1,         /* inside nghttp2 (mem_recv or mem_send): no re-entry */
         send_due : 1,          /* a send was asked for while busy */
         room_blocked : 1,      /* send_data waited for room in the batch */

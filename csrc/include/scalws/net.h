@@ -115,7 +115,24 @@ struct sws_conn {
     unsigned char peer[16];
 };
 
-#define CONN_OF_TNODE(n) ((sws_conn_t *)((char *)(n) - offsetof(sws_conn_t, tn)))
+/* A timeout-list entry owned by something a connection carries (an
+ * HTTP/2 stream's body timer) rather than by the connection: tn.sub is
+ * set (tn.tlist TL_NONE to begin with), and its expiry goes to c's
+ * protocol as c's own entry's would, with the list; the protocol finds
+ * which of its entries are due. */
+typedef struct {
+    sws_tnode_t tn;
+    sws_conn_t *c;
+} sws_subtimer_t;
+
+/* The connection a timeout-list entry belongs to. */
+static inline sws_conn_t *conn_of_tnode(sws_tnode_t *n)
+{
+    if (n->sub)
+        return ((sws_subtimer_t *)n)->c;
+    return (sws_conn_t *)((char *)n - offsetof(sws_conn_t, tn));
+}
+#define CONN_OF_TNODE(n) conn_of_tnode(n)
 
 /* A network prefix: family AF_INET or AF_INET6, address bytes, prefix bits. */
 typedef struct {

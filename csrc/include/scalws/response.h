@@ -17,8 +17,9 @@
  * keeps the sws_resp_t until it calls finish: meanwhile the protocol feeds
  * it the request body (hooks->body, as much as it asks for with
  * want_body), tells it when the client has taken what was written
- * (hooks->drained), and that the client left (hooks->gone, after which the
- * handler must not touch the sws_resp_t again).
+ * (hooks->drained), and that the exchange is over on the client's side
+ * (hooks->gone, with why: the client left, or its body stalled; after it
+ * the handler must not touch the sws_resp_t again).
  *
  * Ownership: bytes given with SWS_REF (and files given to `file` or
  * `hold_file`, buffers given to `hold_heap`) stay valid, or are the
@@ -86,14 +87,23 @@ enum { SWS_FIN_OK = 0, SWS_FIN_ABORT = 1 }; /* finish(): abort = the body is cut
 
 typedef struct sws_resp sws_resp_t;
 
+/* Why a protocol lets go of a waiting handler (hooks->gone). */
+enum {
+    SWS_GONE_CLIENT,       /* the client left (closed, reset the stream), or the connection failed */
+    SWS_GONE_BODY_TIMEOUT  /* the request body stalled for body_timeout: the protocol answers 408
+                              (or ends the connection, or the stream, once an answer began) and
+                              logs it; the handler abandons its upstream side without a line */
+};
+
 /* A waiting handler's side. body: request body bytes in order, already
  * unframed (a tunnel: the client's raw bytes); done = the last piece.
  * Returns 0, 1 when the exchange ended inside (touch nothing), or -1 when
- * the handler failed (the protocol closes the connection). */
+ * the handler failed (the protocol closes the connection). gone: why is a
+ * SWS_GONE_*. */
 typedef struct {
     int (*body)(sws_engine_t *e, void *ctx, char *p, size_t n, int done);
     void (*drained)(sws_engine_t *e, void *ctx);
-    void (*gone)(sws_engine_t *e, void *ctx);
+    void (*gone)(sws_engine_t *e, void *ctx, int why);
 } sws_resp_hooks_t;
 
 typedef struct {
