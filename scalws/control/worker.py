@@ -175,10 +175,10 @@ class Worker:
             os.close(old)
 
     def _log_message(self):
-        """The newest log-descriptor message the master sent, as
-        (error fd or -1, access fd or -1); (-1, -1) when none is queued.
-        Older messages' descriptors are closed."""
-        err = acc = -1
+        """The newest log-descriptor message the master sent, as (whether
+        one came, error fd or -1, access fd or -1). Older messages'
+        descriptors are closed."""
+        got, err, acc = False, -1, -1
         while self.ctl is not None:
             try:
                 msg, fds, _flags, _addr = socket.recv_fds(self.ctl, 16, 2)
@@ -193,7 +193,7 @@ class Worker:
             for fd in (err, acc):
                 if fd >= 0:
                     os.close(fd)
-            err = acc = -1
+            got, err, acc = True, -1, -1
             fds = list(fds)
             if len(msg) == LOG_MESSAGE and msg[1:2] == b"E" and fds:
                 err = fds.pop(0)
@@ -201,16 +201,18 @@ class Worker:
                 acc = fds.pop(0)
             for fd in fds:
                 os.close(fd)
-        return err, acc
+        return got, err, acc
 
     def reopen_logs(self):
         """USR1: the master opened the logs again (after logrotate moved
         them) and sent the descriptors; this worker only swaps them in."""
-        err, acc = self._log_message()
-        if err < 0 and acc < 0:
+        got, err, acc = self._log_message()
+        if not got:
             log.warning("worker %d: USR1 without new log descriptors from the master; "
                         "the logs stay as they were", self.index)
             return
+        if err < 0 and acc < 0:
+            return      # nothing to reopen: the error log is stderr, no access log
         if err >= 0:
             self.errlog.adopt(err)
             self.engine.set_error_log(self.errlog.fd, self.config.log.level)
