@@ -1,0 +1,150 @@
+"""The soak harness (bench/soak.py) shortened to 60 s, with its chaos
+compressed: a HUP every 15 s (3), a worker SIGKILL at 22 s and 52 s (one of
+each index), a rolling restart of the first upstream app and PHP-FPM pool at
+37 s. One run (about 80 s) serves every test of the module; its report is
+bench/soak.py's report.json.
+
+test_verdict asserts the harness's own verdict. It is marked xfail (strict)
+while two server bugs it finds stand: HTTP/2 streams of proxied and FastCGI
+routes that are never answered when a large static answer is being written
+on the same connection, and one pipe the master leaks per reload (the TLS
+keeper's readiness pipe). Strict: once both are fixed it passes, the mark
+fails the run, and the mark (and the two allowances below that name them)
+must go. The other tests check the same report one property at a time,
+allowing for those two bugs and nothing else, so that anything new fails
+now.
+
+The worker RSS bound (2 %) is the issue's: between the first quiet sample
+(after 8 s of warm-up, when a fresh worker's RSS has levelled off) and the
+last one (a worker of a later generation, 15 s old), the growth measured
+here was 0.0 to 1.5 %, all of it the load's noise.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.conftest import ROOT
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+ARGS = ["--duration", "60", "--warmup", "8", "--timeout", "6",
+        "--hup-every", "15", "--kill-every", "30", "--first-kill", "22",
+        "--upstream-every", "60", "--first-upstream", "37"]
+KINDS = ("static", "proxy", "cache-hit", "cache-miss", "php", "ws")
+
+
+def h2_stall(f) -> bool:
+    """The known HTTP/2 bug: a stream of a route that answers later (proxy,
+    a cache miss, FastCGI; a cache-hit URL before it is stored) gets nothing
+    at all, while the connection's other streams go on. h2load alone shows
+    it: `h2load -n 2000 -c 1 -m 2 URL/static/200k.bin URL/proxy/id` never
+    ends (with a file of 144 KiB or less, or -m 1, it does)."""
+    return (f["proto"] == "h2" and f["category"] == "timeout" and f["kind"] != "static"
+            and "nothing received" in f["detail"])
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("soak")
+    proc = subprocess.run([sys.executable, "bench/soak.py", *ARGS, "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=220)
+    path = out / "report.json"
+    assert path.exists(), f"no report (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    rep = json.loads(path.read_text())
+    rep["exit_status"] = proc.returncode
+    rep["output"] = proc.stdout + proc.stderr
+    return rep
+
+
+def failed_checks(rep):
+    return [c for c in rep["checks"] if not c["ok"]]
+
+
+@pytest.mark.xfail(strict=True, reason="server bugs found by the soak: HTTP/2 streams never "
+                   "answered behind a large static answer; the master leaks a pipe per reload")
+def test_verdict(report):
+    assert report["verdict"] == "PASS", failed_checks(report)
+    assert report["exit_status"] == 0, report["output"]
+
+
+def test_exit_status_follows_the_verdict(report):
+    assert report["exit_status"] == (0 if report["verdict"] == "PASS" else 1), report["output"]
+
+
+def test_every_kind_and_protocol_was_sent(report):
+    rows = report["requests"]["rows"]
+    for kind in KINDS:
+        assert report["requests"]["by_kind"].get(kind, {}).get("sent", 0) > 0, kind
+        protos = {r["proto"] for r in rows if r["kind"] == kind and r["sent"] > 0}
+        want = {"h1", "h1-tls"} if kind == "ws" else {"h1", "h1-tls", "h2"}
+        assert protos == want, (kind, protos)
+    # The default rate: far more than a token of each.
+    assert report["requests"]["soak_sent"] > 30000, report["requests"]
+
+
+def test_every_event_happened(report):
+    events = report["events"]
+    assert [e["kind"] for e in events] == ["hup", "kill", "hup", "upstream", "hup", "kill"], events
+    assert all(e["ok"] for e in events), events
+    kills = [e for e in events if e["kind"] == "kill"]
+    assert sorted(e["worker"] for e in kills) == [0, 1], kills
+    assert all(e["replacement"] != e["pid"] for e in kills), kills
+    assert all("generation" in e["detail"] for e in events if e["kind"] == "hup"), events
+
+
+def test_no_unexpected_failure(report):
+    """Only requests in flight on a killed worker may fail (and the known
+    HTTP/2 stall, for now)."""
+    unexpected = [f for f in report["failures"] if not f["expected"] and not h2_stall(f)]
+    assert not unexpected, unexpected[:20]
+
+
+def test_expected_failures_are_the_kills(report):
+    """Every expected failure is a transport error on a connection the
+    killed worker held, observed after that kill."""
+    kills = {e["kill_no"]: e for e in report["events"] if e["kind"] == "kill"}
+    for f in report["failures"]:
+        if f["expected"]:
+            assert f["killed_by"] in kills, f
+            assert f["category"] in ("reset", "eof", "tls", "io", "timeout"), f
+            assert f["t_end"] >= kills[f["killed_by"]]["t"], f
+
+
+def test_resources(report):
+    for r in report["resources"]:
+        if r["role"] == "tls keeper":
+            continue  # one per generation: compared in the report only
+        assert r["start"] and r["end"], r
+        assert r["rss_growth_pct"] < 2.0, r
+        if r["role"].startswith("worker"):
+            assert r["fds_not_conn_growth_pct"] < 2.0, r
+        else:
+            # The known leak: one pipe per reload, nothing else.
+            a, b = r["start"]["fd_classes"], r["end"]["fd_classes"]
+            hups = sum(1 for e in report["events"] if e["kind"] == "hup")
+            assert b.get("pipe", 0) - a.get("pipe", 0) in (0, hups), r
+            assert {k: v for k, v in a.items() if k != "pipe"} == \
+                   {k: v for k, v in b.items() if k != "pipe"}, r
+
+
+def test_no_client_connection_left(report):
+    """The workers close every client connection the load closed, except the
+    HTTP/2 connections a stalled stream holds (the known bug)."""
+    stalled = {f["client_port"] for f in report["failures"] if h2_stall(f)}
+    for r in report["resources"]:
+        if r["role"].startswith("worker"):
+            left = set(r["end"]["client_ports"]) - stalled
+            assert not left, r["end"]
+
+
+def test_no_crash_and_a_clean_stop(report):
+    log = report["error_log"]["whole_run"]
+    assert not log["crashes"], log["crashes"]
+    assert log["tracebacks"] == 0, log
+    assert log["by_level"].get("crit", 0) == 0, log["messages"]
+    stop = [c for c in report["checks"] if c["check"] == "scalwsd stops cleanly on TERM"]
+    assert stop and stop[0]["ok"], stop
