@@ -799,6 +799,25 @@ def _box():
     return {"cpu": model, "cpus": os.cpu_count(), "kernel": os.uname().release}
 
 
+def _under_load(samples):
+    """Per role, the range of VmRSS and the most descriptors in the samples
+    taken under load."""
+    out = {}
+    for s in samples:
+        for role, v in s.items():
+            if role == "t" or not v:
+                continue
+            u = out.setdefault(role, {"rss_min": v["rss_kb"], "rss_max": v["rss_kb"],
+                                      "fds_max": v["fds"], "pid_set": set()})
+            u["rss_min"] = min(u["rss_min"], v["rss_kb"])
+            u["rss_max"] = max(u["rss_max"], v["rss_kb"])
+            u["fds_max"] = max(u["fds_max"], v["fds"])
+            u["pid_set"].add(v["pid"])
+    for u in out.values():
+        u["pids"] = len(u.pop("pid_set"))
+    return dict(sorted(out.items()))
+
+
 def render_md(rep):
     L = []
     a = rep["args"]
@@ -806,8 +825,8 @@ def render_md(rep):
     L.append(f"git {rep['git']}, {rep['box']['cpus']} × {rep['box']['cpu']}, kernel "
              f"{rep['box']['kernel']}. {rep['soak_seconds']:.0f} s of load at {a['rate']:g} req/s "
              f"(measured {rep['requests']['rate_rps']}) after {a['warmup']:g} s of warm-up; HUP every "
-             f"{a['hup_every']} s, kill every {a['kill_every']} s, upstream restart every "
-             f"{a['upstream_every']} s. CPU over the soak phase: the box (all CPUs) "
+             f"{a['hup_every']:g} s, kill every {a['kill_every']:g} s, upstream restart every "
+             f"{a['upstream_every']:g} s (0: never). CPU over the soak phase: the box (all CPUs) "
              f"{rep['cpu']['box_busy_pct']} % busy, {rep['cpu']['box_steal_pct']} % stolen by the "
              f"hypervisor; this harness {rep['cpu']['harness_pct_of_one_cpu']} % of one CPU.\n")
     L.append("## Verdict\n\n| check | ok | detail |\n|---|---|---|")
@@ -867,6 +886,12 @@ def render_md(rep):
         if r["start"] and r["end"]:
             L.append(f"- {r['role']}: descriptors at start {r['start']['fd_classes']}, "
                      f"at end {r['end']['fd_classes']}")
+    under = _under_load(rep["samples"])
+    if under:
+        L.append(f"\nUnder load ({len(rep['samples'])} samples, every {rep['args']['sample_every']:g} s; "
+                 "workers of every generation): " + "; ".join(
+                     f"{role} VmRSS {u['rss_min']}-{u['rss_max']} kB, at most {u['fds_max']} "
+                     f"descriptors, {u['pids']} processes" for role, u in under.items()))
     el = rep["error_log"]
     L.append(f"\n## Error log\n\n{el['bytes']} bytes, {el['whole_run']['lines']} lines: "
              + ", ".join(f"{k} {v}" for k, v in sorted(el["whole_run"]["by_level"].items()))
@@ -925,8 +950,25 @@ def say(msg):
     print(f"soak [{time.monotonic() - T0:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
+def bench_lock():
+    """The benchmarks' lock (bench/lib/common.sh: BENCH_LOCK, `none` for
+    none), held until exit, so that a soak and a benchmark never overlap."""
+    import fcntl
+    path = os.environ.get("BENCH_LOCK", "/tmp/scalws-bench.lock")
+    if path == "none":
+        return None
+    f = open(path, "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        say(f"waiting for {path} (another benchmark is running)")
+        fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
 def main(argv=None):
     args = parse_args(argv)
+    lock = bench_lock()  # noqa: F841 - held while this process lives
     out = Path(args.out or REPO / "results" / "soak" / datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     run = tempfile.mkdtemp(prefix="scalws-soak.")
