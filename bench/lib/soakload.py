@@ -101,9 +101,12 @@ def _transport_failure(exc) -> Failure:
         return Failure("reset", "connection reset", True)
     if isinstance(exc, ssl.SSLError):
         return Failure("tls", f"{exc.__class__.__name__}: {exc}", True)
-    if isinstance(exc, (OSError, EOFError, asyncio.LimitOverrunError, ValueError)):
+    if isinstance(exc, (OSError, EOFError)):
         return Failure("io", f"{exc.__class__.__name__}: {exc}", True)
-    return Failure("client", f"{exc.__class__.__name__}: {exc}", True)
+    if isinstance(exc, (asyncio.LimitOverrunError, ValueError)):
+        return Failure("bad-answer", f"{exc.__class__.__name__}: {exc}", False)
+    # Anything else is this client's own error: never an expected failure.
+    return Failure("client", f"{exc.__class__.__name__}: {exc}", False)
 
 
 class NotSent(Exception):
