@@ -68,6 +68,13 @@ class CacheMemory:
             zones[name] = self._zones[key]
         return View(zones, self._registry, list(self._efds))
 
+    def fds(self) -> list:
+        """Every descriptor the master holds for the cache (the zones'
+        memfds, the eventfds): what a child that uses no cache closes
+        (the TLS keeper, the status process, which reads its zones through
+        mappings made before it forked)."""
+        return list(self._zone_fds.values()) + list(self._efds)
+
     def zone_fds(self, config) -> dict:
         """name -> the memfd of each zone of `config` (after view(config))."""
         return {name: self._zone_fds[(name, z.max_size)]

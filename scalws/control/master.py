@@ -201,12 +201,16 @@ class Master:
         return out
 
     # ---- workers -----------------------------------------------------------
-    def _close_in_child(self, keep=()):
+    def _close_in_child(self, keep=(), cache=False):
         """In a freshly forked child: closes what only the master needs (the
         listening sockets not in `keep`, every readiness pipe, the apps'
         output pipes, the status socket unless kept, the workers' control
-        sockets). A copy of a sibling's listening socket would keep it alive,
-        and its queue unserved, after the master closes it."""
+        sockets, and unless `cache` the cache's descriptors). A copy of a
+        sibling's listening socket would keep it alive, and its queue
+        unserved, after the master closes it."""
+        if not cache:
+            for fd in self.cache.fds():
+                os.close(fd)
         mine = {id(s) for s in keep}
         for socks in self.sockets.values():
             for s in socks:
@@ -238,7 +242,7 @@ class Master:
         if pid == 0:
             os.close(rfd)
             ours.close()
-            self._close_in_child(keep=[s for _, s in socks])
+            self._close_in_child(keep=[s for _, s in socks], cache=True)
             worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd, slot.tls,
                            slot.stats.slot(slot.index) if slot.stats else None,
                            slot.cache, theirs, master, self.steer)  # never returns
@@ -341,7 +345,15 @@ class Master:
         if not self._await_ready([rfd]):
             log.warning("the TLS keeper (pid %d) did not finish its first round in %gs; "
                         "starting the workers anyway", pid, READY_TIMEOUT)
+        self._done_with_pipe(rfd)
         return pid
+
+    def _done_with_pipe(self, rfd):
+        """A readiness pipe that says nothing after "R" (the TLS keeper's, the
+        status process's): closed once read, or it would stay open for the
+        master's life, one per reload."""
+        if rfd in self._ready_fds:
+            self._drop_ack(rfd)
 
     # ---- the shared counters and the status process -------------------------
     def _stats_block(self, config):
@@ -386,6 +398,7 @@ class Master:
         log.info("status process started (pid %d), listening on %s:%d", pid,
                  config.status.host, config.status.port)
         self._await_ready([rfd])
+        self._done_with_pipe(rfd)
         return pid
 
     def _statusd_exited(self, pid, status):

@@ -140,3 +140,21 @@ def test_a_pid_file_left_by_a_dead_master_is_taken_over(server, pki, upstream_ap
     assert f"was left by pid {dead.pid}, which is gone: taken over" in srv.log()
     assert srv.stop() == 0
     assert not (tmp_path / "scalwsd.pid").exists()
+
+
+def test_reloads_leave_the_master_no_descriptor(server, pki, upstream_app):
+    # The soak (bench/soak.py) found the TLS keeper's and the status process's
+    # readiness pipes left open in the master, one more per reload.
+    srv = start(server, pki, upstream_app)
+
+    def fds():
+        return sorted(os.readlink(f"/proc/{srv.pid}/fd/{fd}").split(":")[0]
+                      for fd in os.listdir(f"/proc/{srv.pid}/fd"))
+
+    srv.kill(signal.SIGHUP)
+    srv.wait_log("reloaded", count=1)
+    before = fds()
+    for n in range(2, 7):
+        srv.kill(signal.SIGHUP)
+        srv.wait_log("reloaded", count=n)
+    assert fds() == before
