@@ -754,10 +754,19 @@ static void h2_attach(sws_engine_t *e, sws_resp_t *r, const sws_resp_hooks_t *ho
     s->ctx = ctx;
 }
 
+/* This stream's own output waits: bytes queued, or referenced bytes framed
+ * into output the socket has not taken. Other streams' output does not
+ * count: a proxied answer on a connection busy with a large file would
+ * otherwise wait on it, and its handler for a drained nobody marked due (a
+ * stall the soak found). A handler told so waits for drained, so the
+ * answer marks it due; h2_work delivers it once both are gone. */
 static int h2_backed_up(const sws_resp_t *r)
 {
-    const h2s_t *s = (const h2s_t *)((const char *)r - offsetof(h2s_t, resp));
-    return s->q_bytes > 0 || s->hc->c.pend != NULL;
+    h2s_t *s = (h2s_t *)((const char *)r - offsetof(h2s_t, resp));
+    int backed = s->q_bytes > 0 || (s->refs_out && s->hc->c.pend != NULL);
+    if (backed)
+        s->drain_due = 1;
+    return backed;
 }
 
 static int h2_flush(sws_engine_t *e, sws_resp_t *r)
@@ -786,8 +795,7 @@ static int h2_flush(sws_engine_t *e, sws_resp_t *r)
             stream_free(e, s);
         return -1;
     }
-    if (h2_backed_up(r))
-        s->drain_due = 1;
+    h2_backed_up(r); /* drained comes when what it gave is out */
     return 0;
 }
 
@@ -1905,7 +1913,9 @@ again:
             body_to_handler(e, s);
             goto again;
         }
-        if (s->live && s->hooks && s->drain_due && !s->q_bytes && !c->pend) {
+        if (!c->pend)
+            s->refs_out = 0; /* written: nothing of it is referenced any more */
+        if (s->live && s->hooks && s->drain_due && !s->q_bytes && !s->refs_out) {
             s->drain_due = 0;
             s->hooks->drained(e, s->ctx);
             goto again;

@@ -279,6 +279,25 @@ def test_many_streams_on_one_connection(server, pki, www):
 
 # ---- the proxy ----------------------------------------------------------------------------------
 
+def test_proxied_answers_do_not_wait_on_a_file_of_another_stream(server, pki, upstream_app,
+                                                                tmp_path):
+    # bench/soak.py found it: while a large file filled the connection's
+    # output, a proxied answer on another stream waited for a `drained` that
+    # nothing marked due (the connection's pending output counted as the
+    # stream's own), and the stream hung for good. h2load alternates the two
+    # URLs over one connection, two streams at a time.
+    (tmp_path / "www" / "files" / "200k.bin").write_bytes(os.urandom(200 * 1024))
+    up = upstream_app()
+    srv = start(server, pki, upstream=up)
+    for _ in range(3):
+        out = subprocess.run(["h2load", "-n", "1000", "-c", "1", "-m", "2", "-t", "1", "-N", "5",
+                              f"http://127.0.0.1:{srv.ports[1]}/files/200k.bin",
+                              f"http://127.0.0.1:{srv.ports[1]}/up/id"],
+                             capture_output=True, text=True, timeout=60)
+        assert re.search(r"requests: 1000 total, 1000 started, 1000 done, 1000 succeeded",
+                         out.stdout), out.stdout + out.stderr
+
+
 def test_proxy_upload_and_streamed_download(server, pki, upstream_app, tmp_path):
     up = upstream_app()
     srv = start(server, pki, upstream=up)

@@ -4,15 +4,12 @@ each index), a rolling restart of the first upstream app and PHP-FPM pool at
 37 s. One run (about 80 s) serves every test of the module; its report is
 bench/soak.py's report.json.
 
-test_verdict asserts the harness's own verdict. It is marked xfail (strict)
-while two server bugs it finds stand: HTTP/2 streams of proxied and FastCGI
-routes that are never answered when a large static answer is being written
-on the same connection, and one pipe the master leaks per reload (the TLS
-keeper's readiness pipe). Strict: once both are fixed it passes, the mark
-fails the run, and the mark (and the two allowances below that name them)
-must go. The other tests check the same report one property at a time,
-allowing for those two bugs and nothing else, so that anything new fails
-now.
+test_verdict asserts the harness's own verdict; the other tests check the
+same report one property at a time, so that a failure says which. The soak
+found two server bugs, fixed since, each with a test of its own: HTTP/2
+streams of proxied routes never answered while a large file was written on
+the same connection (test_h2.py), and a pipe the master left open per reload
+(test_no_orphans.py).
 
 The worker RSS bound (2 %) is the issue's: between the first quiet sample
 (after 8 s of warm-up, when a fresh worker's RSS has levelled off) and the
@@ -38,16 +35,6 @@ ARGS = ["--duration", "60", "--warmup", "8", "--timeout", "6",
 KINDS = ("static", "proxy", "cache-hit", "cache-miss", "php", "ws")
 
 
-def h2_stall(f) -> bool:
-    """The known HTTP/2 bug: a stream of a route that answers later (proxy,
-    a cache miss, FastCGI; a cache-hit URL before it is stored) gets nothing
-    at all, while the connection's other streams go on. h2load alone shows
-    it: `h2load -n 2000 -c 1 -m 2 URL/static/200k.bin URL/proxy/id` never
-    ends (with a file of 144 KiB or less, or -m 1, it does)."""
-    return (f["proto"] == "h2" and f["category"] == "timeout" and f["kind"] != "static"
-            and "nothing received" in f["detail"])
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("soak")
@@ -67,8 +54,6 @@ def failed_checks(rep):
     return [c for c in rep["checks"] if not c["ok"]]
 
 
-@pytest.mark.xfail(strict=True, reason="server bugs found by the soak: HTTP/2 streams never "
-                   "answered behind a large static answer; the master leaks a pipe per reload")
 def test_verdict(report):
     assert report["verdict"] == "PASS", failed_checks(report)
     assert report["exit_status"] == 0, report["output"]
@@ -100,9 +85,8 @@ def test_every_event_happened(report):
 
 
 def test_no_unexpected_failure(report):
-    """Only requests in flight on a killed worker may fail (and the known
-    HTTP/2 stall, for now)."""
-    unexpected = [f for f in report["failures"] if not f["expected"] and not h2_stall(f)]
+    """Only requests in flight on a killed worker may fail."""
+    unexpected = [f for f in report["failures"] if not f["expected"]]
     assert not unexpected, unexpected[:20]
 
 
@@ -123,25 +107,14 @@ def test_resources(report):
             continue  # one per generation: compared in the report only
         assert r["start"] and r["end"], r
         assert r["rss_growth_pct"] < 2.0, r
-        if r["role"].startswith("worker"):
-            assert r["fds_not_conn_growth_pct"] < 2.0, r
-        else:
-            # The known leak: one pipe per reload, nothing else.
-            a, b = r["start"]["fd_classes"], r["end"]["fd_classes"]
-            hups = sum(1 for e in report["events"] if e["kind"] == "hup")
-            assert b.get("pipe", 0) - a.get("pipe", 0) in (0, hups), r
-            assert {k: v for k, v in a.items() if k != "pipe"} == \
-                   {k: v for k, v in b.items() if k != "pipe"}, r
+        assert r["fds_not_conn_growth_pct"] < 2.0, r
 
 
 def test_no_client_connection_left(report):
-    """The workers close every client connection the load closed, except the
-    HTTP/2 connections a stalled stream holds (the known bug)."""
-    stalled = {f["client_port"] for f in report["failures"] if h2_stall(f)}
+    """The workers close every client connection the load closed."""
     for r in report["resources"]:
         if r["role"].startswith("worker"):
-            left = set(r["end"]["client_ports"]) - stalled
-            assert not left, r["end"]
+            assert not r["end"]["client_ports"], r["end"]
 
 
 def test_no_crash_and_a_clean_stop(report):
