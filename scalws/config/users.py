@@ -108,6 +108,15 @@ def check(config, euid: int | None = None) -> list[Problem]:
         out.append(Problem(*root_mark, "user", "the workers run as root, with every "
                            "privilege of root; a user of their own (the package's scalws, "
                            "or nobody) is what they need"))
+    root = (os.geteuid() if euid is None else euid) == 0
+    for app in config.apps.values():
+        # An app runs arbitrary code: as root only when someone said so,
+        # and even then it is worth a line (its own `user:`, else the top one).
+        if app.user == "root" or (root and not app.user):
+            why = ("its user: (or the top-level one) says root" if app.user else
+                   "scalwsd runs as root and neither the app nor the top level names a user")
+            out.append(Problem(*app.mark, f"apps.{app.name}",
+                               f"the app runs as root ({why}): give it a user of its own"))
     name = worker_user(config, euid)
     if name is None or name == "root":
         return out

@@ -105,3 +105,16 @@ def test_check_config_warns_about_a_root_the_user_cannot_read(server, www, tmp_p
     expected = users.default_user()
     assert (f"the workers run as {expected}, who cannot read the document root "
             f"{tmp_path}/www (mode 0700, root:root)") in out.stderr, out.stderr
+
+
+def test_check_config_warns_about_an_app_that_would_run_as_root(tmp_path):
+    cfg = tmp_path / "apps.yaml"
+    cfg.write_text("apps:\n  a: {command: [/bin/sleep, '100'], dir: /tmp}\n"
+                   "  b: {command: [/bin/sleep, '100'], dir: /tmp, user: nobody}\n"
+                   "sites:\n  - listen: 127.0.0.1:1\n    routes:\n"
+                   "      - {path: /a/, app: a}\n      - {path: /b/, app: b}\n")
+    out = _check(cfg)
+    assert out.returncode == 0, out.stderr
+    assert ("apps.a: the app runs as root (scalwsd runs as root and neither the app nor "
+            "the top level names a user)") in out.stderr, out.stderr
+    assert "apps.b" not in out.stderr
