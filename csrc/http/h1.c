@@ -532,8 +532,9 @@ static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
          * is left to say, and the rest of it would be read as a request. */
         char peer[48];
         *put_peer(peer, c) = 0;
-        elog(e, SWS_L_INFO, "client timed out sending the request body of an answered request, "
-             "connection closed, client: %s", peer);
+        elog_folded(e, "body timeout after the answer", 0, SWS_L_INFO,
+                    "client timed out sending the request body of an answered request, "
+                    "connection closed, client: %s", peer);
     }
     conn_close(e, c);
 }

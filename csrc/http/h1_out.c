@@ -581,9 +581,11 @@ void h1_x_body_timeout(sws_engine_t *e, h1conn_t *hc)
     char peer[48];
     *put_peer(peer, c) = 0;
     /* nginx's "client timed out ... while reading client request body" */
-    elog(e, SWS_L_INFO, "client timed out sending the request body, %s, client: %s, "
-         "request: \"%.*s %.*s\"", x->started ? "connection closed" : "408",
-         peer, (int)x->log.method_len, x->log.method, (int)x->log.target_len, x->log.target);
+    elog_folded(e, "body timeout", 0, SWS_L_INFO,
+                "client timed out sending the request body, %s, client: %s, "
+                "request: \"%.*s %.*s\"", x->started ? "connection closed" : "408",
+                peer, (int)x->log.method_len, x->log.method, (int)x->log.target_len,
+                x->log.target);
     if (x->started) {
         /* The answer began: it cannot become a 408, and the rest of the
          * body would be read as the next request. */

@@ -2132,9 +2132,10 @@ static void body_stalled(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     char peer[48];
     *put_peer(peer, &hc->c) = 0;
     const char *q = s->rq ? s->rq : "";
-    elog(e, SWS_L_INFO, "HTTP/2: client timed out sending the request body, %s, client: %s, "
-         "request: \"%.*s %.*s\" (stream %d)", answer ? "408" : "stream reset", peer,
-         (int)s->pm.vl, q + s->pm.v, (int)s->pp.vl, q + s->pp.v, s->id);
+    elog_folded(e, "h2 body timeout", 0, SWS_L_INFO,
+                "HTTP/2: client timed out sending the request body, %s, client: %s, "
+                "request: \"%.*s %.*s\" (stream %d)", answer ? "408" : "stream reset", peer,
+                (int)s->pm.vl, q + s->pm.v, (int)s->pp.vl, q + s->pp.v, s->id);
     if (s->bin_len) {
         consume(hc, s->id, s->bin_len);
         s->bin_len = 0;
