@@ -83,7 +83,7 @@ def _unreachable(path: str, uid: int, gids: set[int], last: int) -> str | None:
     itself giving `last`. Returns the first obstacle in words, or None."""
     parts = os.path.abspath(path).split("/")[1:]
     here = "/"
-    for i, part in enumerate(parts):
+    for part in parts:
         try:
             st = os.stat(here)
         except OSError:
@@ -108,11 +108,11 @@ def check(config, euid: int | None = None) -> list[Problem]:
         out.append(Problem(*root_mark, "user", "the workers run as root, with every "
                            "privilege of root; a user of their own (the package's scalws, "
                            "or nobody) is what they need"))
-    root = (os.geteuid() if euid is None else euid) == 0
+    as_root = (os.geteuid() if euid is None else euid) == 0
     for app in config.apps.values():
         # An app runs arbitrary code: as root only when someone said so,
         # and even then it is worth a line (its own `user:`, else the top one).
-        if app.user == "root" or (root and not app.user):
+        if app.user == "root" or (as_root and not app.user):
             why = ("its user: (or the top-level one) says root" if app.user else
                    "scalwsd runs as root and neither the app nor the top level names a user")
             out.append(Problem(*app.mark, f"apps.{app.name}",
@@ -126,11 +126,13 @@ def check(config, euid: int | None = None) -> list[Problem]:
         return out
     # A document root is opened by the worker before it drops its privileges,
     # so only the root itself needs to let the user in (and read, to list it).
+    seen = set()
     for si, site in enumerate(config.sites):
         for ri, route in enumerate(site.routes):
             root = getattr(route.handler, "root", None)
-            if not isinstance(root, str):
+            if not isinstance(root, str) or root in seen:
                 continue
+            seen.add(root)
             try:
                 st = os.stat(root)
             except OSError:
