@@ -124,14 +124,34 @@ static void entry_evict(sws_filecache_t *fc, sws_file_t *f)
     entry_retire(fc, f);
 }
 
+/* The encoding a precompressed sibling's name says (FILE.br, FILE.zst,
+ * FILE.gz), or NULL. */
+static const char *sibling_encoding(const sws_file_t *f)
+{
+    static const struct { const char *sfx; const char *name; } SIB[] = {
+        {".br", "br"}, {".zst", "zstd"}, {".gz", "gzip"}};
+    for (size_t i = 0; i < sizeof SIB / sizeof SIB[0]; i++) {
+        size_t n = strlen(SIB[i].sfx);
+        if (f->key_len > n && memcmp(f->key + f->key_len - n, SIB[i].sfx, n) == 0)
+            return SIB[i].name;
+    }
+    return NULL;
+}
+
 static void make_etag(sws_file_t *f)
 {
     sws_http_date((time_t)f->mtime, f->last_modified);
-    /* Strong validator (RFC 9110 §8.8.3): any change of content changes size,
-     * mtime (ns) or inode (a replacement by rename). */
-    int n = snprintf(f->etag, sizeof f->etag, "\"%llx-%llx-%llx\"",
-                     (unsigned long long)f->size, (unsigned long long)f->mtime_ns,
-                     (unsigned long long)f->ino);
+    /* Strong validator (RFC 9110 §8.8.3), nginx's: modification time (s)
+     * and size, in hex, so that every host serving one release gives a
+     * file one ETag (an inode differs from host to host, and a balancer
+     * would turn each revalidation into a full answer); short, since
+     * HTTP/2 sends it as a literal. A precompressed sibling adds its
+     * encoding, so that no two representations of FILE share one. A
+     * change within the second that keeps the size keeps it, as nginx's
+     * (entry_stale still sees the replacement by its inode). */
+    const char *enc = sibling_encoding(f);
+    int n = snprintf(f->etag, sizeof f->etag, enc ? "\"%llx-%llx-%s\"" : "\"%llx-%llx\"",
+                     (unsigned long long)f->mtime, (unsigned long long)f->size, enc);
     f->etag_len = n > 0 && (size_t)n < sizeof f->etag ? (size_t)n : 0;
 }
 

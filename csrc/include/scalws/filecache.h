@@ -50,7 +50,8 @@ typedef struct sws_file {
     int is_dir;
     uint64_t size;
     int64_t mtime;           /* seconds */
-    char etag[SWS_FC_ETAG_MAX]; /* with the quotes: "size-mtimens-inode" in hex */
+    char etag[SWS_FC_ETAG_MAX]; /* with the quotes: "mtime-size" in hex (nginx's); a
+                                   precompressed sibling adds "-br", "-zstd", "-gzip" */
     size_t etag_len;
     const char *mem;         /* the content when size <= mem_max, else NULL */
     char last_modified[29];  /* mtime as an IMF-fixdate, for the header */
