@@ -806,7 +806,7 @@ typedef struct tee {
     size_t stored_len;            /* the part of fl that is stored (a prefix: the rest is per request) */
     sws_cc_t cc;
     sws_cc_resp_t rs;
-    int set_cookie, vary_star, age_invalid;
+    int set_cookie, vary_star, age_seen;
     char vary_names[VARY_MAX];    /* "a\0b\0" */
     size_t vary_names_len;
     char tags[TAGS_MAX];
@@ -908,7 +908,7 @@ static void tee_head(sws_engine_t *e, sws_resp_t *r, int status, const char *rea
     }
     sws_cc_init(&t->cc);
     t->rs = (sws_cc_resp_t){status, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, 0, 0};
-    t->set_cookie = t->vary_star = t->age_invalid = 0;
+    t->set_cookie = t->vary_star = t->age_seen = 0;
     t->vary_names_len = t->tags_len = 0;
     t->etag_off = -1;
 }
@@ -953,13 +953,14 @@ static void tee_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t n
         return; /* the protocol writes its own */
     }
     if (name_eq(&h, "age", 3)) {
-        /* one non-negative integer, or the response is treated as stale
-         * (several lines, lists, signs, fractions, parameters) */
-        int64_t a = sws_cc_delta(value, vl);
-        if (a >= 0 && t->rs.age == INT64_MIN)
-            t->rs.age = a;
-        else
-            t->age_invalid = 1;
+        /* RFC 9111 5.1: the first member of the first line that has one;
+         * an invalid one is ignored, as if absent */
+        if (!t->age_seen) {
+            int64_t a = sws_cc_age(value, vl);
+            t->age_seen = a != SWS_CC_AGE_NONE;
+            if (a >= 0)
+                t->rs.age = a;
+        }
         store_it = 0; /* hits compute their own */
     } else if (name_eq(&h, "cache-control", 13)) {
         if (!(t->c->ignore & SWS_CI_CACHE_CONTROL))
@@ -1108,8 +1109,6 @@ static int64_t lifetime_of(tee_t *t)
         t->rs.date = t->e->core.wall; /* we are the first to see it */
     int heuristic = sws_cc_heuristic_status(t->status) || (t->cc.flags & SWS_CC_PUBLIC);
     int64_t l = sws_cc_lifetime(&t->cc, &t->rs, heuristic, valid_for(t->c, t->status));
-    if (l > 0 && t->age_invalid)
-        l = 0; /* stored, but stale: revalidated before use */
     if (l < 0 && (t->cc.flags & SWS_CC_NO_CACHE) && (t->etag_off >= 0 || t->rs.last_modified != INT64_MIN))
         l = 0; /* stored to be revalidated every time */
     return l;

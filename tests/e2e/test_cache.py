@@ -211,6 +211,70 @@ def test_request_directives(server, origin):
     assert "hit" not in req(s.port, t2).cs
 
 
+# ---- Age (RFC 9111 5.1) ---------------------------------------------------------------
+
+def qs(*fields, **kw):
+    """q(), plus response fields the origin sends as given (set=Name:Value)."""
+    return "?" + urllib.parse.urlencode(list(kw.items()) + [("set", f) for f in fields])
+
+
+# The Age lines an origin sends, and the age the cache takes from them:
+# a list counts by its first member, several lines by the first line's; an
+# invalid first member is ignored (as if absent: the age is then the time
+# since Date, 0 here).
+AGE_FORMS = [
+    (["30"], 30),
+    (["30, 500"], 30),
+    (["30,500"], 30),
+    (["30", "500"], 30),
+    (["0,7200"], 0),
+    (["0", "7200"], 0),
+    ([" , 30"], 30),
+    (["abc"], None),
+    (["-1"], None),
+    (["1.5"], None),
+    (["1 2"], None),
+    (["10abc"], None),
+    (["7200;foo=bar"], None),
+    ([""], None),
+    (["abc", "30"], None),
+]
+
+
+def test_age_forms_the_cache_reads_are_hits_with_the_age_they_give(server, origin):
+    s = server(cache_yaml(origin.port))
+    for i, (lines, age) in enumerate(AGE_FORMS):
+        t = f"/age{i}" + qs(*[f"Age:{v}" for v in lines], cc="max-age=60")
+        first = req(s.port, t)
+        assert "fwd=miss" in first.cs and "stored" in first.cs, (lines, first.cs)
+        hit = req(s.port, t)
+        assert hit.cs.startswith("scalws; hit"), (lines, hit.cs)
+        assert origin.count(t) == 1, lines
+        # the age the client gets is the cache's own: the origin's first
+        # member plus the time since, or the time since Date alone
+        lo = age or 0
+        assert lo <= int(hit.h("age")) <= lo + 3, (lines, hit.h("age"))
+        # what is left of max-age=60 agrees
+        ttl = int(hit.cs.rpartition("ttl=")[2])
+        assert 60 - lo - 3 <= ttl <= 60 - lo, (lines, hit.cs)
+
+
+def test_an_age_past_the_lifetime_is_stale_and_a_huge_one_is_clamped(server, origin):
+    s = server(cache_yaml(origin.port))
+    for i, lines in enumerate([["7200, 0"], ["7200", "0"], ["99999999999999999999"],
+                               ["2147483648"]]):
+        t = f"/aged{i}" + qs(*[f"Age:{v}" for v in lines], cc="max-age=60", etag=f"a{i}")
+        first = req(s.port, t)
+        assert "stored" in first.cs, (lines, first.cs)
+        r = req(s.port, t)
+        assert "fwd=stale" in r.cs and "fwd-status=304" in r.cs, (lines, r.cs)
+        assert origin.count(t) == 2, lines
+    # an age of 2^31 (RFC 9111 1.2.2) is still older than 2^31 - 1 of max-age
+    t = "/agemax" + qs("Age:99999999999999999999", cc="max-age=2147483647")
+    req(s.port, t)
+    assert "fwd=stale" in req(s.port, t).cs
+
+
 # ---- staleness ----------------------------------------------------------------------
 
 def test_stale_entries_are_revalidated_and_refreshed(server, origin):
