@@ -58,10 +58,10 @@ NOT_RFC9111 = ("surrogate-control",)
 # stale, where section 5.1 says a cache SHOULD use the first member of a
 # list and SHOULD ignore an invalid value, as if absent: the first member
 # here is 0, 3600 (max-age 10000) or invalid, so the response is fresh. The
-# suite's later versions turned these tests into checks that expect the
-# response reused. Their fails are reported apart (`fail_contrary`) and are
-# not harmful; a failure of the other Age tests (the first member is 7200,
-# or 0 before 7200 on one line) is.
+# suite's later versions expect these responses reused. Their fails are
+# reported apart (`fail_contrary`) and are not harmful; a failure of the
+# other Age tests (the first member is 7200, or 0 before 7200 on one line)
+# is.
 CONTRARY_RFC9111 = ("age-parse-nonnumeric", "age-parse-negative", "age-parse-float",
                     "age-parse-prefix-twoline", "age-parse-dup-0", "age-parse-dup-0-twoline",
                     "age-parse-dup-old", "age-parse-parameter", "age-parse-numeric-parameter")
