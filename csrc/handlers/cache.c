@@ -806,7 +806,8 @@ typedef struct tee {
     size_t stored_len;            /* the part of fl that is stored (a prefix: the rest is per request) */
     sws_cc_t cc;
     sws_cc_resp_t rs;
-    int set_cookie, vary_star, age_invalid;
+    sws_tcc_t tcc[SWS_CACHE_TARGETED_MAX]; /* the route's target list's fields (RFC 9213) */
+    int set_cookie, vary_star, age_seen;
     char vary_names[VARY_MAX];    /* "a\0b\0" */
     size_t vary_names_len;
     char tags[TAGS_MAX];
@@ -908,7 +909,9 @@ static void tee_head(sws_engine_t *e, sws_resp_t *r, int status, const char *rea
     }
     sws_cc_init(&t->cc);
     t->rs = (sws_cc_resp_t){status, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, 0, 0};
-    t->set_cookie = t->vary_star = t->age_invalid = 0;
+    t->set_cookie = t->vary_star = t->age_seen = 0;
+    for (size_t i = 0; i < SWS_CACHE_TARGETED_MAX; i++)
+        sws_tcc_init(&t->tcc[i]);
     t->vary_names_len = t->tags_len = 0;
     t->etag_off = -1;
 }
@@ -940,6 +943,22 @@ static void note_vary(tee_t *t, const char *v, size_t n)
     }
 }
 
+/* A field of the route's target list (RFC 9213): parsed unless the route
+ * ignores Cache-Control (whose meaning it carries). 1 when the route
+ * removes it from responses. */
+static int targeted_field(tee_t *t, const sws_header_t *h)
+{
+    const sws_cache_route_t *c = t->c;
+    for (size_t i = 0; i < c->n_targeted && i < SWS_CACHE_TARGETED_MAX; i++) {
+        if (!name_eq(h, c->targeted[i].name, c->targeted[i].name_len))
+            continue;
+        if (!(c->ignore & SWS_CI_CACHE_CONTROL))
+            sws_tcc_parse(&t->tcc[i], h->value, h->value_len);
+        return (c->targeted_remove >> i) & 1;
+    }
+    return 0;
+}
+
 static void tee_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t nl, const char *value,
                       size_t vl)
 {
@@ -953,13 +972,14 @@ static void tee_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t n
         return; /* the protocol writes its own */
     }
     if (name_eq(&h, "age", 3)) {
-        /* one non-negative integer, or the response is treated as stale
-         * (several lines, lists, signs, fractions, parameters) */
-        int64_t a = sws_cc_delta(value, vl);
-        if (a >= 0 && t->rs.age == INT64_MIN)
-            t->rs.age = a;
-        else
-            t->age_invalid = 1;
+        /* RFC 9111 5.1: the first member of the first line that has one;
+         * an invalid one is ignored, as if absent */
+        if (!t->age_seen) {
+            int64_t a = sws_cc_age(value, vl);
+            t->age_seen = a != SWS_CC_AGE_NONE;
+            if (a >= 0)
+                t->rs.age = a;
+        }
         store_it = 0; /* hits compute their own */
     } else if (name_eq(&h, "cache-control", 13)) {
         if (!(t->c->ignore & SWS_CI_CACHE_CONTROL))
@@ -986,6 +1006,8 @@ static void tee_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t n
             note_vary(t, value, vl);
     } else if (name_eq(&h, "x-request-id", 12) || name_eq(&h, "cache-status", 12)) {
         store_it = 0;
+    } else if (targeted_field(t, &h)) {
+        return; /* removed: neither passed on nor stored */
     } else if (name_eq(&h, "location", 8) || name_eq(&h, "content-location", 16)) {
         int k = nl == 8 ? 0 : 1;
         free(t->loc[k]);
@@ -1108,8 +1130,6 @@ static int64_t lifetime_of(tee_t *t)
         t->rs.date = t->e->core.wall; /* we are the first to see it */
     int heuristic = sws_cc_heuristic_status(t->status) || (t->cc.flags & SWS_CC_PUBLIC);
     int64_t l = sws_cc_lifetime(&t->cc, &t->rs, heuristic, valid_for(t->c, t->status));
-    if (l > 0 && t->age_invalid)
-        l = 0; /* stored, but stale: revalidated before use */
     if (l < 0 && (t->cc.flags & SWS_CC_NO_CACHE) && (t->etag_off >= 0 || t->rs.last_modified != INT64_MIN))
         l = 0; /* stored to be revalidated every time */
     return l;
@@ -1252,6 +1272,10 @@ static void tee_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t le
     t->expect_len = kind == SWS_BODY_LENGTH ? len : 0;
     t->body_len = 0;
     t->complete = 0;
+    /* RFC 9213 2.1: a targeted field, when valid, is the policy from here on */
+    sws_tcc_apply(t->tcc, t->c->n_targeted < SWS_CACHE_TARGETED_MAX ? t->c->n_targeted
+                                                                   : SWS_CACHE_TARGETED_MAX,
+                  &t->cc, &t->rs);
     if (t->mode == M_INVALIDATE && t->status < 400)
         invalidate(t);
     /* a revalidation answered 304, or an error with a stale entry that may

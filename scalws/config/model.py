@@ -443,4 +443,12 @@ class RouteCache:
     stale_if_error: float = 0.0
     tag_headers: list = field(default_factory=lambda: ["cache-tag", "surrogate-key"])
     purge: Optional[CachePurge] = None     # None: PURGE is not handled (goes upstream)
+    # RFC 9213's target list, most precedent first (lowercase field names):
+    # the route's own targeted field (`targeted_field`), then
+    # cdn-cache-control unless `cdn_cache_control: off`. The first of them
+    # a response carries validly replaces its Cache-Control and Expires.
+    targeted: list = field(default_factory=lambda: ["cdn-cache-control"])
+    # Those of `targeted` removed from the responses clients get (and from
+    # what is stored): by default the route's own field, which targets us.
+    targeted_remove: list = field(default_factory=list)
     mark: Mark = ("<default>", 0, 0)

@@ -131,6 +131,9 @@ cdef extern from "scalws/cache.h" nogil:
         int purge
         const void *purge_allow
         size_t n_purge_allow
+        const void *targeted
+        size_t n_targeted
+        uint32_t targeted_remove
 
 
 cdef extern from "scalws/engine.h" nogil:

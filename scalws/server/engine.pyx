@@ -334,6 +334,11 @@ cdef class Engine:
         if rc.purge is not None:
             c.purge = 1
             c.purge_allow = <const void *>self._cidrs(rc.purge.allow, &c.n_purge_allow)
+        c.targeted = <const void *><size_t>self._hnames(rc.targeted, &c.n_targeted)
+        c.targeted_remove = 0
+        for i, name in enumerate(rc.targeted):
+            if name in rc.targeted_remove:
+                c.targeted_remove |= <uint32_t>(1 << i)
         return c
 
     cdef sws_cidr_t *_cidrs(self, nets, size_t *count) except NULL:

@@ -211,6 +211,200 @@ def test_request_directives(server, origin):
     assert "hit" not in req(s.port, t2).cs
 
 
+# ---- Age (RFC 9111 5.1) ---------------------------------------------------------------
+
+def qs(*fields, **kw):
+    """q(), plus response fields the origin sends as given (set=Name:Value)."""
+    return "?" + urllib.parse.urlencode(list(kw.items()) + [("set", f) for f in fields])
+
+
+# The Age lines an origin sends, and the age the cache takes from them:
+# a list counts by its first member, several lines by the first line's; an
+# invalid first member is ignored (as if absent: the age is then the time
+# since Date, 0 here).
+AGE_FORMS = [
+    (["30"], 30),
+    (["30, 500"], 30),
+    (["30,500"], 30),
+    (["30", "500"], 30),
+    (["0,7200"], 0),
+    (["0", "7200"], 0),
+    ([" , 30"], 30),
+    (["abc"], None),
+    (["-1"], None),
+    (["1.5"], None),
+    (["1 2"], None),
+    (["10abc"], None),
+    (["7200;foo=bar"], None),
+    ([""], None),
+    (["abc", "30"], None),
+]
+
+
+def test_age_forms_the_cache_reads_are_hits_with_the_age_they_give(server, origin):
+    s = server(cache_yaml(origin.port))
+    for i, (lines, age) in enumerate(AGE_FORMS):
+        t = f"/age{i}" + qs(*[f"Age:{v}" for v in lines], cc="max-age=60")
+        first = req(s.port, t)
+        assert "fwd=miss" in first.cs and "stored" in first.cs, (lines, first.cs)
+        hit = req(s.port, t)
+        assert hit.cs.startswith("scalws; hit"), (lines, hit.cs)
+        assert origin.count(t) == 1, lines
+        # the age the client gets is the cache's own: the origin's first
+        # member plus the time since, or the time since Date alone
+        lo = age or 0
+        assert lo <= int(hit.h("age")) <= lo + 3, (lines, hit.h("age"))
+        # what is left of max-age=60 agrees
+        ttl = int(hit.cs.rpartition("ttl=")[2])
+        assert 60 - lo - 3 <= ttl <= 60 - lo, (lines, hit.cs)
+
+
+def test_an_age_past_the_lifetime_is_stale_and_a_huge_one_is_clamped(server, origin):
+    s = server(cache_yaml(origin.port))
+    for i, lines in enumerate([["7200, 0"], ["7200", "0"], ["99999999999999999999"],
+                               ["2147483648"]]):
+        t = f"/aged{i}" + qs(*[f"Age:{v}" for v in lines], cc="max-age=60", etag=f"a{i}")
+        first = req(s.port, t)
+        assert "stored" in first.cs, (lines, first.cs)
+        r = req(s.port, t)
+        assert "fwd=stale" in r.cs and "fwd-status=304" in r.cs, (lines, r.cs)
+        assert origin.count(t) == 2, lines
+    # an age of 2^31 (RFC 9111 1.2.2) is still older than 2^31 - 1 of max-age
+    t = "/agemax" + qs("Age:99999999999999999999", cc="max-age=2147483647")
+    req(s.port, t)
+    assert "fwd=stale" in req(s.port, t).cs
+
+
+# ---- targeted fields (RFC 9213) ---------------------------------------------------------
+
+def test_cdn_cache_control_overrides_cache_control_both_ways(server, origin):
+    s = server(cache_yaml(origin.port))
+    # CDN-Cache-Control forbids what Cache-Control allows: not stored, or
+    # not reused without the origin
+    for i, cdn in enumerate(["no-store", "private", 'private="set-cookie"']):
+        t = f"/cdnns{i}" + qs(f"CDN-Cache-Control:{cdn}", cc="max-age=600", expires=600)
+        first = req(s.port, t)
+        assert "stored" not in first.cs, (cdn, first.cs)
+        assert first.h("cdn-cache-control") == cdn  # passed through by default
+        r = req(s.port, t)
+        assert "fwd=miss" in r.cs and "stored" not in r.cs, (cdn, r.cs)
+        assert origin.count(t) == 2, cdn
+    # no-cache: stored, but revalidated before each use
+    t = "/cdnnc" + qs("CDN-Cache-Control:no-cache", cc="max-age=600", etag="nc")
+    req(s.port, t)
+    r = req(s.port, t)
+    assert "fwd=stale" in r.cs and "fwd-status=304" in r.cs, r.cs
+    assert origin.requests(t)[-1][1].get("If-None-Match") == '"nc"'
+    # CDN-Cache-Control allows what Cache-Control forbids: stored, a hit,
+    # and the client still gets Cache-Control: no-store
+    for i, cc in enumerate(["no-store", "private", "no-cache", "max-age=0"]):
+        t = f"/cdnok{i}" + qs("CDN-Cache-Control:max-age=60", cc=cc)
+        first = req(s.port, t)
+        assert "stored" in first.cs, (cc, first.cs)
+        hit = req(s.port, t)
+        assert hit.cs.startswith("scalws; hit"), (cc, hit.cs)
+        assert hit.h("cache-control") == cc and hit.h("cdn-cache-control") == "max-age=60"
+        assert origin.count(t) == 1, cc
+    # Expires is ignored too: a past one does not make it stale
+    t = "/cdnexp" + qs("CDN-Cache-Control:max-age=60", expires=-100)
+    req(s.port, t)
+    assert "hit" in req(s.port, t).cs
+
+
+def test_cdn_cache_control_max_age_replaces_a_longer_one(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/cdnshort" + qs("CDN-Cache-Control:max-age=1", cc="max-age=600", etag="s")
+    req(s.port, t)
+    time.sleep(2.2)  # the behaviour under test: CDN-Cache-Control's max-age passes
+    r = req(s.port, t)
+    assert "fwd=stale" in r.cs, r.cs
+    assert origin.count(t) == 2
+
+
+def test_an_invalid_cdn_cache_control_is_ignored_whole(server, origin):
+    s = server(cache_yaml(origin.port))
+    # not a Dictionary, or a directive of the wrong type: Cache-Control rules
+    for i, cdn in enumerate(['max-age="60"', "max-age=60, &&&", "max-age =60", "MAX-AGE=60",
+                             "max-age=1.5", "max-age=60,"]):
+        t = f"/cdnbad{i}" + qs(f"CDN-Cache-Control:{cdn}", cc="no-store")
+        req(s.port, t)
+        r = req(s.port, t)
+        assert "stored" not in r.cs and "hit" not in r.cs, (cdn, r.cs)
+        assert origin.count(t) == 2, cdn
+    for i, cdn in enumerate(['no-store="x"', "no-store, &&&", "no-store=1"]):
+        t = f"/cdnbadok{i}" + qs(f"CDN-Cache-Control:{cdn}", cc="max-age=600")
+        req(s.port, t)
+        assert "hit" in req(s.port, t).cs, cdn
+        assert origin.count(t) == 1, cdn
+    # an empty one is no policy either
+    t = "/cdnempty" + qs("CDN-Cache-Control:", cc="max-age=600")
+    req(s.port, t)
+    assert "hit" in req(s.port, t).cs
+
+
+def test_cdn_cache_control_on_two_lines_is_one_dictionary(server, origin):
+    s = server(cache_yaml(origin.port))
+    t = "/cdn2" + qs("CDN-Cache-Control:no-store", "CDN-Cache-Control:no-store=?0, max-age=60",
+                     cc="no-store")
+    req(s.port, t)
+    assert "hit" in req(s.port, t).cs
+    t = "/cdn2bad" + qs("CDN-Cache-Control:max-age=60", "CDN-Cache-Control:&", cc="no-store")
+    req(s.port, t)
+    assert "hit" not in req(s.port, t).cs and origin.count(t) == 2
+
+
+def test_the_routes_own_targeted_field_comes_first_and_is_removed(server, origin):
+    s = server(cache_yaml(origin.port, {"targeted_field": "ScalWS-Cache-Control"}))
+    # ours allows, CDN-Cache-Control and Cache-Control forbid: stored
+    t = "/own" + qs("ScalWS-Cache-Control:max-age=60", "CDN-Cache-Control:no-store",
+                    cc="no-store")
+    first = req(s.port, t)
+    assert "stored" in first.cs
+    hit = req(s.port, t)
+    assert hit.cs.startswith("scalws; hit") and origin.count(t) == 1
+    for r in (first, hit):  # ours is for us alone; CDN-Cache-Control goes on
+        assert r.h("scalws-cache-control") is None
+        assert r.h("cdn-cache-control") == "no-store" and r.h("cache-control") == "no-store"
+    # ours forbids, CDN-Cache-Control allows: not stored
+    t = "/ownns" + qs("ScalWS-Cache-Control:no-store", "CDN-Cache-Control:max-age=60",
+                      cc="max-age=60")
+    req(s.port, t)
+    assert "fwd=miss" in req(s.port, t).cs and origin.count(t) == 2
+    # ours invalid: CDN-Cache-Control is next
+    t = "/ownbad" + qs('ScalWS-Cache-Control:max-age="60"', "CDN-Cache-Control:max-age=60",
+                       cc="no-store")
+    req(s.port, t)
+    assert "hit" in req(s.port, t).cs and origin.count(t) == 1
+
+
+def test_remove_targeted_and_cdn_cache_control_off(server, origin):
+    # CDN-Cache-Control removed from what clients get, still obeyed; ours kept
+    s = server(cache_yaml(origin.port, {"targeted_field": "X-Our-CC",
+                                        "remove_targeted": ["CDN-Cache-Control"]}))
+    t = "/rm" + qs("CDN-Cache-Control:max-age=60", cc="no-store")
+    first = req(s.port, t)
+    hit = req(s.port, t)
+    assert "stored" in first.cs and hit.cs.startswith("scalws; hit")
+    assert first.h("cdn-cache-control") is None and hit.h("cdn-cache-control") is None
+    t = "/rmown" + qs("X-Our-CC:max-age=60", "CDN-Cache-Control:no-store", cc="no-store")
+    first = req(s.port, t)
+    hit = req(s.port, t)
+    assert "stored" in first.cs and hit.cs.startswith("scalws; hit")
+    for r in (first, hit):
+        assert r.h("cdn-cache-control") is None and r.h("x-our-cc") == "max-age=60"
+    # ours removed (the default): on a hit too
+    s2 = server(cache_yaml(origin.port, {"targeted_field": "X-Our-CC"}))
+    t = "/rm2" + qs("X-Our-CC:max-age=60", cc="private")
+    first, hit = req(s2.port, t), req(s2.port, t)
+    assert "hit" in hit.cs
+    assert first.h("x-our-cc") is None and hit.h("x-our-cc") is None
+    # cdn_cache_control: off: CDN-Cache-Control is not ours, passed through unread
+    s3 = server(cache_yaml(origin.port, {"cdn_cache_control": False}))
+    t = "/off" + qs("CDN-Cache-Control:no-store", cc="max-age=60")
+    first, hit = req(s3.port, t), req(s3.port, t)
+    assert "hit" in hit.cs and hit.h("cdn-cache-control") == "no-store"
+
+
 # ---- staleness ----------------------------------------------------------------------
 
 def test_stale_entries_are_revalidated_and_refreshed(server, origin):

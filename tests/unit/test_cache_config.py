@@ -132,6 +132,32 @@ def test_defaults_with_a_zone(tmp_path):
          ["cache-tag", "surrogate-key"])
 
 
+@pytest.mark.parametrize("body, targeted, remove", [
+    # RFC 9213: CDN-Cache-Control is on every route's target list by default
+    ("", ["cdn-cache-control"], []),
+    ("cdn_cache_control: off\n", [], []),
+    ("targeted_field: off\n", ["cdn-cache-control"], []),
+    # our own field first; removed from responses unless told otherwise
+    ("targeted_field: ScalWS-Cache-Control\n", ["scalws-cache-control", "cdn-cache-control"],
+     ["scalws-cache-control"]),
+    ("targeted_field: ScalWS-Cache-Control\ncdn_cache_control: off\n",
+     ["scalws-cache-control"], ["scalws-cache-control"]),
+    ("targeted_field: ScalWS-Cache-Control\nremove_targeted: []\n",
+     ["scalws-cache-control", "cdn-cache-control"], []),
+    ("targeted_field: ScalWS-Cache-Control\nremove_targeted: off\n",
+     ["scalws-cache-control", "cdn-cache-control"], []),
+    ("targeted_field: ScalWS-Cache-Control\nremove_targeted: [CDN-Cache-Control]\n",
+     ["scalws-cache-control", "cdn-cache-control"], ["cdn-cache-control"]),
+    ("targeted_field: X-CC\nremove_targeted: [cdn-cache-control, x-cc]\n",
+     ["x-cc", "cdn-cache-control"], ["cdn-cache-control", "x-cc"]),
+    ("remove_targeted: CDN-Cache-Control\n", ["cdn-cache-control"], ["cdn-cache-control"]),
+])
+def test_targeted_fields(tmp_path, body, targeted, remove):
+    rc, cfg = load_cache(tmp_path, "zone: main\n" + body)
+    assert (rc.targeted, rc.targeted_remove) == (targeted, remove)
+    assert cfg.warnings == []
+
+
 def test_a_zone_name_alone(tmp_path):
     cfg = load_config(write(tmp_path, "cache_zones: {main: {max_size: 64m}}\n" + ZONES_TAIL))
     rc = cfg.sites[0].routes[0].handler.cache
@@ -386,7 +412,7 @@ def test_request_method_in_the_key_is_a_warning(tmp_path):
      "'key'?"),
     ("zone: main\nlifetime: 1m", f"F:13:13: {P}.lifetime: unknown key 'lifetime' (known "
      "keys: zone, max_size, max_object_size, key, methods, valid, bypass, no_store, ignore, "
-     "lock, stale, tag_headers, purge)"),
+     "lock, stale, tag_headers, purge, targeted_field, cdn_cache_control, remove_targeted)"),
     # zone
     ("zone: mian", f"F:12:19: {P}.zone: unknown cache zone 'mian'; did you mean 'main'?"),
     ("zone: other", f"F:12:19: {P}.zone: unknown cache zone 'other' (cache_zones: main)"),
@@ -467,6 +493,39 @@ def test_request_method_in_the_key_is_a_warning(tmp_path):
      "duration such as 10s or 500ms, got a string '-1s'"),
     ("zone: main\nstale: 30s", f"F:13:20: {P}.stale: expected off or a mapping such as "
      "{while_revalidate: 30s, if_error: 10m}; got a string '30s'"),
+    # targeted fields (RFC 9213)
+    ("zone: main\ntargeted_field: CDN-Cache-Control", f"F:13:29: {P}.targeted_field: "
+     "'CDN-Cache-Control' cannot be the route's targeted field: it is on the target list "
+     "already (cdn_cache_control: on turns it on or off)"),
+    ("zone: main\ntargeted_field: cache-control", f"F:13:29: {P}.targeted_field: "
+     "'cache-control' cannot be the route's targeted field: the cache reads that field for "
+     "its own meaning"),
+    ("zone: main\ntargeted_field: Age", f"F:13:29: {P}.targeted_field: 'Age' cannot be the "
+     "route's targeted field: the cache reads that field for its own meaning"),
+    ("zone: main\ntargeted_field: 'My Cache-Control'", f"F:13:29: {P}.targeted_field: 'My "
+     "Cache-Control' is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)"),
+    ("zone: main\ntargeted_field: [X-CC]", f"F:13:29: {P}.targeted_field: expected a header "
+     "name such as ScalWS-Cache-Control, or off; got a list"),
+    ("zone: main\ntargeted_field: 5", f"F:13:29: {P}.targeted_field: expected a header name "
+     "such as ScalWS-Cache-Control, or off; got an integer 5"),
+    ("zone: main\ncdn_cache_control: maybe", f"F:13:32: {P}.cdn_cache_control: expected on "
+     "or off, got a string 'maybe'"),
+    ("zone: main\ncdn_cache_control: off\nremove_targeted: [CDN-Cache-Control]",
+     f"F:14:31: {P}.remove_targeted[0]: CDN-Cache-Control is not on the target list "
+     "(cdn_cache_control: off), and a targeted field a cache does not use is passed through "
+     "(RFC 9213 section 2.1)"),
+    ("zone: main\nremove_targeted: [X-CC]", f"F:13:31: {P}.remove_targeted[0]: 'X-CC' is "
+     "not on the route's target list (cdn-cache-control); remove other fields with "
+     "headers.response.remove"),
+    ("zone: main\ncdn_cache_control: off\nremove_targeted: X-CC", f"F:14:30: "
+     f"{P}.remove_targeted: 'X-CC' is not on the route's target list (nothing "
+     "(cdn_cache_control: off, no targeted_field)); remove other fields with "
+     "headers.response.remove"),
+    ("zone: main\ntargeted_field: X-CC\nremove_targeted: [x-cc, X-CC]", f"F:14:37: "
+     f"{P}.remove_targeted[1]: 'X-CC' is already listed (line 14; names are "
+     "case-insensitive)"),
+    ("zone: main\nremove_targeted: {a: 1}", f"F:13:30: {P}.remove_targeted: expected a "
+     "header name or a list of them, got a mapping"),
     # purge
     ("zone: main\npurge: on", f"F:13:20: {P}.purge: nobody could purge: trusted_proxies "
      "lists no address; give purge.allow, such as {allow: [127.0.0.1]}"),

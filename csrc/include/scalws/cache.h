@@ -67,7 +67,15 @@ typedef struct sws_cache_route {
     int purge;                    /* PURGE handled here */
     const sws_cidr_t *purge_allow; /* n 0: trusted_proxies */
     size_t n_purge_allow;
+    /* RFC 9213's target list, most precedent first: the first of these
+     * fields a response carries validly replaces its Cache-Control and
+     * Expires (scalws/cachecc.h, sws_tcc_apply) */
+    const sws_hname_t *targeted;
+    size_t n_targeted;            /* at most SWS_CACHE_TARGETED_MAX */
+    uint32_t targeted_remove;     /* bit i: targeted[i] is neither passed on nor stored */
 } sws_cache_route_t;
+
+#define SWS_CACHE_TARGETED_MAX 2  /* the route's own field and CDN-Cache-Control */
 
 #define SWS_CACHE_KEY_MAX 4096    /* longer keys are not cached */
 #define SWS_CACHE_HEAD_MAX 8192   /* stored fields; more: not stored */

@@ -16,6 +16,7 @@ the `cache:` key of `proxy` and `fastcgi` routes.
                 lock: {timeout: 3s}
                 stale: {while_revalidate: 30s, if_error: 10m}
                 purge: {allow: ["10.0.0.0/8"]}
+                targeted_field: ScalWS-Cache-Control   # RFC 9213, before CDN-Cache-Control
           - {path: /img/, proxy: {upstream: api, cache: {max_size: 64m}}}
 
 compile_zones() validates `cache_zones` and returns {name: CacheZone};
@@ -27,6 +28,10 @@ the zone exists, the route's max_object_size fits in the zone's, someone
 may purge); a route giving `max_size` instead gets a zone of its own,
 "route:<file>:<line>" (the line of its `cache:`), added to
 Config.cache_zones after the named ones.
+
+The target list of RFC 9213 (`targeted_field`, `cdn_cache_control`,
+`remove_targeted`) compiles to RouteCache.targeted, most precedent first,
+and RouteCache.targeted_remove.
 
 Templates (`key`, `bypass`, `no_store`) are split here into the parts the
 runtime evaluates per request (model.RouteCache.key): literal text and
@@ -48,7 +53,8 @@ from .respond import is_token
 
 ZONE_KEYS = ("max_size", "max_object_size")
 KEYS = ("zone", "max_size", "max_object_size", "key", "methods", "valid", "bypass",
-        "no_store", "ignore", "lock", "stale", "tag_headers", "purge")
+        "no_store", "ignore", "lock", "stale", "tag_headers", "purge", "targeted_field",
+        "cdn_cache_control", "remove_targeted")
 LOCK_KEYS = ("timeout",)
 STALE_KEYS = ("while_revalidate", "if_error")
 PURGE_KEYS = ("allow",)
@@ -66,6 +72,15 @@ IMPLICIT_PREFIX = "route:"
 METHODS = ("GET", "HEAD")
 # Response fields whose caching meaning `ignore` may turn off.
 IGNORABLE = ("cache-control", "expires", "set-cookie", "vary")
+
+# RFC 9213's targeted field for CDNs, on every route's target list unless
+# `cdn_cache_control: off`.
+CDN_CC = "cdn-cache-control"
+# Fields the cache reads for another meaning: none can be a route's own
+# targeted field.
+NOT_TARGETED = ("cache-control", CDN_CC, "age", "cache-status", "date", "etag", "expires",
+                "last-modified", "location", "content-location", "pragma", "set-cookie",
+                "vary")
 
 # Template variables: the fixed ones, and the prefixes taking a name.
 VARIABLES = ("scheme", "host", "request_uri", "uri", "args", "is_args", "request_method")
@@ -239,6 +254,11 @@ def compile(ctx, knode, node, path):
             fields.ok = False
         elif purge is not None:
             values["purge"] = purge
+    targeted = _targeted(ctx, keys, path)
+    if targeted is None:
+        fields.ok = False
+    else:
+        values["targeted"], values["targeted_remove"] = targeted
     if not fields.ok:
         return False
     for name, value in values.items():
@@ -570,6 +590,69 @@ def _purge(ctx, node, path):
     if not purge.allow:
         ctx.cache_purges.append((node, path))
     return purge
+
+
+# -- targeted fields (RFC 9213) ----------------------------------------------------
+
+def _targeted(ctx, keys, path):
+    """targeted_field, cdn_cache_control and remove_targeted -> (the target
+    list, the names removed from responses), or None after reporting."""
+    own = None
+    if "targeted_field" in keys:
+        node = keys["targeted_field"][1]
+        fpath = _sub(path, "targeted_field")
+        if ctx.kind(node) == "bool" and not ctx.boolean(node, fpath):
+            pass                                   # off: none of our own
+        elif ctx.kind(node) != "str":
+            ctx.error(node, fpath, "expected a header name such as ScalWS-Cache-Control, "
+                      f"or off; got {ctx.describe(node)}")
+            return None
+        elif node.value == "off":
+            pass
+        elif not is_token(node.value):
+            ctx.error(node, fpath, f"'{node.value}' is not a valid header name (letters, "
+                      "digits and !#$%&'*+-.^_`|~ only)")
+            return None
+        elif node.value.lower() in NOT_TARGETED:
+            why = ("it is on the target list already (cdn_cache_control: on turns it on or "
+                   "off)" if node.value.lower() == CDN_CC else
+                   "the cache reads that field for its own meaning")
+            ctx.error(node, fpath, f"'{node.value}' cannot be the route's targeted field: "
+                      f"{why}")
+            return None
+        else:
+            own = node.value.lower()
+    cdn = True
+    if "cdn_cache_control" in keys:
+        cdn = ctx.boolean(keys["cdn_cache_control"][1], _sub(path, "cdn_cache_control"))
+        if cdn is None:
+            return None
+    targeted = ([own] if own else []) + ([CDN_CC] if cdn else [])
+    if "remove_targeted" not in keys:
+        return targeted, [own] if own else []
+    node = keys["remove_targeted"][1]
+    rpath = _sub(path, "remove_targeted")
+    if (ctx.kind(node) == "seq" and not node.value) or \
+            (ctx.kind(node) == "bool" and not ctx.boolean(node, rpath)):
+        return targeted, []                        # [] or off: every field passed on
+    names = _names(ctx, node, rpath, None)
+    if names is None:
+        return None
+    items = _list_items(ctx, node, rpath, "header name")
+    for name, (item, ipath) in zip(names, items):
+        if name not in targeted:
+            if name == CDN_CC:
+                why = ("CDN-Cache-Control is not on the target list (cdn_cache_control: "
+                       "off), and a targeted field a cache does not use is passed through "
+                       "(RFC 9213 section 2.1)")
+            else:
+                listed = ", ".join(targeted) or "nothing (cdn_cache_control: off, no " \
+                    "targeted_field)"
+                why = (f"'{item.value}' is not on the route's target list ({listed}); "
+                       "remove other fields with headers.response.remove")
+            ctx.error(item, ipath, why)
+            return None
+    return targeted, names
 
 
 # --------------------------------------------------------------------------

@@ -14,6 +14,8 @@ counts what reached it.
         tag       Cache-Tag value
         sleep     seconds before answering
         trickle   seconds between body chunks of 64 KiB (a slow fill)
+        set       Name:Value, a field sent as given (repeatable: one line each,
+                  in order; an empty value is sent empty)
 Every method answers; POST and DELETE bodies are read. `fail[path]` makes
 that path answer 500 (stale-if-error tests); `seen` lists (method, target,
 headers) of every request.
@@ -56,6 +58,8 @@ class Origin:
                     count = sum(1 for m, p, _ in origin.seen if p == self.path)
                 u = urllib.parse.urlsplit(self.path)
                 q = dict(urllib.parse.parse_qsl(u.query))
+                sets = [v for k, v in urllib.parse.parse_qsl(u.query, keep_blank_values=True)
+                        if k == "set"]
                 if "sleep" in q:
                     time.sleep(float(q["sleep"]))
                 status = int(q.get("status", 200))
@@ -92,6 +96,9 @@ class Origin:
                     self.send_header("Set-Cookie", "s=1")
                 if "tag" in q:
                     self.send_header("Cache-Tag", q["tag"])
+                for v in sets:
+                    name, _, value = v.partition(":")
+                    self.send_header(name, value.lstrip())
                 if status == 304:
                     self.end_headers()
                     return
