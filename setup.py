@@ -401,7 +401,9 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
           "csrc/upstream/uptls.c",
           "csrc/core/sandbox.c",
-          "csrc/cache/store.c", "csrc/http/cachecc.c", "csrc/handlers/cache.c",
+          "csrc/cache/store.c", "csrc/http/cachecc.c", "csrc/handlers/cache_key.c",
+          "csrc/handlers/cache_serve.c", "csrc/handlers/cache_purge.c", "csrc/handlers/cache_tee.c",
+          "csrc/handlers/cache_reval.c",
           "csrc/engine.c"]
 
 # csrc/core/sandbox.c's system call names, from this machine's kernel headers.

@@ -38,7 +38,7 @@ struct sws_engine {
     sws_respond_state_t rsp;   /* csrc/handlers/respond.c */
     sws_static_state_t st;     /* csrc/handlers/static.c */
     sws_upstreams_t up;        /* csrc/upstream/ */
-    sws_cache_state_t ca;      /* csrc/handlers/cache.c */
+    sws_cache_state_t ca;      /* csrc/handlers/cache_*.c */
 };
 
 #endif

@@ -1,6 +1,10 @@
-/* scalws/cache.h — the response cache (csrc/handlers/cache.c; issue 17,
+/* scalws/cache.h — the response cache (csrc/handlers/cache_*.c; issue 17,
  * docs/adr/0014-response-cache.md): RFC 9111 in front of a proxy or
- * FastCGI route, over the shared store (scalws/cachestore.h).
+ * FastCGI route, over the shared store (scalws/cachestore.h). Its files,
+ * by concern: cache_key.c (key templates, conditions, hashing, Vary),
+ * cache_serve.c (zones, lookup, the hit path), cache_purge.c, cache_tee.c
+ * (the storing tee), cache_reval.c (misses: fills, revalidation, stale
+ * answers, collapsed misses); what they share is csrc/handlers/cache_int.h.
  *
  * Two entry points, both called by the protocol for a route whose handler
  * has a `cache`:

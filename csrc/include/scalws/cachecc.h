@@ -1,7 +1,7 @@
 /* scalws/cachecc.h — what RFC 9111 says about one response and one request:
  * Cache-Control parsed (§5.2), freshness lifetime (§4.2.1, heuristics in
  * §4.2.2), age (§4.2.3), and whether a shared cache may store it (§3).
- * The cache handler (csrc/handlers/cache.c) applies it.
+ * The cache handler (csrc/handlers/cache_*.c) applies it.
  *
  * Ownership: pure functions over caller-owned bytes, no allocation, no
  * clock (times are passed in, Unix seconds). Field values are (pointer,
