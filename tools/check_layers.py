@@ -27,7 +27,7 @@ FLOORS = [
                   "csrc/http/accesslog.c"]),
     ("handlers", ["csrc/handlers/respond.c", "csrc/handlers/static.c",
                   "csrc/handlers/autoindex.c", "csrc/handlers/proxy.c",
-                  "csrc/handlers/proxy_head.c", "csrc/handlers/fastcgi.c",
+                  "csrc/handlers/proxy_head.c", "csrc/handlers/fields.c", "csrc/handlers/fastcgi.c",
                   "csrc/handlers/cache_key.c", "csrc/handlers/cache_serve.c",
                   "csrc/handlers/cache_purge.c", "csrc/handlers/cache_tee.c",
                   "csrc/handlers/cache_reval.c"]),

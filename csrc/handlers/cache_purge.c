@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cache_int.h"
-#include "proxy_int.h"
+#include "fields_int.h"
 
 /* ---- PURGE -------------------------------------------------------------------------------- */
 

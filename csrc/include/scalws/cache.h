@@ -30,7 +30,6 @@
 
 #include "scalws/cachestore.h"
 #include "scalws/net.h"
-#include "scalws/proxy.h"
 #include "scalws/response.h"
 
 /* Key template parts (directives/cache.py: RouteCache.key). */

@@ -14,8 +14,9 @@
  * May call: the response interface, the upstream floor, the records
  * (scalws/fcgi.h, a leaf), the CGI head parser (scalws/http1.h), the open-file
  * cache (the script check), the router (local redirects), the static and
- * respond handlers (a local redirect to their routes), net's peer helpers,
- * the core. Config half: scalws/config/directives/fastcgi.py.
+ * respond handlers (a local redirect to their routes), the handlers' shared
+ * field helpers, net's peer helpers, the core.
+ * Config half: scalws/config/directives/fastcgi.py.
  */
 #ifndef SCALWS_FASTCGI_H
 #define SCALWS_FASTCGI_H
@@ -24,7 +25,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "scalws/proxy.h"
 #include "scalws/response.h"
 #include "scalws/router.h"
 #include "scalws/upstream.h"

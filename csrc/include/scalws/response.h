@@ -75,6 +75,12 @@ static inline const sws_header_t *find_header(const sws_request_t *r, const char
     return NULL;
 }
 
+/* A header name (lowercase). */
+typedef struct {
+    const char *name;
+    size_t name_len;
+} sws_hname_t;
+
 /* Body kinds for start_body. */
 enum {
     SWS_BODY_NONE,    /* no body and no length (304, 204, 1xx, an answer to HEAD without one) */
