@@ -395,6 +395,7 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/http/http1.c", "csrc/http/http1_chunked.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
           "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c", "csrc/http/priority.c",
           "csrc/http/accesslog.c",
+          "csrc/handlers/dispatch.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",
           "csrc/handlers/proxy.c", "csrc/handlers/proxy_head.c", "csrc/handlers/fields.c",
           "csrc/handlers/fastcgi.c",

@@ -202,10 +202,11 @@ SWS_INTERNAL uint64_t refresh(tee_t *t);
 /* Answers the client from the entry at off (referenced by the tee); 0, or
  * -1 when out of memory with nothing written. */
 SWS_INTERNAL int answer_from(tee_t *t, uint64_t off, const char *status_line);
-/* stale-while-revalidate: one background fill for the key, with a null
- * response, unless one is in progress. */
+/* stale-while-revalidate: one background fill for the key through start
+ * (h's handler), with a null response, unless one is in progress. */
 SWS_INTERNAL void start_refresh(sws_engine_t *e, const sws_request_t *req, const sws_handler_t *h,
-                                sws_cs_t *z, const char *key, size_t kl, uint64_t hash);
+                                sws_start_fn start, sws_cs_t *z, const char *key, size_t kl,
+                                uint64_t hash);
 /* The holder's eventfd: a fill this worker waits on ended. */
 SWS_INTERNAL void cache_wake(sws_engine_t *e, void *obj, uint32_t events);
 

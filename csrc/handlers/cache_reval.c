@@ -276,18 +276,11 @@ static size_t upstream_fields(const sws_request_t *r, sws_header_t *out, const c
     return n;
 }
 
-static int handler_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
-                         const sws_handler_t *h, char *body, size_t n, int done)
-{
-    return h->kind == SWS_H_FASTCGI ? sws_fastcgi_start(e, r, req, h->data, body, n, done)
-                                    : sws_proxy_start(e, r, req, h->data, body, n, done);
-}
-
-/* Starts the handler through a tee. mode M_FILL may revalidate stale
- * (stale_off, referenced) and owns pending_off. Returns as handler_start,
- * or SWS_ANSWERED. */
-static int start_tee(sws_engine_t *e, tee_t *t, const sws_handler_t *h, const sws_request_t *req,
-                     char *body, size_t n, int done)
+/* Starts the handler (start: h's, as the dispatcher gave it) through a
+ * tee. mode M_FILL may revalidate stale (stale_off, referenced) and owns
+ * pending_off. Returns as start, or SWS_ANSWERED. */
+static int start_tee(sws_engine_t *e, tee_t *t, const sws_handler_t *h, sws_start_fn start,
+                     const sws_request_t *req, char *body, size_t n, int done)
 {
     sws_cs_t *z = t->z;
     char inm[512], ims[SWS_HTTP_DATE_LEN + 1];
@@ -313,7 +306,7 @@ static int start_tee(sws_engine_t *e, tee_t *t, const sws_handler_t *h, const sw
     sws_request_t up = *req;
     up.nh = upstream_fields(req, hs, inm, inm_len, ims, ims_len, strip);
     up.h = hs;
-    int rc = handler_start(e, &t->base, &up, h, body, n, done);
+    int rc = start(e, &t->base, &up, h->data, body, n, done);
     if (rc == 0)
         return 0;
     /* the handler could not start: stale may stand in for the error */
@@ -328,7 +321,7 @@ static int start_tee(sws_engine_t *e, tee_t *t, const sws_handler_t *h, const sw
 }
 
 void start_refresh(sws_engine_t *e, const sws_request_t *req, const sws_handler_t *h,
-                   sws_cs_t *z, const char *key, size_t kl, uint64_t hash)
+                   sws_start_fn start, sws_cs_t *z, const char *key, size_t kl, uint64_t hash)
 {
     look_t lk;
     nullresp_t *nr = calloc(1, sizeof *nr);
@@ -385,7 +378,7 @@ void start_refresh(sws_engine_t *e, const sws_request_t *req, const sws_handler_
     t->req.method_id = SWS_M_GET;
     sws_request_t r2 = t->req;
     r2.info = &info;
-    int rc = start_tee(e, t, h, &r2, NULL, 0, 1);
+    int rc = start_tee(e, t, h, start, &r2, NULL, 0, 1);
     if (rc != 0)
         free(nr); /* start_tee freed t */
 }
@@ -397,6 +390,7 @@ struct cwait {
     sws_engine_t *e;
     sws_resp_t *r;
     const sws_handler_t *h;
+    sws_start_fn start;           /* h's handler */
     sws_cs_t *z;
     uint64_t deadline;            /* monotonic ms */
     tee_t *req;                   /* holds the request's copy (never started) */
@@ -431,7 +425,7 @@ static void w_nothing(sws_engine_t *e, void *ctx, int why) {}
 static const sws_resp_hooks_t idle_hooks = {w_body_hook, w_drained, w_nothing};
 
 static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const sws_handler_t *h,
-                 char *body, size_t n, int done, int may_wait, int may_lock);
+                 sws_start_fn start, char *body, size_t n, int done, int may_wait, int may_lock);
 
 /* A waiter's turn: a hit now, wait more, or go upstream itself. */
 static void wait_retry(sws_engine_t *e, cwait_t *w, int timed_out)
@@ -443,7 +437,7 @@ static void wait_retry(sws_engine_t *e, cwait_t *w, int timed_out)
     /* Still filling: wait on (unless timed out). Done without storing:
      * upstream, without taking the lock again (nginx's waiters do the
      * same; an uncacheable answer must not be fetched one at a time). */
-    int rc = fetch(e, r, &q->req, w->h, NULL, 0, 1, !timed_out, 0);
+    int rc = fetch(e, r, &q->req, w->h, w->start, NULL, 0, 1, !timed_out, 0);
     if (rc == SWS_ANSWERED || rc > 1) {
         r->ops->attach(e, r, &idle_hooks, NULL); /* a failed start left the freed tee's */
         if (rc > 1)
@@ -490,7 +484,7 @@ void sws_cache_tick(sws_engine_t *e)
 
 /* Registers a waiter on pending (lock held); the request waits. */
 static int wait_for(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const sws_handler_t *h,
-                    sws_cs_t *z, sws_cent_t *pending, uint64_t deadline)
+                    sws_start_fn start, sws_cs_t *z, sws_cent_t *pending, uint64_t deadline)
 {
     cwait_t *w = calloc(1, sizeof *w);
     tee_t *q = w ? tee_new(e, r, h->cache, z, req, "", 0, 0) : NULL;
@@ -502,6 +496,7 @@ static int wait_for(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, co
     w->e = e;
     w->r = r;
     w->h = h;
+    w->start = start;
     w->z = z;
     w->req = q;
     w->info = *req->info;
@@ -517,14 +512,14 @@ static int wait_for(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, co
 }
 
 static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const sws_handler_t *h,
-                 char *body, size_t n, int done, int may_wait, int may_lock)
+                 sws_start_fn start, char *body, size_t n, int done, int may_wait, int may_lock)
 {
     const sws_cache_route_t *c = h->cache;
     sws_cs_t *z = zone_of(e, c);
     char key[SWS_CACHE_KEY_MAX];
     size_t kl;
     if (!z || req->info->upgrade || expand(&c->key, req, NULL, 0, key, &kl) < 0)
-        return handler_start(e, r, req, h, body, n, done); /* an upgrade: a tunnel, not ours */
+        return start(e, r, req, h->data, body, n, done); /* an upgrade: a tunnel, not ours */
     uint64_t hash = key_hash(key, kl);
     int cacheable = req->method_id == SWS_M_GET || req->method_id == SWS_M_HEAD;
     int unsafe = !cacheable && req->method_id != SWS_M_OPTIONS && req->method_id != SWS_M_TRACE;
@@ -545,7 +540,7 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
                                            : "miss; detail=head";
         if (cacheable)
             cnt(bypass ? &z->c.bypassed : &z->c.misses);
-        return start_tee(e, t, h, req, body, n, done);
+        return start_tee(e, t, h, start, req, body, n, done);
     }
     tee_t *t = tee_new(e, r, c, z, req, key, kl, hash);
     if (!t)
@@ -565,7 +560,7 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
     }
     if (!bypass && lk.pending && c->lock && may_wait &&
         now - lk.pending->pending_since < (int64_t)(c->lock_timeout_ms / 1000 + 1)) {
-        int rc = wait_for(e, r, req, h, z, lk.pending, e->core.now + c->lock_timeout_ms);
+        int rc = wait_for(e, r, req, h, start, z, lk.pending, e->core.now + c->lock_timeout_ms);
         sws_cs_unlock(z);
         tee_free(t);
         return rc < 0 ? 500 : 0;
@@ -593,11 +588,11 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
         }
     }
     sws_cs_unlock(z);
-    return start_tee(e, t, h, req, body, n, done);
+    return start_tee(e, t, h, start, req, body, n, done);
 }
 
 int sws_cache_fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const sws_handler_t *h,
-                    char *body, size_t n, int done)
+                    sws_start_fn start, char *body, size_t n, int done)
 {
-    return fetch(e, r, req, h, body, n, done, 1, 1);
+    return fetch(e, r, req, h, start, body, n, done, 1, 1);
 }

@@ -289,7 +289,8 @@ int serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t *ent,
 
 /* ---- the hit path ----------------------------------------------------------------------- */
 
-int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const sws_handler_t *h)
+int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const sws_handler_t *h,
+                     sws_start_fn start)
 {
     const sws_cache_route_t *c = h->cache;
     sws_cs_t *z = zone_of(e, c);
@@ -345,7 +346,7 @@ int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, c
             }
             sws_cs_unlock(z);
             if (refresh)
-                start_refresh(e, req, h, z, key, kl, hash);
+                start_refresh(e, req, h, start, z, key, kl, hash);
             return SWS_CACHE_DONE;
         }
     }
