@@ -395,13 +395,17 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/http/http1.c", "csrc/http/http1_chunked.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
           "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c", "csrc/http/priority.c",
           "csrc/http/accesslog.c",
+          "csrc/handlers/dispatch.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",
-          "csrc/handlers/proxy.c", "csrc/handlers/proxy_head.c", "csrc/handlers/fastcgi.c",
+          "csrc/handlers/proxy.c", "csrc/handlers/proxy_head.c", "csrc/handlers/fields.c",
+          "csrc/handlers/fastcgi.c",
           "csrc/http/fcgi.c",
           "csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
           "csrc/upstream/uptls.c",
           "csrc/core/sandbox.c",
-          "csrc/cache/store.c", "csrc/http/cachecc.c", "csrc/handlers/cache.c",
+          "csrc/cache/store.c", "csrc/http/cachecc.c", "csrc/handlers/cache_key.c",
+          "csrc/handlers/cache_serve.c", "csrc/handlers/cache_purge.c", "csrc/handlers/cache_tee.c",
+          "csrc/handlers/cache_reval.c",
           "csrc/engine.c"]
 
 # csrc/core/sandbox.c's system call names, from this machine's kernel headers.

@@ -51,6 +51,7 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
         errno = ENOMEM;
         return NULL;
     }
+    sws_dispatch_init(e);
     return e;
 }
 

@@ -6,8 +6,13 @@ defines and which it calls into other files (nm), maps files to floors, and
 fails on any call from a floor to one above it (a circle, or a floor that
 reaches up). Calls upward happen only through function pointers the upper
 floor registered (sws_evobj_t handlers, sws_proto_t, sws_resp_ops_t,
-sws_upconn_ops_t, the core's hooks), which nm does not see and which are the
-design (docs/adr/0005-engine-layering.md).
+sws_upconn_ops_t, the core's hooks, the dispatcher's), which nm does not see
+and which are the design (docs/adr/0005-engine-layering.md).
+
+Two rules more about handlers (issue 32): a handler's files call no other
+handler's files, only their own and the shared ones (SHARED); and the
+protocols call no handler but through the dispatcher (the shared files
+aside): a route's chain is run by csrc/handlers/dispatch.c alone.
 
     tools/check_layers.py            exit 0 and a summary, or 1 and the offending calls
 """
@@ -25,10 +30,14 @@ FLOORS = [
     ("root", ["csrc/engine.c"]),
     ("protocol", ["csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c",
                   "csrc/http/accesslog.c"]),
+    # The route's chain: the one file that starts or answers through a handler.
+    ("dispatch", ["csrc/handlers/dispatch.c"]),
     ("handlers", ["csrc/handlers/respond.c", "csrc/handlers/static.c",
                   "csrc/handlers/autoindex.c", "csrc/handlers/proxy.c",
-                  "csrc/handlers/proxy_head.c", "csrc/handlers/fastcgi.c",
-                  "csrc/handlers/cache.c"]),
+                  "csrc/handlers/proxy_head.c", "csrc/handlers/fields.c", "csrc/handlers/fastcgi.c",
+                  "csrc/handlers/cache_key.c", "csrc/handlers/cache_serve.c",
+                  "csrc/handlers/cache_purge.c", "csrc/handlers/cache_tee.c",
+                  "csrc/handlers/cache_reval.c"]),
     ("upstream", ["csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
                   "csrc/upstream/uptls.c"]),
     ("net", ["csrc/net/listen.c", "csrc/net/steer.c", "csrc/net/conn.c", "csrc/net/peer.c",
@@ -41,11 +50,23 @@ FLOORS = [
                 "csrc/cache/store.c"]),
 ]
 
+# Handler files every handler may call: the fixed answers (the error pages,
+# which the protocols answer with too) and the request-field helpers.
+SHARED = {"csrc/handlers/respond.c", "csrc/handlers/fields.c"}
+
+
+def handler_of(f: str) -> str:
+    """The handler a file of csrc/handlers/ belongs to: its name up to the
+    first '_' (cache_tee.c: cache), autoindex.c being static's."""
+    name = os.path.basename(f)[:-2].split("_")[0]
+    return {"autoindex": "static"}.get(name, name)
+
 
 # The headers' floors: a header includes only headers of its floor and below.
 HEADERS = {
     "engine.h": "root",
     "h1.h": "protocol", "h2.h": "protocol", "accesslog.h": "protocol",
+    "dispatch.h": "dispatch",
     "response.h": "handlers", "respond.h": "handlers", "static.h": "handlers",
     "proxy.h": "handlers", "fastcgi.h": "handlers", "cache.h": "handlers",
     "upstream.h": "upstream",
@@ -110,17 +131,24 @@ def main() -> int:
             edges += 1
             if level[g] < level[f]:
                 bad.append(f"{f} ({FLOORS[level[f]][0]}) calls {s} of {g} ({FLOORS[level[g]][0]})")
+            elif FLOORS[level[g]][0] == "handlers" and g not in SHARED:
+                if FLOORS[level[f]][0] == "handlers" and handler_of(f) != handler_of(g):
+                    bad.append(f"{f} ({handler_of(f)}) calls {s} of {g}, another handler's: "
+                               "a route's chain is the dispatcher's")
+                elif FLOORS[level[f]][0] == "protocol":
+                    bad.append(f"{f} (protocol) calls {s} of {g}, a handler: through the "
+                               "dispatcher (scalws/dispatch.h)")
     hbad = header_problems()
     if hbad:
         print("headers that reach up a floor:")
         print("\n".join("  " + b for b in hbad))
         return 1
     if bad:
-        print("calls that go up a floor:")
+        print("calls that go up a floor or between handlers:")
         print("\n".join("  " + b for b in bad))
         return 1
-    print(f"{len(files)} files in {len(FLOORS)} floors, {edges} calls between files, all downward; "
-          f"{len(HEADERS)} headers, every include downward")
+    print(f"{len(files)} files in {len(FLOORS)} floors, {edges} calls between files, all downward, "
+          f"none between handlers; {len(HEADERS)} headers, every include downward")
     return 0
 
 

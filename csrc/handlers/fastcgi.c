@@ -904,7 +904,8 @@ static int take_head(sws_engine_t *e, fx_t *x)
 
 /* A local redirect (the application's Location: /path, no body): the new
  * path is routed in the request's site; a FastCGI route forwards it again,
- * as a GET without a body; static and respond routes answer it. */
+ * as a GET without a body; static and respond routes answer it (through
+ * the dispatcher's e->fx.local_answer). */
 static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
 {
     if (++x->redirects > REDIRECTS_MAX || !x->site || len >= 4096) {
@@ -993,12 +994,11 @@ static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
     x->fs = FS_DONE;
     x->junk = 1;
     x->r->local_answer = 1; /* a local redirect: our answer, not the application's */
-    if (h->kind == SWS_H_STATIC && e->st.fc)
-        x->status = sws_static_answer(e, x->r, &req, x->site, h->data, 1);
-    else if (h->kind == SWS_H_RESPOND)
-        x->status = sws_respond_answer(e, x->r, h->data);
-    else
+    /* static and respond routes answer at once; the dispatcher runs them */
+    int status = e->fx.local_answer ? e->fx.local_answer(e, x->r, &req, h) : -1;
+    if (status < 0)
         return fx_answer_error(e, x, 500); /* a proxy route: not followed */
+    x->status = status;
     x->started = 1;
     if (x->r->ops->flush(e, x->r) < 0)
         return 1;

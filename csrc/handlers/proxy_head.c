@@ -1,7 +1,6 @@
 /* The request head a proxied request sends upstream: the target
  * (rewritten or as sent), the client's fields less hop-by-hop ones, the
- * forwarding headers; and the client key of hash balancing. Contract in
- * proxy_int.h. */
+ * forwarding headers. Contract in proxy_int.h. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +9,6 @@
 #include <sys/socket.h>
 
 #include "proxy_int.h"
-
-int name_is(const sws_header_t *h, const char *lower, size_t n)
-{
-    return h->name_len == n && strncasecmp(h->name, lower, n) == 0;
-}
 
 static size_t put_str(char *p, const char *s, size_t n)
 {
@@ -111,14 +105,6 @@ int conn_tokens(const sws_header_t *h, size_t nh, const char **tok, size_t *tlen
         }
     }
     return nt;
-}
-
-int dropped(const sws_header_t *h, const sws_hname_t *drop, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (name_is(h, drop[i].name, drop[i].name_len))
-            return 1;
-    return 0;
 }
 
 /* Request fields never passed on as the client sent them: hop-by-hop ones
@@ -238,35 +224,3 @@ int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r, const sws_reque
     x->head_len = (size_t)(q - q0);
     return 0;
 }
-
-/* The client address balance: hash uses: the peer, or with trusted proxies
- * the right-most untrusted X-Forwarded-For entry. */
-void client_key(const sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r,
-                       const char **k, size_t *kl, char *peer)
-{
-    *kl = (size_t)(put_peer(peer, c) - peer);
-    *k = peer;
-    if (!peer_trusted(e, c))
-        return;
-    for (size_t i = r->nh; i-- > 0;) {
-        if (!name_is(&r->h[i], "x-forwarded-for", 15))
-            continue;
-        const char *s = r->h[i].value, *end = s + r->h[i].value_len;
-        while (end > s) {
-            const char *t = end;
-            while (t > s && t[-1] != ',')
-                t--;
-            const char *a = t, *b = end;
-            while (a < b && (*a == ' ' || *a == '\t'))
-                a++;
-            while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-                b--;
-            *k = a;
-            *kl = (size_t)(b - a);
-            if (!trusted_text(e, a, (size_t)(b - a)))
-                return;
-            end = t > s ? t - 1 : s;
-        }
-    }
-}
-

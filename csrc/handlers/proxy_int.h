@@ -1,10 +1,12 @@
 /* What csrc/handlers/proxy.c and proxy_head.c share: the proxied request
- * (px_t) and the building of the request head sent upstream. Not an API:
- * the handler's contract is scalws/proxy.h. */
+ * (px_t) and the building of the request head sent upstream; fastcgi.c
+ * uses its limits and deadline kinds (D_*). Not an API: the handler's
+ * contract is scalws/proxy.h. */
 #ifndef SCALWS_PROXY_INT_H
 #define SCALWS_PROXY_INT_H
 
 #include "context.h"
+#include "fields_int.h"
 
 #define RESP_HEADERS_MAX 128     /* upstream response fields; more: 502 */
 #define RESP_HEAD_MAX (24 * 1024) /* our rebuilt response head must fit the batch */
@@ -57,20 +59,14 @@ typedef struct px {
 } px_t;
 
 /* proxy_head.c */
-SWS_INTERNAL int name_is(const sws_header_t *h, const char *lower, size_t n);
 /* Splits the Connection option lists of headers[] into tok[] (at most
  * CONN_TOKENS_MAX); in_tokens says whether h is one of them. */
 SWS_INTERNAL int conn_tokens(const sws_header_t *h, size_t nh, const char **tok, size_t *tlen);
 SWS_INTERNAL int in_tokens(const sws_header_t *h, const char *const *tok, const size_t *tlen, int nt);
-SWS_INTERNAL int dropped(const sws_header_t *h, const sws_hname_t *drop, size_t n);
 /* Builds x->head: the request line and fields for the upstream, with room
  * for body_room more bytes. 0, or -1 when out of memory. */
 SWS_INTERNAL int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r,
                             const sws_request_info_t *info, const char *path, size_t path_len,
                             const char *raw_path, size_t body_room);
-/* The key balance: hash uses for the client (the peer, or with trusted
- * proxies the right-most untrusted X-Forwarded-For entry). */
-SWS_INTERNAL void client_key(const sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r,
-                             const char **k, size_t *kl, char *peer);
 
 #endif

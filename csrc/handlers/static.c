@@ -306,9 +306,8 @@ static int serve_try_files(sws_engine_t *e, sws_resp_t *r, const sws_request_t *
         if (h->kind == SWS_H_STATIC)
             return serve_path(e, r, req, site, h->data, st->try_uri, st->try_uri_len, st->try_uri,
                               st->try_uri_len, depth + 1);
-        if (h->kind == SWS_H_RESPOND)
-            return sws_respond_answer(e, r, h->data);
-        if (h->kind == SWS_H_FASTCGI) { /* the protocol starts it: nothing was written */
+        if (h->kind == SWS_H_RESPOND || h->kind == SWS_H_FASTCGI) {
+            /* the dispatcher answers or starts it: nothing was written */
             e->st.reroute = h;
             e->st.reroute_args = st->try_args;
             e->st.reroute_path = st->try_uri;
@@ -325,27 +324,6 @@ int sws_static_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
 {
     return serve_path(e, r, req, site, st, req->path, req->path_len, req->raw_path, req->raw_len,
                       depth);
-}
-
-int sws_answer_here(sws_engine_t *e, sws_resp_t *r, sws_request_t *req, const sws_site_t *site,
-                    const sws_static_t *st, const sws_handler_t **h)
-{
-    if (st) {
-        if (sws_static_answer(e, r, req, site, st, 0) != SWS_REROUTE)
-            return 1;
-        /* try_files fell back to a FastCGI route: its path, and the query
-         * only when the fallback says "?$args" */
-        *h = e->st.reroute;
-        req->path = e->st.reroute_path;
-        req->path_len = e->st.reroute_len;
-        if (!e->st.reroute_args)
-            req->query_len = 0;
-    }
-    if (*h && (*h)->cache && sws_cache_answer(e, r, req, *h) == SWS_CACHE_DONE) {
-        *h = NULL; /* a hit (or a PURGE): answered like a static file */
-        return 1;
-    }
-    return 0;
 }
 
 static int serve_path(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,

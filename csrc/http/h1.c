@@ -233,9 +233,11 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
         r.site = site;
         const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
         hc->r_route = h && h->stat_id <= UINT16_MAX ? (uint16_t)h->stat_id : 0;
+        /* The route's kind sizes the answer and says who reads the body;
+         * the dispatcher runs its chain. */
         const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->rsp.err[SWS_ERR_404];
         const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->st.fc ? h->data : NULL;
-        const sws_handler_t *pxc = h && (h->kind == SWS_H_PROXY || h->kind == SWS_H_FASTCGI) ? h : NULL;
+        const sws_handler_t *pxc = sws_answers_later(h) ? h : NULL;
         const sws_redirect_t *rdr = h && h->kind == SWS_H_REDIRECT_HTTPS ? h->data : NULL;
         /* What this answer may copy into the batch: a static head is at
          * most a few hundred bytes, the extra headers, a Location of the
@@ -291,10 +293,12 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
             /* the proxy or FastCGI (perhaps through try_files) reads it */
             out_copy(e, "HTTP/1.1 100 Continue\r\n\r\n", 25); /* we will read the body */
         h1_resp_begin(hc, r.minor, head_only, keepalive);
-        int answered_static = sws_answer_here(e, &hc->resp, &r, site, st, &pxc);
-        if (pxc) {
+        const sws_handler_t *later = h;
+        if (!sws_dispatch_answer(e, &hc->resp, &r, &later)) {
+            /* a handler that answers later (perhaps a static route's
+             * try_files fallback): an exchange */
             size_t took = 0;
-            int answered = h1_x_start(e, hc, &r, &info, pxc, buf + off, len - off, &took);
+            int answered = h1_x_start(e, hc, &r, &info, later, buf + off, len - off, &took);
             off += took; /* the body so far; what follows waits in the stash */
             if (hc->x)
                 return off;
@@ -304,11 +308,6 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
                 sws_respond_answer(e, &hc->resp, &e->rsp.err[err_index(answered)]);
             }
             has_body = 0; /* h1_x_start left what remains of it to S_BODY */
-        } else if (answered_static) {
-        } else if (rdr) {
-            sws_redirect_answer(e, &hc->resp, &r, rdr);
-        } else {
-            sws_respond_answer(e, &hc->resp, resp);
         }
         e->core.cnt.requests++;
         access_log(e, c, &r, hc->r_status, hc->r_sent, e->core.now - hc->req_start);

@@ -454,9 +454,7 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
     }
     hc->x = x;
     tl_unlink(e, &c->tn);
-    int status = h->cache                 ? sws_cache_fetch(e, &hc->resp, req, h, body, n, done)
-                 : h->kind == SWS_H_FASTCGI ? sws_fastcgi_start(e, &hc->resp, req, h->data, body, n, done)
-                                            : sws_proxy_start(e, &hc->resp, req, h->data, body, n, done);
+    int status = sws_dispatch_start(e, &hc->resp, req, h, body, n, done);
     if (status == 0)
         return 0;
     hc->x = NULL;

@@ -1510,10 +1510,7 @@ static int x_start(sws_engine_t *e, h2conn_t *hc, h2s_t *s, sws_request_t *req,
      * upstream's timeouts run, and a failed connect may be retried; what
      * the stream carries is the tunnel's, its END_STREAM a later done. */
     int done = s->req_done || s->ws;
-    int status = h->cache ? sws_cache_fetch(e, &s->resp, req, h, NULL, 0, done)
-                 : h->kind == SWS_H_FASTCGI
-                     ? sws_fastcgi_start(e, &s->resp, req, h->data, NULL, 0, done)
-                     : sws_proxy_start(e, &s->resp, req, h->data, NULL, 0, done);
+    int status = sws_dispatch_start(e, &s->resp, req, h, NULL, 0, done);
     if (status == 0) {
         if (s->req_done && !s->ws)
             s->fin_given = 1; /* done came with the start */
@@ -1784,25 +1781,23 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     r.site = site;
     const sws_handler_t *h = site ? sws_site_route(site, path, path_len) : NULL;
     s->route = h && h->stat_id <= UINT16_MAX ? (uint16_t)h->stat_id : 0;
-    const sws_respond_t *resp = h && h->kind == SWS_H_RESPOND ? h->data : &e->rsp.err[SWS_ERR_404];
-    const sws_static_t *st = h && h->kind == SWS_H_STATIC && e->st.fc ? h->data : NULL;
-    const sws_handler_t *pxc = h && (h->kind == SWS_H_PROXY || h->kind == SWS_H_FASTCGI) ? h : NULL;
-    const sws_redirect_t *rdr = h && h->kind == SWS_H_REDIRECT_HTTPS ? h->data : NULL;
+    const sws_handler_t *later = h;
     char ws_key[24];
+    int answered;
     if (ws && !(h && h->kind == SWS_H_PROXY)) {
         /* Only a proxy route can tunnel: 501, as for a plain CONNECT (a
          * 405 would have to list the methods the route takes in Allow). */
-        st = NULL;
-        pxc = NULL;
-        rdr = NULL;
-        resp = &e->rsp.err[SWS_ERR_501];
-    } else if (ws) {
-        ws_request(e, &r, &info, hdrs, ws_key);
-        s->ws = 1;
+        sws_respond_answer(e, &s->resp, &e->rsp.err[SWS_ERR_501]);
+        answered = 1;
+    } else {
+        if (ws) {
+            ws_request(e, &r, &info, hdrs, ws_key);
+            s->ws = 1;
+        }
+        answered = sws_dispatch_answer(e, &s->resp, &r, &later);
     }
-    int answered_static = sws_answer_here(e, &s->resp, &r, site, st, &pxc);
-    if (pxc) {
-        int rc = x_start(e, hc, s, &r, pxc);
+    if (!answered) { /* a handler that answers later: the stream is its exchange */
+        int rc = x_start(e, hc, s, &r, later);
         if (rc == 0) {
             if (ws) { /* the log names what the client asked for */
                 s->log.method = q + s->pm.v;
@@ -1815,11 +1810,6 @@ static void dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         }
         if (rc != SWS_ANSWERED)
             sws_respond_answer(e, &s->resp, &e->rsp.err[err_index(rc)]);
-    } else if (answered_static) {
-    } else if (rdr) {
-        sws_redirect_answer(e, &s->resp, &r, rdr);
-    } else {
-        sws_respond_answer(e, &s->resp, resp);
     }
     stream_log(e, s, &r, s->status);
     free(merged);

@@ -308,6 +308,19 @@ def test_local_redirect_is_routed_again(server, php_fpm, fcgi_responder):
     assert fcgi_responder.accepted == 1 and fcgi_responder.requests == 2
 
 
+def test_local_redirect_to_a_respond_route(server, fcgi_responder):
+    """The dispatcher answers a local redirect on a respond route (fastcgi.c
+    reaches it through the hook it registered, e->fx.local_answer)."""
+    srv = server(fcgi_yaml(["127.0.0.1:9"], routes=[
+        {"path": "= /other.txt", "respond": {"status": 200, "body": "from respond"}},
+        {"path": "/redirect-local", "fastcgi": {"connect": fcgi_responder.addr, "root": LAB,
+                                                "check_script": False}}]))
+    c = client(srv)
+    status, _, headers, body = get(c, "/redirect-local")
+    assert (status, body) == (200, b"from respond")
+    assert "location" not in headers
+
+
 # ---- 1. malformed answers, timeouts, PHP-FPM down -------------------------------------------------
 
 def responder_server(server, responder, **fastcgi):

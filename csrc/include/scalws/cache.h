@@ -1,21 +1,39 @@
-/* scalws/cache.h — the response cache (csrc/handlers/cache.c; issue 17,
+/* scalws/cache.h — the response cache (csrc/handlers/cache_*.c; issue 17,
  * docs/adr/0014-response-cache.md): RFC 9111 in front of a proxy or
- * FastCGI route, over the shared store (scalws/cachestore.h).
+ * FastCGI route, over the shared store (scalws/cachestore.h). Its files,
+ * by concern: cache_key.c (key templates, conditions, hashing, Vary),
+ * cache_serve.c (zones, lookup, the hit path), cache_purge.c, cache_tee.c
+ * (the storing tee), cache_reval.c (misses: fills, revalidation, stale
+ * answers, collapsed misses); what they share is csrc/handlers/cache_int.h.
  *
- * Two entry points, both called by the protocol for a route whose handler
- * has a `cache`:
- *   sws_cache_answer   at once, from the request: a hit (200, 206, 304,
- *                      HEAD), a PURGE; or "go on" (SWS_CACHE_MISS)
- *   sws_cache_fetch    in place of the handler's start: collapses the miss
- *                      onto another's fill (the request waits), or starts
- *                      the handler with a tee in front of the protocol's
- *                      sws_resp_t that stores, revalidates, or answers stale
+ * Two entry points, both called by the dispatcher (scalws/dispatch.h) for
+ * a route whose handler (proxy or FastCGI) has a `cache`; the dispatcher
+ * also gives the inner handler's start (sws_start_fn), so the cache never
+ * names a handler:
+ *   sws_cache_answer   at once, before any exchange exists: a hit (200,
+ *                      206, 304, 416, HEAD), a PURGE, only-if-cached's 504;
+ *                      or "go on" (SWS_CACHE_MISS) with nothing written. A
+ *                      stale hit within stale-while-revalidate also starts
+ *                      one background refresh through `start` (a null
+ *                      response: the refresh owns itself and ends alone).
+ *   sws_cache_fetch    in place of `start`, in an exchange: answers from a
+ *                      fill that ended meanwhile, collapses the miss onto
+ *                      another's fill (the request waits, its r attached to
+ *                      the cache's hooks, until that fill ends or the lock
+ *                      times out), or starts the handler through a tee in
+ *                      front of r that stores, revalidates, or answers stale.
  * The tee speaks the response interface both ways, so the proxy and the
- * FastCGI handler know nothing of the cache.
+ * FastCGI handler know nothing of the cache. What a request owns and
+ * returns is start's contract (scalws/response.h): 0 and the cache (a
+ * waiter, or the tee around the handler) holds r until it calls finish;
+ * SWS_ANSWERED, answered through r; or a status for the protocol to answer.
+ * Assumes: one engine per process (the zones' holder slot is the
+ * process's); the request's pointers valid during the call (what a fill or
+ * a waiter keeps is copied).
  *
- * May call: the response interface, the proxy and FastCGI handlers' start,
- * the respond handler (error pages), net (peer lists, holds), the core, the
- * leaves (store, cachecc, httpcond, http1).
+ * May call: the response interface, the start it is given, the respond
+ * handler's error pages, the handlers' shared field helpers, net (peer
+ * lists, holds), the core, the leaves (store, cachecc, httpcond, http1).
  * Config half: scalws/config/directives/cache.py.
  */
 #ifndef SCALWS_CACHE_H
@@ -26,7 +44,6 @@
 
 #include "scalws/cachestore.h"
 #include "scalws/net.h"
-#include "scalws/proxy.h"
 #include "scalws/response.h"
 
 /* Key template parts (directives/cache.py: RouteCache.key). */
@@ -108,14 +125,17 @@ SWS_INTERNAL void sws_cache_free(sws_engine_t *e);
 /* From the tick: waiters past their lock timeout go upstream themselves. */
 SWS_INTERNAL void sws_cache_tick(sws_engine_t *e);
 
-/* A request on a cached route (h->cache set). SWS_CACHE_DONE when it was
- * answered through r (a hit, a PURGE, a 504 for only-if-cached), else
- * SWS_CACHE_MISS: the protocol starts an exchange and calls fetch. */
+/* A request on a cached route (h->cache set; start: h's handler, for a
+ * background refresh). SWS_CACHE_DONE when it was answered through r (a
+ * hit, a PURGE, a 504 for only-if-cached), else SWS_CACHE_MISS with
+ * nothing written: the protocol starts an exchange and calls fetch. */
 SWS_INTERNAL int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
-                                  const sws_handler_t *h);
-/* In place of the handler's start (same contract as sws_proxy_start), or
- * SWS_ANSWERED when it answered at once through r (stale on an error). */
+                                  const sws_handler_t *h, sws_start_fn start);
+/* In place of start (h's handler; same contract), or SWS_ANSWERED when it
+ * answered at once through r (a fill that ended meanwhile, stale on an
+ * error). Caching off or an upgrade: start itself, no tee. */
 SWS_INTERNAL int sws_cache_fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
-                                 const sws_handler_t *h, char *body, size_t n, int done);
+                                 const sws_handler_t *h, sws_start_fn start, char *body, size_t n,
+                                 int done);
 
 #endif

@@ -3,7 +3,7 @@
  * (§4.2.1, heuristics in §4.2.2), age (§4.2.3), and whether a shared cache
  * may store it (§3); and RFC 9213's targeted fields (CDN-Cache-Control),
  * which take Cache-Control's place for the cache they target. The cache
- * handler (csrc/handlers/cache.c) applies it.
+ * handler (csrc/handlers/cache_*.c) applies it.
  *
  * Ownership: pure functions over caller-owned bytes, no allocation, no
  * clock (times are passed in, Unix seconds). Field values are (pointer,

@@ -1,7 +1,7 @@
 /* scalws/cachestore.h — the response cache's store: one zone in shared
  * memory, read and filled by every worker of an instance (issue 17;
  * docs/adr/0014-response-cache.md). The HTTP meaning of what is stored is
- * the cache handler's (csrc/handlers/cache.c); this is memory, an index,
+ * the cache handler's (csrc/handlers/cache_*.c); this is memory, an index,
  * recency and references.
  *
  * Layout of a zone (a MAP_SHARED mapping the master makes before it forks
@@ -82,7 +82,7 @@ typedef struct {
     int64_t last_modified;         /* SWS_NO_LAST_MODIFIED when none */
     int64_t pending_since;         /* CS_PENDING: Unix seconds */
     uint32_t swr, sie;             /* stale-while-revalidate, stale-if-error (s) */
-    uint32_t hflags;               /* SWS_CE_* (cache.c) */
+    uint32_t hflags;               /* CE_* (cache_int.h) */
     uint16_t status;
     uint16_t nvary;
     uint32_t key_len, vary_len, tags_len, head_len;

@@ -13,9 +13,11 @@
  *
  * May call: the response interface, the upstream floor, the records
  * (scalws/fcgi.h, a leaf), the CGI head parser (scalws/http1.h), the open-file
- * cache (the script check), the router (local redirects), the static and
- * respond handlers (a local redirect to their routes), net's peer helpers,
- * the core. Config half: scalws/config/directives/fastcgi.py.
+ * cache (the script check), the router (local redirects), the respond
+ * handler's error pages, the handlers' shared field helpers, net's peer
+ * helpers, the core; a local redirect to a route of another kind goes up
+ * to the dispatcher through e->fx.local_answer, which it registered.
+ * Config half: scalws/config/directives/fastcgi.py.
  */
 #ifndef SCALWS_FASTCGI_H
 #define SCALWS_FASTCGI_H
@@ -24,7 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "scalws/proxy.h"
 #include "scalws/response.h"
 #include "scalws/router.h"
 #include "scalws/upstream.h"
@@ -50,6 +51,19 @@ typedef struct {
     size_t resp_set_len;
     size_t buffer_size;            /* the response head (after decoding) must fit */
 } sws_fastcgi_t;
+
+/* The FastCGI handler's part of the engine (e->fx). */
+typedef struct {
+    /* A local redirect (RFC 3875 §6.2.2) whose path routes to a route that
+     * is not FastCGI's: answers req (a GET, no body) at once through r on
+     * route h, and returns the status answered, or -1 with nothing written
+     * when that route cannot answer at once (a proxy, a redirect: the
+     * handler answers 500). A FastCGI route is the handler's own: it goes
+     * on with the same request. Registered by the dispatcher (the floor
+     * above: sws_dispatch_init), which alone answers through other routes. */
+    int (*local_answer)(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
+                        const sws_handler_t *h);
+} sws_fastcgi_state_t;
 
 /* Starts the request (req->rid set) on the FastCGI route fc_conf of
  * req->site, like sws_proxy_start: 0 when the handler took it (it calls

@@ -19,12 +19,6 @@
 #include "scalws/response.h"
 #include "scalws/upstream.h"
 
-/* A header name (lowercase). */
-typedef struct {
-    const char *name;
-    size_t name_len;
-} sws_hname_t;
-
 typedef struct {
     sws_upstream_t *up;
     const char *path_prefix;   /* prepended after strip_prefix */

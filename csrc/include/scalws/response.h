@@ -75,6 +75,12 @@ static inline const sws_header_t *find_header(const sws_request_t *r, const char
     return NULL;
 }
 
+/* A header name (lowercase). */
+typedef struct {
+    const char *name;
+    size_t name_len;
+} sws_hname_t;
+
 /* Body kinds for start_body. */
 enum {
     SWS_BODY_NONE,    /* no body and no length (304, 204, 1xx, an answer to HEAD without one) */
@@ -160,6 +166,17 @@ struct sws_resp {
 
 /* A start that answered at once through r (not an error status). */
 #define SWS_ANSWERED 1
+
+/* The start of a handler that answers later (sws_proxy_start,
+ * sws_fastcgi_start): req (req->rid set) on the route whose config is conf
+ * (its sws_handler_t.data), through r; body[0..n) is the request body that
+ * came with the head, unframed, done = it is all of it. 0 when the handler
+ * took the request (it attached its hooks to r and calls finish when
+ * done), or a status to answer now with nothing written. The dispatcher
+ * (scalws/dispatch.h) picks it; the cache gets it from there and starts
+ * the handler through its tee, never naming one. */
+typedef int (*sws_start_fn)(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
+                            const void *conf, char *body, size_t n, int done);
 
 /* What a route maps to: the handler kind and its config (owned by the
  * caller, scalws/server/engine.pyx, for the engine's life). */

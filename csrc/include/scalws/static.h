@@ -6,7 +6,10 @@
  * May call: the response interface, the open-file cache
  * (scalws/filecache.h), conditionals and ranges (scalws/httpcond.h), the
  * router (a leaf: try_files routes its fallback URI again), the respond
- * handler (error answers). Config half: scalws/config/directives/static.py.
+ * handler's error pages (and try_files' "=NNN"). A fallback or an index
+ * file on a route of another kind is returned (SWS_REROUTE), for the
+ * dispatcher (scalws/dispatch.h) to answer or start.
+ * Config half: scalws/config/directives/static.py.
  */
 #ifndef SCALWS_STATIC_H
 #define SCALWS_STATIC_H
@@ -62,9 +65,10 @@ typedef struct {
     char *path3;              /* a path with a precompressed suffix appended */
     uint64_t prng;            /* xorshift state for multipart boundaries */
     /* sws_static_answer returned SWS_REROUTE: the try_files fallback of the
-     * route, or a folder's index file (index.php), is on a route that
-     * answers later (FastCGI), for the protocol to start with reroute_path
-     * (the static route's try_uri, or the index file's path in path2) */
+     * route is on a respond or FastCGI route, or a folder's index file
+     * (index.php) on a FastCGI route, for the dispatcher to answer or start
+     * with reroute_path (the static route's try_uri, or the index file's
+     * path in path2); reroute_args: the query goes along ("?$args") */
     const sws_handler_t *reroute;
     int reroute_args;
     const char *reroute_path;
@@ -78,20 +82,12 @@ typedef struct {
 SWS_INTERNAL int sws_static_init(sws_engine_t *e, uint64_t seed);
 SWS_INTERNAL void sws_static_free(sws_engine_t *e);
 /* Answers req on a static route through r; returns the status. depth: 0,
- * or 1 for a try_files fallback being routed again. SWS_REROUTE: nothing
- * was answered; the try_files fallback or the index file goes to
+ * or 1 for a request routed again (a try_files fallback, a FastCGI local
+ * redirect), which never reroutes. SWS_REROUTE (depth 0 only): nothing was
+ * answered; the try_files fallback or the index file goes to
  * e->st.reroute (see there). */
 SWS_INTERNAL int sws_static_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                                    const sws_site_t *site, const sws_static_t *st, int depth);
-/* What a protocol does with a request before it starts an exchange, the
- * same for HTTP/1 and HTTP/2: a static route's answer (st), where a
- * try_files fallback or an index file reroutes it to (*h becomes that
- * route, req's path and query the fallback's), then a cached route's hit
- * or PURGE (*h becomes NULL). 1: answered through r; 0: *h (NULL, or the
- * route to start an exchange on) is left. */
-SWS_INTERNAL int sws_answer_here(sws_engine_t *e, sws_resp_t *r, sws_request_t *req,
-                                 const sws_site_t *site, const sws_static_t *st,
-                                 const sws_handler_t **h);
 /* autoindex.c: the HTML listing of the folder `path` (ending in '/'),
  * malloc'd, or NULL with *err set (-errno). */
 SWS_INTERNAL char *sws_make_listing(const sws_static_t *st, const char *path, size_t path_len,
