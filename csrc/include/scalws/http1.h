@@ -337,6 +337,8 @@ typedef struct {
     int state;                    /* private */
     int hex_count;                /* hex digits read of the current size */
     uint32_t framing_bytes;       /* chunk-ext or trailer bytes, for the limits */
+    uint32_t trailer_out;         /* keep_trailers: trailer bytes the last call left (below) */
+    unsigned char keep_trailers;  /* set by the caller: the trailer section is kept, not dropped */
 } sws_chunked_decoder_t;
 
 /*
@@ -358,6 +360,14 @@ typedef struct {
  * Lines here must end in CRLF: RFC 9112 §2.2's bare-LF allowance covers only
  * the start-line and header fields, and body framing is where a proxy and a
  * server that disagree get smuggled past.
+ *
+ * With d->keep_trailers set (a proxy that passes trailers on), the trailer
+ * section's field lines, checked as above, each with its CRLF and without
+ * the final empty line, are not dropped: the d->trailer_out bytes at
+ * buf + *bufsz, right after the body bytes of this call, are the part of
+ * the section this call read (a section that spans calls comes in pieces,
+ * in order; the caller keeps them). Bytes after the body then follow the
+ * trailer bytes. trailer_out is 0 after a call that read none.
  */
 ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz);
 
