@@ -46,7 +46,9 @@ typedef struct px {
     size_t wlen, woff, wcap;
     sws_response_info_t ri;
     uint64_t resp_left;
-    sws_chunked_decoder_t dec;
+    sws_chunked_decoder_t dec;    /* keeps the trailer section (keep_trailers) */
+    char *tr;                     /* the trailer section so far (malloc'd only when there is one) */
+    size_t tr_len;
     char *rbuf;
     size_t rcap, rlen, last_len;
     char rid[RID_MAX];
@@ -72,5 +74,24 @@ SWS_INTERNAL int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r,
  * proxies the right-most untrusted X-Forwarded-For entry). */
 SWS_INTERNAL void client_key(const sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r,
                              const char **k, size_t *kl, char *peer);
+
+/* proxy_fields.c */
+/* An upstream response field the client never gets as it came: hop-by-hop
+ * (RFC 9110 §7.6.1), framing we redo, the ones we set. */
+SWS_INTERNAL int px_resp_hop(const sws_header_t *h);
+/* Passes an upstream's 1xx (not 100 or 101) to the client, less px_resp_hop,
+ * its Connection options and the route's removed fields (h is filtered in
+ * place), and flushes it. 0, or -1 when the client is gone (and x with
+ * it: touch nothing). */
+SWS_INTERNAL int px_interim(sws_engine_t *e, px_t *x, int status, const char *reason,
+                            size_t reason_len, sws_header_t *h, size_t nh);
+/* Keeps n more bytes of the trailer section (what the decoder left,
+ * dec.trailer_out). 0, or -1 when out of memory. */
+SWS_INTERNAL int px_trailer_bytes(px_t *x, const char *p, size_t n);
+/* The body ended after a trailer section: its fields, less those RFC 9110
+ * §6.5.1 keeps out of trailers and the route's removed ones, go to the
+ * client (resp trailers). 0, or -1 for a section we refuse (more than
+ * RESP_HEADERS_MAX fields) or out of memory: a bad response. */
+SWS_INTERNAL int px_trailers(sws_engine_t *e, px_t *x);
 
 #endif
