@@ -1,31 +1,13 @@
-/* The fields of a proxied answer the client gets or not: the hop-by-hop
- * ones of its head, and what comes outside the final head — interim (1xx)
+/* The fields of a proxied answer outside its final head: interim (1xx)
  * responses, passed on as they come, and the trailer section of a chunked
- * body, kept as it arrives and passed on before the end. Contract in
- * proxy_int.h. */
+ * body, kept as it arrives and passed on before the end; each filtered as
+ * RFC 9110 asks. Contract in proxy_int.h. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "proxy_int.h"
-
-int px_resp_hop(const sws_header_t *h)
-{
-    int hop = 0;
-    switch (h->name_len) {
-    case 2: hop = name_is(h, "te", 2); break;
-    case 4: hop = name_is(h, "date", 4); break;
-    case 6: hop = name_is(h, "server", 6); break;
-    case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
-    case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
-    case 12: hop = name_is(h, "x-request-id", 12); break;
-    case 14: hop = name_is(h, "content-length", 14); break;
-    case 17: hop = name_is(h, "transfer-encoding", 17); break;
-    default: break;
-    }
-    return hop || (h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0);
-}
 
 int px_interim(sws_engine_t *e, px_t *x, int status, const char *reason, size_t reason_len,
                sws_header_t *h, size_t nh)

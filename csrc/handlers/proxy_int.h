@@ -75,10 +75,27 @@ SWS_INTERNAL int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r,
 SWS_INTERNAL void client_key(const sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r,
                              const char **k, size_t *kl, char *peer);
 
-/* proxy_fields.c */
 /* An upstream response field the client never gets as it came: hop-by-hop
- * (RFC 9110 §7.6.1), framing we redo, the ones we set. */
-SWS_INTERNAL int px_resp_hop(const sws_header_t *h);
+ * (RFC 9110 §7.6.1), framing we redo, the ones we set. Inline: put_head
+ * asks it of every field of every answer. */
+static inline int px_resp_hop(const sws_header_t *h)
+{
+    int hop = 0;
+    switch (h->name_len) {
+    case 2: hop = name_is(h, "te", 2); break;
+    case 4: hop = name_is(h, "date", 4); break;
+    case 6: hop = name_is(h, "server", 6); break;
+    case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
+    case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
+    case 12: hop = name_is(h, "x-request-id", 12); break;
+    case 14: hop = name_is(h, "content-length", 14); break;
+    case 17: hop = name_is(h, "transfer-encoding", 17); break;
+    default: break;
+    }
+    return hop || (h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0);
+}
+
+/* proxy_fields.c */
 /* Passes an upstream's 1xx (not 100 or 101) to the client, less px_resp_hop,
  * its Connection options and the route's removed fields (h is filtered in
  * place), and flushes it. 0, or -1 when the client is gone (and x with

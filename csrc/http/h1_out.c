@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 
 #include "context.h"
@@ -416,23 +415,6 @@ const sws_resp_ops_t sws_h1_resp_ops = {
     h1_hold, h1_interim, h1_trailers,
 };
 
-/* Whether the request's TE names "trailers" (RFC 9110 §10.1.4: a list, in
- * any number of fields; HTTP/1.1 only, TE being hop-by-hop). */
-static int te_trailers(const sws_request_t *r)
-{
-    if (r->minor < 1)
-        return 0;
-    for (size_t i = 0; i < r->nh; i++) {
-        if (r->h[i].name_len != 2 || strncasecmp(r->h[i].name, "te", 2) != 0)
-            continue;
-        const char *p = r->h[i].value, *el;
-        size_t el_len;
-        while (sws_list_next(&p, r->h[i].value + r->h[i].value_len, &el, &el_len))
-            if (el_len == 8 && strncasecmp(el, "trailers", 8) == 0)
-                return 1;
-    }
-    return 0;
-}
 
 static size_t put_str(char *p, const char *s, size_t n)
 {
@@ -519,7 +501,7 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
         return 500;
     }
     x->req_chunked = info->chunked;
-    x->te_trailers = te_trailers(req);
+    x->te_trailers = info->te_trailers;
     x->req_left = info->has_content_length ? info->content_length : 0;
     x->req_done = !info->chunked && x->req_left == 0;
     /* X-Request-Id: a trusted peer's sane one, else ours. */

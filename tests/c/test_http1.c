@@ -1110,6 +1110,35 @@ static void check_chunked_after_end(void)
     t_end();
 }
 
+/* te_trailers: "trailers" in a TE list, any field, any case; HTTP/1.1 only. */
+static void check_te_trailers(void)
+{
+    static const struct {
+        const char *req;
+        unsigned want;
+    } cases[] = {
+        {"GET / HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\n", 1},
+        {"GET / HTTP/1.1\r\nHost: a\r\nte: deflate;q=0.5 , Trailers\r\n\r\n", 1},
+        {"GET / HTTP/1.1\r\nHost: a\r\nTE: gzip\r\nTE: ,trailers\r\n\r\n", 1},
+        {"GET / HTTP/1.1\r\nHost: a\r\nTE: trailers-x, gzip\r\n\r\n", 0},
+        {"GET / HTTP/1.1\r\nHost: a\r\nX-TE: trailers\r\n\r\n", 0},
+        {"GET / HTTP/1.0\r\nTE: trailers\r\n\r\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *m, *t;
+        size_t ml, tl, nh = MAXH;
+        int minor;
+        sws_header_t h[MAXH];
+        sws_request_info_t info;
+        size_t len = strlen(cases[i].req);
+        int n = sws_parse_request(guard_place(cases[i].req, len), len, &m, &ml, &t, &tl, &minor,
+                                  h, &nh, 0);
+        CHECK(n > 0 && sws_analyze_request(m, ml, minor, h, nh, &info) == 0, "[%zu] parsed", i);
+        CHECK(info.te_trailers == cases[i].want, "[%zu] te_trailers %u", i, info.te_trailers);
+    }
+    t_end();
+}
+
 /* keep_trailers: the trailer section's field lines come out after the body
  * bytes of each call, in order, whatever the split; the status, body and
  * bytes after the body are those of the plain decoder. */
@@ -1340,6 +1369,7 @@ int main(int argc, char **argv)
         check_chunked_case(&chunked_cases[i]);
     check_chunked_after_end();
     check_kept_trailers();
+    check_te_trailers();
     for (size_t i = 0; i < sizeof(response_cases) / sizeof(response_cases[0]); ++i)
         check_response_case(&response_cases[i]);
     check_reason_boundaries();

@@ -196,7 +196,7 @@ typedef struct {
     size_t host_len;
     int method;                /* SWS_M_* */
     unsigned has_content_length:1, chunked:1, keepalive:1, expect_continue:1, upgrade:1,
-        has_host:1;
+        has_host:1, te_trailers:1;
 } sws_request_info_t;
 
 /*
@@ -224,7 +224,9 @@ typedef struct {
  * "close" turns it off and wins, "keep-alive" turns it on for 1.0
  * (RFC 9112 §9.3). upgrade: a Connection "upgrade" option together with an
  * Upgrade field (RFC 9110 §7.8). expect_continue: "Expect: 100-continue"
- * in HTTP/1.1; ignored in 1.0 as RFC 9110 §10.1.1 requires.
+ * in HTTP/1.1; ignored in 1.0 as RFC 9110 §10.1.1 requires. te_trailers:
+ * a TE list with "trailers" in HTTP/1.1 (RFC 9110 §10.1.4: the client
+ * takes a trailer section).
  */
 int sws_analyze_request(const char *method, size_t method_len, int minor_version,
                         const sws_header_t *headers, size_t num_headers,
