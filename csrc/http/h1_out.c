@@ -415,7 +415,6 @@ const sws_resp_ops_t sws_h1_resp_ops = {
     h1_hold, h1_interim, h1_trailers,
 };
 
-
 static size_t put_str(char *p, const char *s, size_t n)
 {
     memcpy(p, s, n);
