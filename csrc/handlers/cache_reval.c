@@ -245,10 +245,14 @@ static void n_close(sws_engine_t *e, sws_resp_t *r)
     free(n);
 }
 static void n_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h) { h->release(h); }
+static void n_interim(sws_engine_t *e, sws_resp_t *r, int s, const char *rs, size_t rl,
+                      const sws_header_t *h, size_t nh) {}
+static void n_trailers(sws_engine_t *e, sws_resp_t *r, const sws_header_t *h, size_t nh) {}
 
 static const sws_resp_ops_t null_ops = {
     n_head, n_field, n_fields, n_start_body, n_data, n_file, n_hold_file, n_hold_heap, n_done,
-    n_attach, n_flush, n_backed_up, n_want_body, n_discard, n_finish, n_close, n_hold,
+    n_attach, n_flush, n_backed_up, n_want_body, n_discard, n_finish, n_close, n_hold, n_interim,
+    n_trailers,
 };
 
 /* ---- starting a fill -------------------------------------------------------------------- */

@@ -725,10 +725,28 @@ static void tee_close(sws_engine_t *e, sws_resp_t *r)
     t->inner->ops->close(e, t->inner); /* gone runs: t is freed */
 }
 
+/* A 1xx goes to the client as it comes and is never stored (RFC 9111 §3:
+ * what a cache stores is a final response). */
+static void tee_interim(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
+                        size_t rl, const sws_header_t *h, size_t nh)
+{
+    tee_t *t = (tee_t *)r;
+    t->inner->ops->interim(e, t->inner, status, reason, rl, h, nh); /* a refresh's: dropped */
+}
+
+/* Trailers reach the client whole and are not stored: RFC 9111 §3.1 lets
+ * a cache discard them, and a hit answers without. */
+static void tee_trailers(sws_engine_t *e, sws_resp_t *r, const sws_header_t *h, size_t nh)
+{
+    tee_t *t = (tee_t *)r;
+    if (!t->swallow && !t->not_mod)
+        t->inner->ops->trailers(e, t->inner, h, nh);
+}
+
 static const sws_resp_ops_t tee_ops = {
     tee_head, tee_field, tee_fields, tee_start_body, tee_data, tee_file, tee_hold_file,
     tee_hold_heap, tee_done, tee_attach, tee_flush, tee_backed_up, tee_want_body, tee_discard,
-    tee_finish, tee_close, tee_hold,
+    tee_finish, tee_close, tee_hold, tee_interim, tee_trailers,
 };
 
 /* The protocol's hooks, passed on to the handler. */

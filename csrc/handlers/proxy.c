@@ -108,6 +108,7 @@ static const char *fail_text(int kind)
 
 static void px_free(px_t *x)
 {
+    free(x->tr);
     free(x->head);
     free(x->w);
     free(x->rbuf);
@@ -130,6 +131,7 @@ int sws_proxy_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     x->upgrade = req->info->upgrade;
     x->req_chunked = req->info->chunked;
     x->req_done = done;
+    x->dec.keep_trailers = 1;
     memcpy(x->rid, req->rid, req->rid_len);
     x->rid_len = req->rid_len;
     x->method_len = (int)req->method_len;
@@ -481,23 +483,6 @@ static void px_sync(sws_engine_t *e, px_t *x)
 
 /* ---- the response ------------------------------------------------------------------------ */
 
-static int resp_hop(const sws_header_t *h)
-{
-    int hop = 0;
-    switch (h->name_len) {
-    case 2: hop = name_is(h, "te", 2); break;
-    case 4: hop = name_is(h, "date", 4); break;
-    case 6: hop = name_is(h, "server", 6); break;
-    case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
-    case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
-    case 12: hop = name_is(h, "x-request-id", 12); break;
-    case 14: hop = name_is(h, "content-length", 14); break;
-    case 17: hop = name_is(h, "transfer-encoding", 17); break;
-    default: break;
-    }
-    return hop || (h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0);
-}
-
 /* Describes the client's response head for a parsed upstream head. */
 static void put_head(sws_engine_t *e, px_t *x, int status, const char *reason, size_t reason_len,
                      const sws_header_t *h, size_t nh)
@@ -519,7 +504,7 @@ static void put_head(sws_engine_t *e, px_t *x, int status, const char *reason, s
             resp_field(e, r, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
             continue; /* the cache's tee takes it (freshness, age) and drops it */
         }
-        if (resp_hop(&h[i]) || in_tokens(&h[i], tok, tlen, nt) ||
+        if (px_resp_hop(&h[i]) || in_tokens(&h[i], tok, tlen, nt) ||
             dropped(&h[i], p->resp_drop, p->n_resp_drop))
             continue;
         resp_field(e, r, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
@@ -551,7 +536,8 @@ static int body_out(sws_engine_t *e, px_t *x, char *data, size_t n)
     int done = 0;
     if (x->ri.chunked) {
         ssize_t rest = sws_decode_chunked(&x->dec, data, &m);
-        if (rest == SWS_PARSE_ERROR)
+        if (rest == SWS_PARSE_ERROR ||
+            (x->dec.trailer_out && px_trailer_bytes(x, data + m, x->dec.trailer_out) < 0))
             return -1;
         if (rest >= 0) {
             done = 1;
@@ -568,6 +554,8 @@ static int body_out(sws_engine_t *e, px_t *x, char *data, size_t n)
     if (m)
         resp_data(e, x->r, data, m, SWS_REF);
     if (done) {
+        if (x->tr && px_trailers(e, x) < 0)
+            return -1;
         resp_done(e, x->r);
         x->rs = RS_DONE;
     }
@@ -669,7 +657,16 @@ static void up_read(sws_engine_t *e, px_t *x)
         }
         x->last_len = 0;
         if (status >= 100 && status < 200 && status != 101) {
-            /* interim (100, 103): not passed on; the final answer follows */
+            /* An interim answer; the final one follows. A proxy passes 1xx
+             * on (RFC 9110 §15.2), but 100: the client's expectation was
+             * ours to meet (the protocol sent its 100, and the upstream got
+             * no Expect), so the upstream's would be a second. */
+            if ((size_t)n > RESP_HEAD_MAX) {
+                px_fail(e, x, F_BAD_RESPONSE, 0);
+                return;
+            }
+            if (status != 100 && px_interim(e, x, status, reason, reason_len, h, nh) < 0)
+                return;
             memmove(x->rbuf, x->rbuf + n, x->rlen - (size_t)n);
             x->rlen -= (size_t)n;
             continue;

@@ -48,7 +48,9 @@ typedef struct px {
     size_t wlen, woff, wcap;
     sws_response_info_t ri;
     uint64_t resp_left;
-    sws_chunked_decoder_t dec;
+    sws_chunked_decoder_t dec;    /* keeps the trailer section (keep_trailers) */
+    char *tr;                     /* the trailer section so far (malloc'd only when there is one) */
+    size_t tr_len;
     char *rbuf;
     size_t rcap, rlen, last_len;
     char rid[RID_MAX];
@@ -68,5 +70,41 @@ SWS_INTERNAL int in_tokens(const sws_header_t *h, const char *const *tok, const 
 SWS_INTERNAL int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r,
                             const sws_request_info_t *info, const char *path, size_t path_len,
                             const char *raw_path, size_t body_room);
+
+/* An upstream response field the client never gets as it came: hop-by-hop
+ * (RFC 9110 §7.6.1), framing we redo, the ones we set. Inline: put_head
+ * asks it of every field of every answer. */
+static inline int px_resp_hop(const sws_header_t *h)
+{
+    int hop = 0;
+    switch (h->name_len) {
+    case 2: hop = name_is(h, "te", 2); break;
+    case 4: hop = name_is(h, "date", 4); break;
+    case 6: hop = name_is(h, "server", 6); break;
+    case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
+    case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
+    case 12: hop = name_is(h, "x-request-id", 12); break;
+    case 14: hop = name_is(h, "content-length", 14); break;
+    case 17: hop = name_is(h, "transfer-encoding", 17); break;
+    default: break;
+    }
+    return hop || (h->name_len > 6 && strncasecmp(h->name, "proxy-", 6) == 0);
+}
+
+/* proxy_fields.c */
+/* Passes an upstream's 1xx (not 100 or 101) to the client, less px_resp_hop,
+ * its Connection options and the route's removed fields (h is filtered in
+ * place), and flushes it. 0, or -1 when the client is gone (and x with
+ * it: touch nothing). */
+SWS_INTERNAL int px_interim(sws_engine_t *e, px_t *x, int status, const char *reason,
+                            size_t reason_len, sws_header_t *h, size_t nh);
+/* Keeps n more bytes of the trailer section (what the decoder left,
+ * dec.trailer_out). 0, or -1 when out of memory. */
+SWS_INTERNAL int px_trailer_bytes(px_t *x, const char *p, size_t n);
+/* The body ended after a trailer section: its fields, less those RFC 9110
+ * §6.5.1 keeps out of trailers and the route's removed ones, go to the
+ * client (resp trailers). 0, or -1 for a section we refuse (more than
+ * RESP_HEADERS_MAX fields) or out of memory: a bad response. */
+SWS_INTERNAL int px_trailers(sws_engine_t *e, px_t *x);
 
 #endif

@@ -24,6 +24,8 @@ static const char *reason_of(int status)
     switch (status) {
     case 100: return "Continue";
     case 101: return "Switching Protocols";
+    case 102: return "Processing";
+    case 103: return "Early Hints";
     case 200: return "OK";
     case 204: return "No Content";
     case 206: return "Partial Content";
@@ -238,8 +240,75 @@ static void h1_hold_heap(sws_engine_t *e, sws_resp_t *r, char *buf)
 static void h1_done(sws_engine_t *e, sws_resp_t *r)
 {
     h1conn_t *hc = H1(r);
-    if (hc->r_chunked && !hc->r_no_body)
-        out_copy(e, "0\r\n\r\n", 5);
+    if (hc->r_chunked && !hc->r_no_body) {
+        if (hc->x && hc->x->trailed)
+            out_copy(e, "\r\n", 2); /* the end of the trailer section */
+        else
+            out_copy(e, "0\r\n\r\n", 5);
+    }
+}
+
+/* Whether n more bytes in one more iovec fit the batch. The proxy bounds
+ * what it gives (a 1xx head within RESP_HEAD_MAX, a trailer section within
+ * SWS_CHUNK_TRAILER_MAX), so this holds; it guards the batch, not a path. */
+static int batch_fits(const sws_engine_t *e, size_t n)
+{
+    return e->net.out_len + n <= OUT_BUF && e->net.niov + 1 < OUT_IOV;
+}
+
+static size_t lines_size(const sws_header_t *h, size_t nh)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nh; i++)
+        n += h[i].name_len + h[i].value_len + 4;
+    return n;
+}
+
+static void put_lines(sws_engine_t *e, const sws_header_t *h, size_t nh)
+{
+    for (size_t i = 0; i < nh; i++)
+        h1_field(e, NULL, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
+}
+
+/* An informational response, copied into the batch as it comes: never to
+ * an HTTP/1.0 client, which knows no 1xx (RFC 9110 §15.2). The response
+ * being described is untouched (its status, framing, the log's). */
+static void h1_interim(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
+                       size_t reason_len, const sws_header_t *h, size_t nh)
+{
+    h1conn_t *hc = H1(r);
+    if (hc->r_minor < 1 || status < 102 || status > 199)
+        return;
+    if (!reason) {
+        reason = reason_of(status);
+        reason_len = strlen(reason);
+    }
+    if (!batch_fits(e, 16 + reason_len + lines_size(h, nh)))
+        return;
+    char line[16] = "HTTP/1.1 1xx ";
+    line[10] = (char)('0' + status / 10 % 10);
+    line[11] = (char)('0' + status % 10);
+    out_copy(e, line, 13);
+    out_copy(e, reason, reason_len);
+    out_copy(e, "\r\n", 2);
+    put_lines(e, h, nh);
+    out_copy(e, "\r\n", 2);
+}
+
+/* The trailer section, as the last chunk and its fields (RFC 9112 §7.1.2),
+ * to a client that said it takes one ("TE: trailers", RFC 9110 §10.1.4);
+ * else dropped, as RFC 9110 §6.5.1 lets a recipient do (the proxy passes
+ * on no field that must not be: what is left is safe to drop). */
+static void h1_trailers(sws_engine_t *e, sws_resp_t *r, const sws_header_t *h, size_t nh)
+{
+    h1conn_t *hc = H1(r);
+    h1x_t *x = hc->x;
+    if (!x || !x->te_trailers || x->trailed || !hc->r_chunked || hc->r_no_body ||
+        !batch_fits(e, 3 + lines_size(h, nh)))
+        return;
+    out_copy(e, "0\r\n", 3);
+    put_lines(e, h, nh);
+    x->trailed = 1;
 }
 
 /* ---- exchanges with handlers that answer later ------------------------------------ */
@@ -290,8 +359,8 @@ static int h1_flush(sws_engine_t *e, sws_resp_t *r)
     }
     if (!e->net.niov)
         return 0;
-    if (hc->x)
-        hc->x->started = 1;
+    if (hc->x && hc->r_status)
+        hc->x->started = 1; /* (1xx alone: a 408 or 413 may still answer) */
     if (out_flush(e, &hc->c) < 0) {
         conn_close(e, &hc->c);
         return -1;
@@ -308,7 +377,13 @@ static void h1_want_body(sws_engine_t *e, sws_resp_t *r, int on)
     x_sync(e, hc);
 }
 
-static void h1_discard(sws_engine_t *e, sws_resp_t *r) { out_discard(e); }
+static void h1_discard(sws_engine_t *e, sws_resp_t *r)
+{
+    h1conn_t *hc = H1(r);
+    if (hc->x)
+        hc->x->trailed = 0;
+    out_discard(e);
+}
 
 static void h1_finish(sws_engine_t *e, sws_resp_t *r, int how)
 {
@@ -337,7 +412,7 @@ static void h1_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h) { conn_hold(&
 const sws_resp_ops_t sws_h1_resp_ops = {
     h1_head, h1_field, h1_fields, h1_start_body, h1_data, h1_file, h1_hold_file, h1_hold_heap,
     h1_done, h1_attach, h1_flush, h1_backed_up, h1_want_body, h1_discard, h1_finish, h1_close,
-    h1_hold,
+    h1_hold, h1_interim, h1_trailers,
 };
 
 static size_t put_str(char *p, const char *s, size_t n)
@@ -425,6 +500,7 @@ int h1_x_start(sws_engine_t *e, h1conn_t *hc, sws_request_t *req, const sws_requ
         return 500;
     }
     x->req_chunked = info->chunked;
+    x->te_trailers = info->te_trailers;
     x->req_left = info->has_content_length ? info->content_length : 0;
     x->req_done = !info->chunked && x->req_left == 0;
     /* X-Request-Id: a trusted peer's sane one, else ours. */

@@ -83,6 +83,8 @@ struct h2s {
     char date[SWS_HTTP_DATE_LEN];
     char st[3];                /* :status's digits */
     qitem_t *qh, *qt;
+    nghttp2_nv *tr;            /* the trailer section (nv_copy), submitted at the body's end */
+    size_t ntr;
     uint64_t q_bytes;          /* body bytes queued, not yet framed */
     uint64_t q_seq, commit_seq;
     uint64_t sent;             /* body bytes described, for the log */
@@ -232,6 +234,7 @@ static void stream_free(sws_engine_t *e, h2s_t *s)
     free(s->hdr);
     free(s->bin);
     free(s->hb);
+    free(s->tr);
     free(s);
 }
 
@@ -538,6 +541,77 @@ static int conn_specific(const char *n, size_t nl)
     case 16: return memcmp(n, "proxy-connection", 16) == 0;
     case 17: return memcmp(n, "transfer-encoding", 17) == 0;
     default: return 0;
+    }
+}
+
+/* h[0..nh) as nghttp2 fields in one allocation, `extra` empty slots first,
+ * names lowercased, connection-specific ones left out (*n: the slots
+ * used). Flags 0: nghttp2 copies them when they are submitted, so the
+ * block is freed right after. NULL when out of memory. */
+static nghttp2_nv *nv_copy(const sws_header_t *h, size_t nh, size_t extra, size_t *n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < nh; i++)
+        bytes += h[i].name_len + h[i].value_len;
+    nghttp2_nv *nva = malloc((extra + nh) * sizeof *nva + bytes + 1);
+    if (!nva)
+        return NULL;
+    uint8_t *p = (uint8_t *)(nva + extra + nh);
+    *n = extra;
+    for (size_t i = 0; i < nh; i++) {
+        nghttp2_nv *nv = &nva[*n];
+        nv->name = p;
+        for (size_t k = 0; k < h[i].name_len; k++)
+            *p++ = (uint8_t)(h[i].name[k] >= 'A' && h[i].name[k] <= 'Z' ? h[i].name[k] + 32
+                                                                         : h[i].name[k]);
+        if (conn_specific((const char *)nv->name, h[i].name_len)) {
+            p = nv->name;
+            continue;
+        }
+        nv->namelen = h[i].name_len;
+        nv->value = p;
+        nv->valuelen = h[i].value_len;
+        memcpy(p, h[i].value, h[i].value_len);
+        p += h[i].value_len;
+        nv->flags = NGHTTP2_NV_FLAG_NONE;
+        (*n)++;
+    }
+    return nva;
+}
+
+/* An informational response: a HEADERS without END_STREAM before the
+ * final one (RFC 9113 §8.1). Its frame may sit in pending output, so the
+ * handler waits on it as on referenced bytes (refs_out): an upstream's
+ * 1xx do not pile up for a client that does not read. */
+static void h2_interim(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
+                       size_t reason_len, const sws_header_t *h, size_t nh)
+{
+    h2s_t *s = H2S(r);
+    size_t n;
+    if (!s->open || s->submitted || s->hc->dead || status < 102 || status > 199)
+        return;
+    nghttp2_nv *nva = nv_copy(h, nh, 1, &n);
+    if (!nva)
+        return; /* a hint lost, not the answer */
+    char st[3] = {'1', (char)('0' + status / 10 % 10), (char)('0' + status % 10)};
+    nva[0] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    if (nghttp2_submit_headers(s->hc->sess, NGHTTP2_FLAG_NONE, s->id, NULL, nva, n, NULL) == 0)
+        s->refs_out = 1;
+    free(nva);
+}
+
+/* Kept until the data provider reaches the body's end (read_cb): the
+ * trailing HEADERS must follow the last DATA, which nghttp2 orders only
+ * when it is submitted from there. */
+static void h2_trailers(sws_engine_t *e, sws_resp_t *r, const sws_header_t *h, size_t nh)
+{
+    h2s_t *s = H2S(r);
+    if (s->no_body || s->tunnel || s->tr)
+        return;
+    s->tr = nv_copy(h, nh, 0, &s->ntr); /* NULL: dropped, as an HTTP/1 client may see them */
+    if (s->tr && !s->ntr) {
+        free(s->tr);
+        s->tr = NULL;
     }
 }
 
@@ -851,6 +925,8 @@ static void h2_discard(sws_engine_t *e, sws_resp_t *r)
     }
     q_cut(s, s->commit_seq); /* what was given since the last flush */
     s->body_done = 0;
+    free(s->tr);
+    s->tr = NULL;
 }
 
 static void h2_finish(sws_engine_t *e, sws_resp_t *r, int how)
@@ -908,7 +984,7 @@ static void h2_close(sws_engine_t *e, sws_resp_t *r)
 static const sws_resp_ops_t h2_resp_ops = {
     h2_head, h2_field, h2_fields, h2_start_body, h2_data, h2_file, h2_hold_file, h2_hold_heap,
     h2_done, h2_attach, h2_flush, h2_backed_up, h2_want_body, h2_discard, h2_finish, h2_close,
-    h2_hold,
+    h2_hold, h2_interim, h2_trailers,
 };
 
 /* ---- nghttp2's callbacks: output ---------------------------------------------------------- */
@@ -921,18 +997,24 @@ static ssize_t read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t l
         hb_release(s); /* the HEADERS went before their DATA */
     q_pop_markers(s);
     qitem_t *q = s->qh;
-    if (!q) {
-        if (s->body_done) {
-            *flags |= NGHTTP2_DATA_FLAG_EOF;
-            return 0;
-        }
+    size_t n = 0;
+    if (!q && !s->body_done) {
         s->deferred = 1;
         return NGHTTP2_ERR_DEFERRED;
     }
-    size_t n = q->len < length ? (size_t)q->len : length; /* a frame never spans two pieces */
-    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-    if (s->body_done && n == s->q_bytes)
+    if (q) {
+        n = q->len < length ? (size_t)q->len : length; /* a frame never spans two pieces */
+        *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    }
+    if (s->body_done && n == s->q_bytes) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
+        /* The trailer section ends the stream in place of this DATA (the
+         * way nghttp2 asks for it, from here). */
+        if (s->tr && nghttp2_submit_trailer(sess, id, s->tr, s->ntr) == 0)
+            *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        free(s->tr);
+        s->tr = NULL;
+    }
     return (ssize_t)n;
 }
 

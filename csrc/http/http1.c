@@ -559,7 +559,7 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
     int bad = 0, bad_expect = 0;
     te_state_t te = {0};
     int host_count = 0, conn_close = 0, conn_keepalive = 0, conn_upgrade = 0;
-    int upgrade_field = 0, expect_continue = 0;
+    int upgrade_field = 0, expect_continue = 0, te_trailers = 0;
 
     memset(info, 0, sizeof(*info));
     info->method = sws_method_id(method, method_len);
@@ -570,6 +570,11 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
         size_t el_len;
 
         switch (h->name_len) {
+        case 2:
+            if (EQ_CI(h->name, h->name_len, "te"))
+                while (sws_list_next(&p, end, &el, &el_len))
+                    te_trailers |= EQ_CI(el, el_len, "trailers");
+            break;
         case 4:
             if (EQ_CI(h->name, h->name_len, "host")) {
                 if (++host_count == 1) {
@@ -637,6 +642,7 @@ int sws_analyze_request(const char *method, size_t method_len, int minor_version
     info->upgrade = (conn_upgrade && upgrade_field) ? 1 : 0;
     /* RFC 9110 §10.1.1: a 100-continue expectation in HTTP/1.0 is ignored. */
     info->expect_continue = (expect_continue && minor_version >= 1) ? 1 : 0;
+    info->te_trailers = (te_trailers && minor_version >= 1) ? 1 : 0; /* TE is HTTP/1.1's */
 
     if (bad)
         return 400;

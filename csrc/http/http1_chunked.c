@@ -58,8 +58,12 @@ static inline int is_qpair_char(unsigned char c) { return c == '\t' || (c >= 0x2
 static inline __attribute__((always_inline)) ssize_t
 chunked_run(sws_chunked_decoder_t *d, const char *buf, char *out, size_t len, size_t *outsz)
 {
-    size_t src = 0, dst = 0;
+    size_t src = 0, dst = 0, tkept = 0;
     int state = d->state;
+    /* keep_trailers: trailer field-line bytes go to out[dst + tkept], after
+     * the body bytes (never past src: each was read first). */
+    char *tr = out && d->keep_trailers ? out : NULL;
+    d->trailer_out = 0;
 
     if (state == CS_ERROR)
         goto error;
@@ -90,9 +94,12 @@ chunked_run(sws_chunked_decoder_t *d, const char *buf, char *out, size_t len, si
         if (state >= CS_EXT_BWS && state <= CS_EXT_VAL_END &&
             ++d->framing_bytes > SWS_CHUNK_EXT_MAX)
             goto error;
-        if (state >= CS_TRAILER_START && state <= CS_END_LF &&
-            ++d->framing_bytes > SWS_CHUNK_TRAILER_MAX)
-            goto error;
+        if (state >= CS_TRAILER_START && state <= CS_END_LF) {
+            if (++d->framing_bytes > SWS_CHUNK_TRAILER_MAX)
+                goto error;
+            if (tr && state != CS_END_LF && !(state == CS_TRAILER_START && c == '\r'))
+                tr[dst + tkept++] = (char)c; /* a field line's byte (checked below) */
+        }
 
         switch (state) {
         case CS_SIZE: {
@@ -240,16 +247,18 @@ chunked_run(sws_chunked_decoder_t *d, const char *buf, char *out, size_t len, si
     }
 
     d->state = state;
+    d->trailer_out = (uint32_t)tkept;
     if (out)
         *outsz = dst;
     if (state != CS_DONE)
         return SWS_PARSE_INCOMPLETE;
-    if (out && src < len && dst != src)
-        memmove(out + dst, buf + src, len - src);
+    if (out && src < len && dst + tkept != src)
+        memmove(out + dst + tkept, buf + src, len - src);
     return (ssize_t)(len - src);
 
 error:
     d->state = CS_ERROR;
+    d->trailer_out = 0;
     if (out)
         *outsz = dst;
     return SWS_PARSE_ERROR;

@@ -253,6 +253,85 @@ static void test_stream_of_unknown_length(sws_engine_t *e)
     t_end();
 }
 
+static void test_interim_before_the_head(sws_engine_t *e)
+{
+    /* HTTP/1.1: each 1xx as it comes, its fields, no Date or Server; the
+     * final answer after it untouched. */
+    static const sws_header_t links[] = {{"Link", 4, "</a.css>; rel=preload", 21},
+                                         {"Link", 4, "</b.js>; rel=preload", 20}};
+    int peer;
+    h1conn_t *hc = pair_conn(&peer);
+    sws_resp_t *r = &hc->resp;
+    h1_resp_begin(hc, 1, 0, 1);
+    r->ops->interim(e, r, 103, NULL, 0, links, 2);
+    r->ops->interim(e, r, 104, "Upload Resumption Supported", 27, NULL, 0);
+    CHECK(hc->r_status == 0, "the final response's state is untouched: %d", hc->r_status);
+    resp_head(e, r, 200, NULL, 0);
+    resp_start_body(e, r, SWS_BODY_LENGTH, 2);
+    resp_data(e, r, "ok", 2, 0);
+    CHECK(out_flush(e, &hc->c) == 0, "flush");
+    char want[1024];
+    char *p = want + sprintf(want, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n"
+                                   "Link: </b.js>; rel=preload\r\n\r\n"
+                                   "HTTP/1.1 104 Upload Resumption Supported\r\n\r\n");
+    strcpy(status_head(e, p, "HTTP/1.1 200 OK"), "Content-Length: 2\r\n\r\nok");
+    expect_bytes(peer, want, "103, 104, then 200");
+    pair_free(e, hc, peer);
+
+    /* HTTP/1.0 knows no 1xx (RFC 9110 §15.2): only the final answer. */
+    hc = pair_conn(&peer);
+    r = &hc->resp;
+    h1_resp_begin(hc, 0, 0, 0);
+    r->ops->interim(e, r, 103, NULL, 0, links, 2);
+    resp_head(e, r, 200, NULL, 0);
+    resp_start_body(e, r, SWS_BODY_LENGTH, 2);
+    resp_data(e, r, "ok", 2, 0);
+    CHECK(out_flush(e, &hc->c) == 0, "flush");
+    strcpy(status_head(e, want, "HTTP/1.1 200 OK"), "Content-Length: 2\r\nConnection: close\r\n\r\nok");
+    expect_bytes(peer, want, "no 103 to HTTP/1.0");
+    pair_free(e, hc, peer);
+    t_end();
+}
+
+/* A stream's trailers: a trailer section after the last chunk for a
+ * client that said "TE: trailers" (an exchange's te_trailers), else the
+ * plain last chunk; never on HTTP/1.0's close-delimited body. */
+static void test_trailers(sws_engine_t *e)
+{
+    static const sws_header_t tr[] = {{"X-Checksum", 10, "abc", 3}, {"X-Two", 5, "2", 1}};
+    static const struct {
+        int minor, te;
+        const char *want_after_head;
+    } cases[] = {
+        {1, 1, "Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nX-Checksum: abc\r\nX-Two: 2\r\n\r\n"},
+        {1, 0, "Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n"},
+        {0, 1, "Connection: close\r\n\r\nab"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int peer;
+        h1conn_t *hc = pair_conn(&peer);
+        sws_resp_t *r = &hc->resp;
+        h1x_t *x = calloc(1, sizeof *x);
+        x->te_trailers = cases[k].te;
+        x->req_done = 1;
+        hc->x = x;
+        h1_resp_begin(hc, cases[k].minor, 0, 1);
+        resp_head(e, r, 200, NULL, 0);
+        resp_start_body(e, r, SWS_BODY_STREAM, 0);
+        resp_data(e, r, "ab", 2, 0);
+        r->ops->trailers(e, r, tr, 2);
+        resp_done(e, r);
+        CHECK(out_flush(e, &hc->c) == 0, "flush");
+        char want[1024];
+        strcpy(status_head(e, want, "HTTP/1.1 200 OK"), cases[k].want_after_head);
+        expect_bytes(peer, want, cases[k].te ? "trailers" : "no trailers");
+        hc->x = NULL;
+        free(x);
+        pair_free(e, hc, peer);
+    }
+    t_end();
+}
+
 static void test_no_body_statuses(sws_engine_t *e)
 {
     int peer;
@@ -670,6 +749,8 @@ int main(void)
     test_head_keeps_the_length_and_drops_the_body(e);
     test_connection_header_follows_keepalive(e);
     test_stream_of_unknown_length(e);
+    test_interim_before_the_head(e);
+    test_trailers(e);
     test_no_body_statuses(e);
     test_a_discarded_head_leaves_nothing_behind(e);
     test_output_queues_behind_pending_output(e);

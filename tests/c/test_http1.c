@@ -1110,6 +1110,93 @@ static void check_chunked_after_end(void)
     t_end();
 }
 
+/* te_trailers: "trailers" in a TE list, any field, any case; HTTP/1.1 only. */
+static void check_te_trailers(void)
+{
+    static const struct {
+        const char *req;
+        unsigned want;
+    } cases[] = {
+        {"GET / HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\n", 1},
+        {"GET / HTTP/1.1\r\nHost: a\r\nte: deflate;q=0.5 , Trailers\r\n\r\n", 1},
+        {"GET / HTTP/1.1\r\nHost: a\r\nTE: gzip\r\nTE: ,trailers\r\n\r\n", 1},
+        {"GET / HTTP/1.1\r\nHost: a\r\nTE: trailers-x, gzip\r\n\r\n", 0},
+        {"GET / HTTP/1.1\r\nHost: a\r\nX-TE: trailers\r\n\r\n", 0},
+        {"GET / HTTP/1.0\r\nTE: trailers\r\n\r\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *m, *t;
+        size_t ml, tl, nh = MAXH;
+        int minor;
+        sws_header_t h[MAXH];
+        sws_request_info_t info;
+        size_t len = strlen(cases[i].req);
+        int n = sws_parse_request(guard_place(cases[i].req, len), len, &m, &ml, &t, &tl, &minor,
+                                  h, &nh, 0);
+        CHECK(n > 0 && sws_analyze_request(m, ml, minor, h, nh, &info) == 0, "[%zu] parsed", i);
+        CHECK(info.te_trailers == cases[i].want, "[%zu] te_trailers %u", i, info.te_trailers);
+    }
+    t_end();
+}
+
+/* keep_trailers: the trailer section's field lines come out after the body
+ * bytes of each call, in order, whatever the split; the status, body and
+ * bytes after the body are those of the plain decoder. */
+static void check_kept_trailers(void)
+{
+    static const struct {
+        const char *name, *in;
+        size_t in_len;
+        int rc;
+        const char *body, *trailers;
+    } cases[] = {
+        {"trailers", B("2\r\nab\r\n0\r\nX: y\r\nZ:\r\nW: \x80\t\r\n\r\nNEXT"), 4, "ab",
+         "X: y\r\nZ:\r\nW: \x80\t\r\n"},
+        {"no body", B("0\r\nChecksum: abc\r\n\r\n"), 0, "", "Checksum: abc\r\n"},
+        {"none", B("3\r\nabc\r\n0\r\n\r\nXY"), 2, "abc", ""},
+        {"incomplete", B("1\r\na\r\n0\r\nA: 1\r\nB"), SWS_PARSE_INCOMPLETE, "a", "A: 1\r\nB"},
+        {"bad line", B("1\r\na\r\n0\r\nA : 1\r\n\r\n"), SWS_PARSE_ERROR, "a", NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t len = cases[k].in_len;
+        for (size_t cut = 0; cut <= len + 1; cut++) { /* whole, one split, byte by byte */
+            sws_chunked_decoder_t d = {0};
+            d.keep_trailers = 1;
+            char body[256], tr[256], rest[256];
+            size_t blen = 0, tlen = 0, rlen = 0, from = 0;
+            int rc = SWS_PARSE_INCOMPLETE;
+            while (from < len && rc == SWS_PARSE_INCOMPLETE) {
+                size_t n = cut == 0 || cut == len ? len : cut < len ? (from < cut ? cut : len) - from : 1;
+                char *buf = guard_place(cases[k].in + from, n);
+                size_t sz = n;
+                rc = (int)sws_decode_chunked(&d, buf, &sz);
+                CHECK(sz + d.trailer_out <= n, "[%s] cut %zu: within the piece", cases[k].name, cut);
+                memcpy(body + blen, buf, sz);
+                blen += sz;
+                memcpy(tr + tlen, buf + sz, d.trailer_out);
+                tlen += d.trailer_out;
+                from += n;
+                if (rc >= 0) {
+                    memcpy(rest, buf + sz + d.trailer_out, (size_t)rc);
+                    memcpy(rest + rc, cases[k].in + from, len - from);
+                    rlen = (size_t)rc + len - from;
+                    rc = (int)rlen;
+                }
+            }
+            CHECK(rc == cases[k].rc, "[%s] cut %zu: rc %d", cases[k].name, cut, rc);
+            CHECK(blen == strlen(cases[k].body) && memcmp(body, cases[k].body, blen) == 0,
+                  "[%s] cut %zu: body", cases[k].name, cut);
+            if (cases[k].trailers)
+                CHECK(tlen == strlen(cases[k].trailers) && memcmp(tr, cases[k].trailers, tlen) == 0,
+                      "[%s] cut %zu: trailers '%.*s'", cases[k].name, cut, (int)tlen, tr);
+            if (rc >= 0)
+                CHECK(memcmp(rest, cases[k].in + len - rlen, rlen) == 0, "[%s] cut %zu: rest",
+                      cases[k].name, cut);
+        }
+    }
+    t_end();
+}
+
 /* ---- digest: SSE and scalar builds must agree ------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
@@ -1281,6 +1368,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(chunked_cases) / sizeof(chunked_cases[0]); ++i)
         check_chunked_case(&chunked_cases[i]);
     check_chunked_after_end();
+    check_kept_trailers();
+    check_te_trailers();
     for (size_t i = 0; i < sizeof(response_cases) / sizeof(response_cases[0]); ++i)
         check_response_case(&response_cases[i]);
     check_reason_boundaries();

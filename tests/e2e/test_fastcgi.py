@@ -293,6 +293,19 @@ def test_status_and_location_per_rfc3875(server, php_fpm):
     assert status == 301 and headers["location"] == "http://y/a"
 
 
+def test_php_cannot_send_an_interim_answer(server, php_fpm):
+    """FastCGI carries one CGI response (RFC 3875 §6): PHP's
+    http_response_code(103) makes `Status: 103` its final status, which no
+    answer may have; it is refused (502), never an early hint followed by
+    the page, nor a 103 with a body."""
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr]))
+    c = client(srv)
+    status, _, _, body = get(c, "/status.php?code=103")
+    assert status == 502 and b"status page" not in body, (status, body)
+    assert "upstream sent an invalid FastCGI response" in srv.log()
+
+
 def test_local_redirect_is_routed_again(server, php_fpm, fcgi_responder):
     fpm = php_fpm(children=1)
     srv = server(fcgi_yaml([fpm.addr], routes=[

@@ -75,7 +75,9 @@ struct h1x {
         want_body : 1,         /* the handler takes body bytes now */
         tunnel : 1,            /* 101: raw bytes both ways */
         broken : 1,            /* the tunnel could not take the client's first bytes */
-        started : 1;           /* a response byte went out */
+        started : 1,           /* a byte of the final response went out */
+        te_trailers : 1,       /* the client sent "TE: trailers": it takes a trailer section */
+        trailed : 1;           /* the last chunk and trailer fields went: done ends the section */
     uint64_t req_left;         /* Content-Length body bytes still to come */
     sws_chunked_decoder_t rdec;
     sws_request_t log;

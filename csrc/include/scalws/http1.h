@@ -196,7 +196,7 @@ typedef struct {
     size_t host_len;
     int method;                /* SWS_M_* */
     unsigned has_content_length:1, chunked:1, keepalive:1, expect_continue:1, upgrade:1,
-        has_host:1;
+        has_host:1, te_trailers:1;
 } sws_request_info_t;
 
 /*
@@ -224,7 +224,9 @@ typedef struct {
  * "close" turns it off and wins, "keep-alive" turns it on for 1.0
  * (RFC 9112 §9.3). upgrade: a Connection "upgrade" option together with an
  * Upgrade field (RFC 9110 §7.8). expect_continue: "Expect: 100-continue"
- * in HTTP/1.1; ignored in 1.0 as RFC 9110 §10.1.1 requires.
+ * in HTTP/1.1; ignored in 1.0 as RFC 9110 §10.1.1 requires. te_trailers:
+ * a TE list with "trailers" in HTTP/1.1 (RFC 9110 §10.1.4: the client
+ * takes a trailer section).
  */
 int sws_analyze_request(const char *method, size_t method_len, int minor_version,
                         const sws_header_t *headers, size_t num_headers,
@@ -337,6 +339,8 @@ typedef struct {
     int state;                    /* private */
     int hex_count;                /* hex digits read of the current size */
     uint32_t framing_bytes;       /* chunk-ext or trailer bytes, for the limits */
+    uint32_t trailer_out;         /* keep_trailers: trailer bytes the last call left (below) */
+    unsigned char keep_trailers;  /* set by the caller: the trailer section is kept, not dropped */
 } sws_chunked_decoder_t;
 
 /*
@@ -358,6 +362,14 @@ typedef struct {
  * Lines here must end in CRLF: RFC 9112 §2.2's bare-LF allowance covers only
  * the start-line and header fields, and body framing is where a proxy and a
  * server that disagree get smuggled past.
+ *
+ * With d->keep_trailers set (a proxy that passes trailers on), the trailer
+ * section's field lines, checked as above, each with its CRLF and without
+ * the final empty line, are not dropped: the d->trailer_out bytes at
+ * buf + *bufsz, right after the body bytes of this call, are the part of
+ * the section this call read (a section that spans calls comes in pieces,
+ * in order; the caller keeps them). Bytes after the body then follow the
+ * trailer bytes. trailer_out is 0 after a call that read none.
  */
 ssize_t sws_decode_chunked(sws_chunked_decoder_t *d, char *buf, size_t *bufsz);
 

@@ -10,7 +10,17 @@
  * line, Content-Length, chunk framing and the Connection header are the
  * protocol's. Calls come in this order:
  *
- *   head, (field | fields)*, start_body, (data | file)*, done
+ *   interim*, head, (field | fields)*, start_body, (data | file)*, trailers?, done
+ *
+ * interim (an informational 1xx before the final answer: an upstream's 103
+ * Early Hints) and trailers (a trailer section after a stream's last data)
+ * are given by the proxy alone, with fields it has already filtered, and
+ * each is copied before it returns. The protocol decides whether the
+ * client gets them: HTTP/1 sends no 1xx to an HTTP/1.0 client (RFC 9110
+ * §15.2) and trailers only in a chunked body to a client that sent
+ * "TE: trailers" (§6.5.1, §10.1.4); HTTP/2 sends both (a HEADERS without
+ * END_STREAM before the final one; a trailing HEADERS with END_STREAM).
+ * Our own 100 Continue is the protocol's, never an interim call.
  *
  * A handler that answers at once (respond, static) makes those calls and
  * returns. One that waits on something (the proxy) attaches its hooks and
@@ -149,6 +159,17 @@ typedef struct {
      * client is gone): memory referenced with SWS_REF that is not the
      * handler's to free (the cache's shared store). */
     void (*hold)(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h);
+
+    /* An informational response (status 102..199, not 101) before head;
+     * reason NULL: the standard phrase. h[0..nh) are its fields. Any number
+     * of them; the caller flushes after each (it must go before the final
+     * answer, which may be long in coming). */
+    void (*interim)(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
+                    size_t reason_len, const sws_header_t *h, size_t nh);
+    /* The trailer section of a SWS_BODY_STREAM body: after its last data,
+     * before done; h[0..nh) (nh > 0) hold no field RFC 9110 §6.5.1 keeps
+     * out of trailers. */
+    void (*trailers)(sws_engine_t *e, sws_resp_t *r, const sws_header_t *h, size_t nh);
 } sws_resp_ops_t;
 
 struct sws_resp {
