@@ -552,10 +552,11 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
     t->mode = M_FILL;
     int64_t now = (int64_t)e->core.wall;
     look_t lk;
+    char st[HIT_STATUS_MAX];
     zlock(z);
     lookup(z, hash, key, kl, req, &lk);
     if (!bypass && lk.ready && usable(lk.ready, &q, now) &&
-        serve_entry(e, r, z, lk.ready, req, "scalws; hit; collapsed") == 0) {
+        serve_entry(e, r, z, lk.ready, req, hit_status(lk.ready, now, "; collapsed", st)) == 0) {
         /* filled while we waited */
         cnt(&z->c.hits);
         sws_cs_unlock(z);

@@ -215,6 +215,20 @@ static void fields_out(sws_engine_t *e, sws_resp_t *r, const sws_cent_t *ent, in
 /* Answers the request from ent: 304 for a matching conditional, 206/416
  * for a Range of a stored 200, else the stored response. Lock held.
  * 0, or -1 when out of memory with nothing written. */
+const char *hit_status(const sws_cent_t *ent, int64_t now, const char *more, char out[HIT_STATUS_MAX])
+{
+    static const char head[] = "scalws; hit";
+    size_t n = sizeof head - 1, ml = strlen(more);
+    memcpy(out, head, n);
+    memcpy(out + n, more, ml); /* ours, short: "" or "; collapsed" */
+    n += ml;
+    memcpy(out + n, "; ttl=", 6);
+    n += 6;
+    n += put_i64(out + n, ent->lifetime - ent_age(ent, now));
+    out[n] = '\0';
+    return out;
+}
+
 int serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t *ent,
                 const sws_request_t *req, const char *status_line)
 {
@@ -322,11 +336,8 @@ int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, c
     if (u) {
         sws_cs_touch(lk.ready);
         cnt(u == 1 ? &z->c.hits : &z->c.stale);
-        char st[64] = "scalws; hit; ttl=";
-        size_t sl = 17;
-        sl += put_i64(st + sl, lk.ready->lifetime - ent_age(lk.ready, now));
-        st[sl] = '\0';
-        int rc = serve_entry(e, r, z, lk.ready, req, st);
+        char st[HIT_STATUS_MAX];
+        int rc = serve_entry(e, r, z, lk.ready, req, hit_status(lk.ready, now, "", st));
         sws_cs_unlock(z);
         return rc == 0 ? SWS_CACHE_DONE : SWS_CACHE_MISS;
     }
