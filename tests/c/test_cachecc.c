@@ -26,7 +26,7 @@ static void age(const char *s, int64_t want)
     t_end();
 }
 
-/* Several Age lines, as the cache reads them (csrc/handlers/cache.c,
+/* Several Age lines, as the cache reads them (csrc/handlers/cache_tee.c,
  * tee_field): the first line with a member decides; INT64_MIN: absent. */
 static void age_lines(int64_t want, int n, ...)
 {
