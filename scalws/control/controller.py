@@ -63,7 +63,7 @@ from scalws.cli import controller_parser
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import cgroups, exclusive, procs, sdnotify
+from scalws.control import cgroups, exclusive, procs, sdnotify, title
 from scalws.control.logs import NOTICE, ErrorLog, log
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
@@ -445,6 +445,7 @@ class Controller:
         if pid == 0:
             try:
                 os.close(rfd)
+                title.set_title("scalws-controller: status", "scalws-ctl-stat")
                 signal.set_wakeup_fd(-1)
                 for sig in SIGNALS:
                     signal.signal(sig, signal.SIG_DFL)
@@ -698,6 +699,8 @@ class Controller:
 
     # ---- main loop -----------------------------------------------------------
     def run(self) -> int:
+        title.init()  # before any fork (control/title.py)
+        title.set_title(f"scalws-controller: master process {self.path}", "scalws-ctl")
         sdnotify.setup()
         # One controller per pid file and address (the instances' masters,
         # with SCALWS_INSTANCE, skip both: they share the ports on purpose).

@@ -34,7 +34,7 @@ from scalws.config import users
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import caps, exclusive, sandbox, sdnotify, statusd, tlskeeper
+from scalws.control import caps, exclusive, sandbox, sdnotify, statusd, title, tlskeeper
 from scalws.control import stats as stats_mod
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
@@ -228,6 +228,17 @@ class Master:
         if self.pidfile is not None:
             self.pidfile.close_in_child()
 
+    def _title(self):
+        """ps and top: the master, or the controller's instance it is."""
+        title.init()  # before any fork: the children write where we would
+        inst = os.environ.get("SCALWS_INSTANCE")
+        if inst:
+            cpus = title.cpu_list(os.sched_getaffinity(0))
+            title.set_title(f"scalws-controller: instance {inst} (cpus {cpus})",
+                            f"scalws-inst{inst}")
+        else:
+            title.set_title(f"scalwsd: master process {self.path or ''}".rstrip(), "scalwsd")
+
     def _spawn(self, slot):
         """Forks worker `slot`; returns the read end of its readiness pipe."""
         cfg = slot.config
@@ -336,6 +347,7 @@ class Master:
         pid = os.fork()
         if pid == 0:
             os.close(rfd)
+            title.set_title("scalwsd: TLS keeper", "scalwsd-tls")
             self._close_in_child()  # it serves nothing
             tlskeeper.run(config, tls, self.errlog, wfd, master)  # never returns
         os.close(wfd)
@@ -389,6 +401,7 @@ class Master:
         pid = os.fork()
         if pid == 0:
             os.close(rfd)
+            title.set_title("scalwsd: status", "scalwsd-status")
             self._close_in_child(keep=[self.status_sock])  # it serves only its own socket
             statusd.run(block.mm, config.status.allow, self.status_sock, self.errlog, wfd, zones,
                         user=users.worker_user(config), master=master)
@@ -529,6 +542,7 @@ class Master:
 
     def run(self) -> int:
         cfg = self.config
+        self._title()
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         sdnotify.setup()  # before any child exists: they must not inherit it
         if cfg.pid and not os.environ.get("SCALWS_INSTANCE"):

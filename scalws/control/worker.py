@@ -26,7 +26,7 @@ import socket
 import traceback
 
 from scalws.config import users
-from scalws.control import procs, profiles, sandbox
+from scalws.control import procs, profiles, sandbox, title
 from scalws.control.logs import log
 
 # Exit status for "configuration is fine but this worker cannot start": the
@@ -84,6 +84,7 @@ class Worker:
         # passes a TERM on as soon as we report ready. Blocked, it waits.
         signal.pthread_sigmask(signal.SIG_SETMASK, _ALL_SIGNALS)
         self.errlog.set_worker(self.index)
+        title.set_title(f"scalwsd: worker {self.index}", title.worker_comm(self.index))
         if self.cpu is not None:
             try:
                 os.sched_setaffinity(0, {self.cpu})
@@ -231,6 +232,7 @@ class Worker:
         if self.master_pid and os.getppid() != self.master_pid:
             log.warning("worker %d: the master (pid %d) is gone: finishing the requests in "
                         "flight, then exiting", self.index, self.master_pid)
+        title.set_title(f"scalwsd: worker {self.index} (shutting down)")
         self.loop.call_later(self.config.shutdown_timeout, self._shutdown_timeout)
         self.engine.shutdown(self.loop.stop)  # no more accepts from here
         self._not_accepting()

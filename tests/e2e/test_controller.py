@@ -83,6 +83,14 @@ def children(pid) -> list:
         return []
 
 
+def title(pid) -> tuple:
+    """What ps (cmdline) and top (comm) show for pid."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        line = f.read().rstrip(b"\0").replace(b"\0", b" ").decode()
+    with open(f"/proc/{pid}/comm") as f:
+        return line, f.read().rstrip("\n")
+
+
 def cpus_allowed(pid) -> str:
     with open(f"/proc/{pid}/status") as f:
         return re.search(r"Cpus_allowed_list:\s*(\S+)", f.read()).group(1)
@@ -146,6 +154,11 @@ def test_pinned_cgroups_restart_rolling_reload_and_stop(tmp_path):
         workers = {m: children(m) for m in masters}
         sets = sorted(cpus_allowed(w) for ws in workers.values() for w in ws)
         assert sets == ["0", "1"], sets                  # disjoint, one CPU each
+        # ps and top tell the controller and its instances apart (control/title.py)
+        assert title(c.proc.pid) == (f"scalws-controller: master process {c.cfg}", "scalws-ctl")
+        assert sorted(title(m) for m in masters) == [
+            (f"scalws-controller: instance {i} (cpus {i})", f"scalws-inst{i}") for i in (0, 1)]
+        assert sorted(title(w)[0] for ws in workers.values() for w in ws) == ["scalwsd: worker 0"] * 2
         if HAVE_V1:
             for i in range(2):
                 d = {k: f"{V1_ROOT}/{k}/{name}/instance-{i}" for k in ("cpu", "cpuset", "memory")}
