@@ -5,8 +5,10 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 SYSPKGS := curl wrk nghttp2-client libnghttp2-dev php-fpm nginx-light nodejs strace gcc make libssl-dev openssl testssl.sh iproute2 man-db libjemalloc2 libmimalloc2.0 prometheus
 STAMP_VENV := $(VENV)/.deps-stamp
+STAMP_RUN  := $(VENV)/.run-deps-stamp
+STAMP_EDIT := $(VENV)/.editable-stamp
 
-.PHONY: all build run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest fuzz fuzz-deps \
+.PHONY: all build build-run run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest fuzz fuzz-deps \
         cache-conformance cache-conformance-deps
 
 all: build
@@ -14,7 +16,15 @@ all: build
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP_VENV): requirements-dev.txt | $(PY)
+# What building and running need: requirements-dev.txt up to its "# Tests"
+# line (as tools/pgo-build.sh reads it). `make run` installs only these; the
+# test and benchmark packages come with `make test` (and `make bench-deps`).
+$(STAMP_RUN): requirements-dev.txt | $(PY)
+	sed -n '1,/^# Tests/p' requirements-dev.txt | grep -v '^#' > $(VENV)/run-requirements.txt
+	$(PIP) install -q --disable-pip-version-check -r $(VENV)/run-requirements.txt
+	touch $@
+
+$(STAMP_VENV): requirements-dev.txt $(STAMP_RUN)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements-dev.txt
 	touch $@
@@ -32,11 +42,21 @@ sysdeps:
 	  else echo "not root: missing system packages:$$missing (tests that need them fail)"; fi; \
 	fi
 
-build: $(STAMP_VENV)
-	$(PY) setup.py -q build_ext --inplace -j 2
-	$(PIP) install -q --no-deps --no-build-isolation -e .
+build: $(STAMP_VENV) build-run
 
-run: build
+# The native modules (build_ext compiles only what changed, and writes
+# scalws/_buildinfo.py with the commit every time) and, once per
+# virtual environment or when the project's metadata changes, the editable
+# install that makes .venv/bin/scalwsd: a second `make run` starts at once.
+build-run: $(STAMP_RUN)
+	$(PY) setup.py -q build_ext --inplace -j 2
+	@if [ ! $(STAMP_EDIT) -nt pyproject.toml ] || [ ! $(STAMP_EDIT) -nt setup.py ] || \
+	    [ ! -x $(VENV)/bin/scalwsd ]; then \
+	  echo "$(PIP) install -q --no-deps --no-build-isolation -e ."; \
+	  $(PIP) install -q --no-deps --no-build-isolation -e . && touch $(STAMP_EDIT); \
+	fi
+
+run: build-run
 	$(VENV)/bin/scalwsd
 
 ctest:
