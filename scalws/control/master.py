@@ -22,6 +22,7 @@ loop calls it after every wakeup (ADR 0010).
 from __future__ import annotations
 
 import errno
+import gc
 import mmap
 import os
 import resource
@@ -82,6 +83,18 @@ class Slot:
         self.stopping = False
         self.ack_fd = None         # its pipe after "R": a graceful stop says "S" (no more accepts)
         self.ctl = None            # our end of its control socket: log descriptors on USR1
+
+
+def _fork() -> int:
+    """os.fork() for a child that shares the master's objects: frozen
+    (gc.freeze) across the fork, so that the child's collections never walk
+    them, and so never copy the pages they share; the master collects its
+    own as before (gc.unfreeze), or what a reload drops would never go."""
+    gc.freeze()
+    pid = os.fork()
+    if pid:
+        gc.unfreeze()
+    return pid
 
 
 class Master:
@@ -228,6 +241,19 @@ class Master:
         if self.pidfile is not None:
             self.pidfile.close_in_child()
 
+    @staticmethod
+    def _load_data_plane():
+        """Imports what a worker runs (uvloop, the engine, sandbox.preload's
+        modules) here, once, before any fork: their code, relocations and
+        objects are then the master's pages, shared by every worker, instead
+        of a private copy in each (4 idle workers: 3.9 MiB private each
+        instead of 7.8); _fork keeps the children's collections off them.
+        New native code therefore needs a restart, not a HUP (the
+        package restarts on upgrade)."""
+        import uvloop  # noqa: F401
+        import scalws.server.engine  # noqa: F401
+        sandbox.preload()
+
     def _title(self):
         """ps and top: the master, or the controller's instance it is."""
         title.init()  # before any fork: the children write where we would
@@ -249,7 +275,7 @@ class Master:
         cpu = cfg.cpus[slot.index % len(cfg.cpus)] if cfg.cpus else None
         socks = self._worker_sockets(cfg, slot.index)
         master = os.getpid()
-        pid = os.fork()
+        pid = _fork()
         if pid == 0:
             os.close(rfd)
             ours.close()
@@ -344,7 +370,7 @@ class Master:
             return 0
         rfd, wfd = os.pipe()
         master = os.getpid()
-        pid = os.fork()
+        pid = _fork()
         if pid == 0:
             os.close(rfd)
             title.set_title("scalwsd: TLS keeper", "scalwsd-tls")
@@ -398,7 +424,7 @@ class Master:
         zones = self.cache.view(config).zones  # made before the fork: shared with the workers
         rfd, wfd = os.pipe()
         master = os.getpid()
-        pid = os.fork()
+        pid = _fork()
         if pid == 0:
             os.close(rfd)
             title.set_title("scalwsd: status", "scalwsd-status")
@@ -566,6 +592,7 @@ class Master:
         if cfg.busy_poll_auto:
             log.info("busy_poll auto: %s", cfg.busy_poll_auto)
         self._start_apps(cfg)
+        self._load_data_plane()
         self.tls = self._tls_generation(cfg)
         self.keeper_pid = self._start_keeper(cfg, self.tls)
         self.stats = self._stats_block(cfg)

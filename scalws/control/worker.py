@@ -91,7 +91,7 @@ class Worker:
             except OSError as exc:
                 log.warning("worker %d: cannot pin to CPU %d: %s", self.index, self.cpu, exc)
 
-        import uvloop  # compiled: imported only in workers
+        import uvloop  # loaded already: the master imports what workers run (_load_data_plane)
 
         from scalws.server.engine import Engine
         sandbox.preload()  # nothing is imported once it serves (docs/operations.md)
