@@ -169,12 +169,12 @@ SWS_INTERNAL void lines_out(sws_engine_t *e, sws_resp_t *r, const char *p, size_
 /* RFC 9110 15.4.5: the fields a 304 carries. */
 #define NM_KEEP 7
 SWS_INTERNAL extern const char *const not_modified_keep[NM_KEEP];
-/* Answers the request from ent (lock held): 0, or -1 when out of memory
- * with nothing written. */
 /* "scalws; hit<more>; ttl=N" for a hit on ent into out; out. */
 #define HIT_STATUS_MAX 64
 SWS_INTERNAL const char *hit_status(const sws_cent_t *ent, int64_t now, const char *more,
                                     char out[HIT_STATUS_MAX]);
+/* Answers the request from ent (lock held): 0, or -1 when out of memory
+ * with nothing written. */
 SWS_INTERNAL int serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t *ent,
                              const sws_request_t *req, const char *status_line);
 

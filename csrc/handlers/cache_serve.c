@@ -212,9 +212,6 @@ static void fields_out(sws_engine_t *e, sws_resp_t *r, const sws_cent_t *ent, in
                   not_modified ? NM_KEEP : 0);
 }
 
-/* Answers the request from ent: 304 for a matching conditional, 206/416
- * for a Range of a stored 200, else the stored response. Lock held.
- * 0, or -1 when out of memory with nothing written. */
 const char *hit_status(const sws_cent_t *ent, int64_t now, const char *more, char out[HIT_STATUS_MAX])
 {
     static const char head[] = "scalws; hit";
@@ -229,6 +226,9 @@ const char *hit_status(const sws_cent_t *ent, int64_t now, const char *more, cha
     return out;
 }
 
+/* Answers the request from ent: 304 for a matching conditional, 206/416
+ * for a Range of a stored 200, else the stored response. Lock held.
+ * 0, or -1 when out of memory with nothing written. */
 int serve_entry(sws_engine_t *e, sws_resp_t *r, sws_cs_t *z, sws_cent_t *ent,
                 const sws_request_t *req, const char *status_line)
 {

@@ -36,7 +36,6 @@ line and gets only comm.
 from __future__ import annotations
 
 import ctypes
-import os
 
 __all__ = ["init", "set_title", "worker_comm", "cpu_list"]
 
