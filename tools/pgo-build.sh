@@ -231,7 +231,8 @@ make_cert "$RUN_DIR"
 for p in "$HTTP_PORT" "$HTTPS_PORT" "$UP_PORT"; do require_free_port 127.0.0.1 "$p"; done
 
 mkdir -p "$RUN_DIR/upstream/tmp"
-SDIR=$RUN_DIR/upstream UP_PORT=$UP_PORT render "$BENCH_DIR/configs/upstream-nginx.conf.tmpl" "$RUN_DIR/upstream/nginx.conf"
+SDIR=$RUN_DIR/upstream UP_PORT=$UP_PORT WWW=$WWW \
+    render "$BENCH_DIR/configs/upstream-nginx.conf.tmpl" "$RUN_DIR/upstream/nginx.conf"
 start_bg "$CPU_LOAD" "$RUN_DIR/upstream.log" "$NGINX" -p "$RUN_DIR/upstream/" -e "$RUN_DIR/upstream/error.log" \
     -c "$RUN_DIR/upstream/nginx.conf"
 UP_PID=$LAST_PID
