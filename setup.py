@@ -393,7 +393,7 @@ class BuildExt(build_ext):
 CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/core/filecache.c",
           "csrc/net/listen.c", "csrc/net/steer.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c", "csrc/net/sni.c",
           "csrc/http/http1.c", "csrc/http/http1_chunked.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
-          "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c", "csrc/http/priority.c",
+          "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c", "csrc/http/priority.c", "csrc/http/sfv.c",
           "csrc/http/accesslog.c",
           "csrc/handlers/dispatch.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",

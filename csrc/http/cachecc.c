@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "scalws/cachecc.h"
+#include "scalws/sfv.h"
 
 void sws_cc_init(sws_cc_t *cc)
 {
@@ -216,178 +217,6 @@ int64_t sws_cc_age(const char *v, size_t n)
 
 /* ---- targeted fields (RFC 9213) as Structured Fields Dictionaries ------------------------ */
 
-/* RFC 8941 §4.2's grammar, walked over [p, end). Every member is parsed,
- * ours or not: a field that is not a Dictionary is ignored whole, so a
- * malformed tail must be seen. */
-typedef struct {
-    const char *p, *end;
-} sfc_t;
-
-enum { SF_INT, SF_DEC, SF_STR, SF_TOKEN, SF_BYTES, SF_BOOL, SF_INNER };
-
-static int sf_lcalpha(int c) { return c >= 'a' && c <= 'z'; }
-static int sf_digit(int c) { return c >= '0' && c <= '9'; }
-static int sf_alpha(int c) { return sf_lcalpha(c) || (c >= 'A' && c <= 'Z'); }
-static int sf_peek(const sfc_t *c) { return c->p < c->end ? (unsigned char)*c->p : -1; }
-
-static void sf_skip_sp(sfc_t *c)
-{
-    while (c->p < c->end && *c->p == ' ')
-        c->p++;
-}
-
-/* key = ( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" ):
- * its length, 0 when there is none. */
-static size_t sf_key(sfc_t *c, const char **k)
-{
-    int ch = sf_peek(c);
-    if (!sf_lcalpha(ch) && ch != '*')
-        return 0;
-    *k = c->p;
-    while (c->p < c->end) {
-        ch = (unsigned char)*c->p;
-        if (!sf_lcalpha(ch) && !sf_digit(ch) && ch != '_' && ch != '-' && ch != '.' && ch != '*')
-            break;
-        c->p++;
-    }
-    return (size_t)(c->p - *k);
-}
-
-static int sf_tchar(int ch)
-{
-    if (sf_alpha(ch) || sf_digit(ch))
-        return 1;
-    switch (ch) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-/* A Bare Item (§4.2.3.1): its SF_* kind (*num: an Integer's value, a
- * Boolean's 0 or 1), or -1. */
-static int sf_bare_item(sfc_t *c, int64_t *num)
-{
-    int ch = sf_peek(c);
-    if (ch == '-' || sf_digit(ch)) { /* Integer or Decimal, §4.2.4 */
-        int neg = ch == '-', n = 0, frac = -1;
-        int64_t v = 0;
-        if (neg)
-            c->p++;
-        if (!sf_digit(sf_peek(c)))
-            return -1;
-        while (c->p < c->end) {
-            ch = (unsigned char)*c->p;
-            if (sf_digit(ch)) {
-                if (frac >= 0) {
-                    if (++frac > 3)
-                        return -1;
-                } else {
-                    if (++n > 15)
-                        return -1;
-                    v = v * 10 + (ch - '0');
-                }
-            } else if (ch == '.' && frac < 0) {
-                if (n > 12)
-                    return -1;
-                frac = 0;
-            } else {
-                break;
-            }
-            c->p++;
-        }
-        if (frac == 0)
-            return -1; /* "1." */
-        *num = neg ? -v : v;
-        return frac < 0 ? SF_INT : SF_DEC;
-    }
-    if (ch == '"') { /* String, §4.2.5 */
-        for (c->p++; c->p < c->end; c->p++) {
-            ch = (unsigned char)*c->p;
-            if (ch == '"') {
-                c->p++;
-                return SF_STR;
-            }
-            if (ch == '\\') {
-                if (++c->p == c->end || (*c->p != '"' && *c->p != '\\'))
-                    return -1;
-            } else if (ch < 0x20 || ch > 0x7e) {
-                return -1;
-            }
-        }
-        return -1;
-    }
-    if (ch == '*' || sf_alpha(ch)) { /* Token, §4.2.6 */
-        while (c->p < c->end && (sf_tchar((unsigned char)*c->p) || *c->p == ':' || *c->p == '/'))
-            c->p++;
-        return SF_TOKEN;
-    }
-    if (ch == ':') { /* Byte Sequence, §4.2.7 */
-        for (c->p++; c->p < c->end && *c->p != ':'; c->p++) {
-            ch = (unsigned char)*c->p;
-            if (!sf_alpha(ch) && !sf_digit(ch) && ch != '+' && ch != '/' && ch != '=')
-                return -1;
-        }
-        if (c->p == c->end)
-            return -1;
-        c->p++;
-        return SF_BYTES;
-    }
-    if (ch == '?') { /* Boolean, §4.2.8 */
-        c->p++;
-        ch = sf_peek(c);
-        if (ch != '0' && ch != '1')
-            return -1;
-        c->p++;
-        *num = ch == '1';
-        return SF_BOOL;
-    }
-    return -1;
-}
-
-/* Parameters (§4.2.3.2), parsed and dropped (RFC 9213 §2.2): 0 or -1. */
-static int sf_params(sfc_t *c)
-{
-    while (sf_peek(c) == ';') {
-        const char *k;
-        int64_t num;
-        c->p++;
-        sf_skip_sp(c);
-        if (!sf_key(c, &k))
-            return -1;
-        if (sf_peek(c) == '=') {
-            c->p++;
-            if (sf_bare_item(c, &num) < 0)
-                return -1;
-        }
-    }
-    return 0;
-}
-
-/* An Item or an Inner List (§4.2.1.1): the Item's kind, SF_INNER, or -1. */
-static int sf_member_value(sfc_t *c, int64_t *num)
-{
-    if (sf_peek(c) != '(') {
-        int kind = sf_bare_item(c, num);
-        return kind < 0 || sf_params(c) < 0 ? -1 : kind;
-    }
-    c->p++;
-    for (;;) {
-        sf_skip_sp(c);
-        if (sf_peek(c) == ')') {
-            c->p++;
-            return sf_params(c) < 0 ? -1 : SF_INNER;
-        }
-        int64_t n;
-        if (sf_bare_item(c, &n) < 0 || sf_params(c) < 0)
-            return -1;
-        if (sf_peek(c) != ' ' && sf_peek(c) != ')')
-            return -1;
-    }
-}
-
 /* The directives a targeted field carries for us: the delta ones first
  * (their bit in sws_tcc_t.bad is their index), then the flags. */
 static const struct {
@@ -428,11 +257,11 @@ static void tcc_member(sws_tcc_t *t, const char *k, size_t kl, int kind, int64_t
             continue;
         int ok;
         if (!tdir[i].flag) {
-            ok = kind == SF_INT && num >= 0;
+            ok = kind == SWS_SF_INT && num >= 0;
             *tdelta(&t->cc, i) = ok ? (num > SWS_CC_MAX_DELTA ? SWS_CC_MAX_DELTA : num) : SWS_CC_NONE;
         } else {
-            ok = kind == SF_BOOL || (kind == SF_STR && tdir[i].string_ok);
-            if (ok && (kind == SF_STR || num))
+            ok = kind == SWS_SF_BOOL || (kind == SWS_SF_STR && tdir[i].string_ok);
+            if (ok && (kind == SWS_SF_STR || num))
                 t->cc.flags |= tdir[i].flag;
             else
                 t->cc.flags &= ~tdir[i].flag;
@@ -452,53 +281,26 @@ void sws_tcc_init(sws_tcc_t *t)
     t->bad = 0;
 }
 
+static void tcc_member_cb(void *arg, const char *k, size_t kl, int kind, int64_t num)
+{
+    tcc_member(arg, k, kl, kind, num);
+}
+
 void sws_tcc_parse(sws_tcc_t *t, const char *v, size_t n)
 {
     if (t->state == SWS_TCC_SYNTAX)
         return;
     if (t->state == SWS_TCC_ABSENT)
         t->state = SWS_TCC_EMPTY;
-    if (!n)
-        return; /* v may be NULL */
-    sfc_t c = {v, v + n};
-    sf_skip_sp(&c);
-    if (c.p == c.end)
-        return; /* an empty line: an empty Dictionary */
     /* the members go into a copy, kept only when the whole line parses */
     sws_tcc_t nt = *t;
-    for (;;) {
-        const char *k;
-        size_t kl = sf_key(&c, &k);
-        if (!kl)
-            goto syntax;
-        int kind = SF_BOOL;
-        int64_t num = 1; /* a bare key is Boolean true */
-        if (sf_peek(&c) == '=') {
-            c.p++;
-            kind = sf_member_value(&c, &num);
-        } else if (sf_params(&c) < 0) {
-            kind = -1;
-        }
-        if (kind < 0)
-            goto syntax;
-        tcc_member(&nt, k, kl, kind, num);
-        while (c.p < c.end && is_ows(*c.p))
-            c.p++;
-        if (c.p == c.end)
-            break;
-        if (*c.p != ',')
-            goto syntax;
-        c.p++;
-        while (c.p < c.end && is_ows(*c.p))
-            c.p++;
-        if (c.p == c.end)
-            goto syntax; /* a trailing comma */
+    int members = sws_sf_dict(v, n, tcc_member_cb, &nt);
+    if (members < 0) {
+        t->state = SWS_TCC_SYNTAX;
+    } else if (members > 0) { /* an empty line is an empty Dictionary */
+        nt.state = SWS_TCC_MEMBERS;
+        *t = nt;
     }
-    nt.state = SWS_TCC_MEMBERS;
-    *t = nt;
-    return;
-syntax:
-    t->state = SWS_TCC_SYNTAX;
 }
 
 int sws_tcc_valid(const sws_tcc_t *t) { return t->state == SWS_TCC_MEMBERS && !t->bad; }

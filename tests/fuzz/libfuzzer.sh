@@ -26,8 +26,8 @@ sources() {
         http1) echo "-msse4.2 tests/fuzz/fuzz_http1.c csrc/http/http1.c csrc/http/http1_chunked.c" ;;
         sni) echo "tests/fuzz/fuzz_sni.c csrc/net/sni.c" ;;
         fcgi) echo "-msse4.2 tests/fuzz/fuzz_fcgi.c csrc/http/fcgi.c csrc/http/http1.c csrc/http/http1_chunked.c" ;;
-        cachecc) echo "tests/fuzz/fuzz_cachecc.c csrc/http/cachecc.c" ;;
-        priority) echo "tests/fuzz/fuzz_priority.c csrc/http/priority.c" ;;
+        cachecc) echo "tests/fuzz/fuzz_cachecc.c csrc/http/cachecc.c csrc/http/sfv.c" ;;
+        priority) echo "tests/fuzz/fuzz_priority.c csrc/http/priority.c csrc/http/sfv.c" ;;
         h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c) csrc/engine.c -lssl -lcrypto -lnghttp2" ;;
         *) return 1 ;;
     esac
