@@ -14,6 +14,12 @@ per process: PSS, private (clean + dirty), shared; in all: the tree's PSS
 less what ScalWS's cache zones (memfd mappings) account for, and that apart.
 PSS splits each shared page among the processes mapping it, so the sum over
 a tree is its real cost; private is what one more worker adds.
+
+With scalws among the servers, the floor of a Python worker is measured too:
+one process of the same interpreter with nothing imported, and one that has
+imported what a worker runs (uvloop and with it asyncio and ssl, the engine)
+and nothing else (no configuration, no loop): no tree of Python processes
+can weigh less than the second.
 """
 from __future__ import annotations
 
@@ -147,6 +153,34 @@ def sample(p):
     return rows
 
 
+FLOOR = {
+    "bare interpreter": "pass",
+    "uvloop + the engine imported": "import uvloop, scalws.server.engine",
+}
+
+
+def floor(out):
+    """PSS of a lone process of scalwsd's interpreter, per FLOOR entry."""
+    python = os.path.join(os.path.dirname(os.path.realpath(SCALWSD)), "python")
+    rows = []
+    for what, code in FLOOR.items():
+        p = subprocess.Popen([python, "-c", f"{code}\nimport sys, time\n"
+                              "print('ready', flush=True)\ntime.sleep(60)"],
+                             stdout=subprocess.PIPE)
+        try:
+            p.stdout.readline()
+            time.sleep(1)
+            pss, priv, _, _ = mem(p.pid)
+            rows.append((what, pss, priv))
+        finally:
+            p.kill()
+            p.wait()
+    out.append("\n### floor: one Python process of scalwsd's interpreter\n\n"
+               "| process | PSS KiB | private KiB |\n|---|---:|---:|")
+    out += [f"| {what} | {pss} | {priv} |" for what, pss, priv in rows]
+    return rows
+
+
 def report(server, w, phase, rows, out):
     pss = sum(r[2] for r in rows)
     zone = sum(r[5] for r in rows)
@@ -190,12 +224,16 @@ def main():
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
                 shutil.rmtree(d, ignore_errors=True)
+    floors = floor(out) if "scalws" in servers else []
     head = ["| server | workers | PSS idle (MiB) | PSS after load (MiB) | idle / nginx's |",
             "|---|---:|---:|---:|---:|"]
     ngx = {w: i for s, w, i, _ in summary if s == "nginx"}
     for s, w, i, l in summary:
         ratio = f"{i / ngx[w]:.1f}" if w in ngx else "-"
         head.append(f"| {s} | {w} | {i:.1f} | {l:.1f} | {ratio} |")
+    for what, pss, _ in floors:
+        ratio = f"{pss / 1024 / ngx[1]:.1f}" if 1 in ngx else "-"
+        head.append(f"| python, {what} | - | {pss / 1024:.1f} | - | {ratio} (of 1 worker's) |")
     text = "\n".join(["# Footprint", "", *head, *out]) + "\n"
     if a.out:
         open(a.out, "w").write(text)

@@ -21,6 +21,7 @@ loop calls it after every wakeup (ADR 0010).
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import gc
 import mmap
@@ -85,11 +86,19 @@ class Slot:
         self.ctl = None            # our end of its control socket: log descriptors on USR1
 
 
+_libc = ctypes.CDLL(None)
+
+
 def _fork() -> int:
     """os.fork() for a child that shares the master's objects: frozen
     (gc.freeze) across the fork, so that the child's collections never walk
     them, and so never copy the pages they share; the master collects its
-    own as before (gc.unfreeze), or what a reload drops would never go."""
+    own as before (gc.unfreeze), or what a reload drops would never go.
+    The C heap's free pages go back to the kernel first (malloc_trim): a
+    child that allocates there gets fresh pages of its own instead of
+    copying pages that the master then keeps too (1 MiB less per install,
+    docs/benchmarks/2026-12-05-footprint.md)."""
+    _libc.malloc_trim(0)
     gc.freeze()
     pid = os.fork()
     if pid:
