@@ -7,13 +7,21 @@ Switches (environment):
                       (docs/operations.md, "Profile-guided build"); profiles in
                       build/pgo/. `use` fails when a translation unit has no
                       profile or a profile does not match, never falls back.
+  SCALWS_BOLT=instrument|use
+                      BOLT (llvm-bolt, Debian's bolt-16) applied to the engine
+                      after it is linked, driven by tools/pgo-build.sh --bolt:
+                      `instrument` writes a training build whose workers
+                      write build/pgo/bolt/engine.fdata.PID.fdata; `use`
+                      lays the engine's code out by build/pgo/bolt/engine.fdata
+                      (merged), and fails without it or with a stale one.
+                      Both link with --emit-relocs (BOLT moves functions).
   SCALWS_MARCH=...    -march value; default: the compiler's own (x86-64) plus
                       SSE4.2 when this CPU has it
   SCALWS_COMMIT=...   the commit `scalwsd --version` names, for a build from a
                       tree without .git (default: git rev-parse HEAD, or unknown)
 
 Every build writes scalws/_buildinfo.py (not in git): version, commit, compiler,
--march and PGO state, which `scalwsd --version` prints. It holds nothing that
+-march, PGO and BOLT state, which `scalwsd --version` prints. It holds nothing that
 differs between two builds of one commit (no time, host or absolute path).
 
 A module whose compile flags differ from those of its last build is rebuilt
@@ -43,6 +51,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PGO_DIR = os.path.join(HERE, "build", "pgo")
 PGO_GEN = os.path.join(PGO_DIR, "GEN")        # written by a `gen` build
 PGO_STAMP = os.path.join(PGO_DIR, "STAMP")    # written by tools/pgo-build.sh after training
+BOLT_DIR = os.path.join(PGO_DIR, "bolt")
+BOLT_STAMP = os.path.join(BOLT_DIR, "STAMP")  # written by tools/pgo-build.sh --bolt after training
+BOLT_MODULES = ("scalws.server.engine",)      # the request path (the parser module is the tests')
 FLAGS_RECORD = "scalws-flags.json"            # in build_temp: the flags of each module's last build
 
 
@@ -62,6 +73,13 @@ def _pgo_mode():
     if pgo not in ("", "gen", "use"):
         sys.exit(f"setup.py: SCALWS_PGO must be gen or use, not {pgo!r}")
     return pgo
+
+
+def _bolt_mode():
+    bolt = os.environ.get("SCALWS_BOLT", "")
+    if bolt not in ("", "instrument", "use"):
+        sys.exit(f"setup.py: SCALWS_BOLT must be instrument or use, not {bolt!r}")
+    return bolt
 
 
 def base_cflags():
@@ -111,6 +129,9 @@ def ldflags():
         # __gcov_dump linked in and exported: processes that end with
         # os._exit write their counters through it (scalws/control/profiles.py)
         flags += ["-fprofile-generate", "-Wl,--require-defined=__gcov_dump"]
+    if _bolt_mode():
+        # relocations kept in the output: BOLT can move whole functions
+        flags += ["-Wl,--emit-relocs"]
     return flags
 
 
@@ -253,6 +274,16 @@ def _training_info():
             f"{s.get('scenarios', '?')} ({s.get('duration', '?')} s each)")
 
 
+def _bolt_info(bolt):
+    if bolt == "instrument":
+        return "instrumented (training build)"
+    if bolt == "use":
+        s = _read_keys(BOLT_STAMP) if os.path.exists(BOLT_STAMP) else {}
+        return (f"on: trained at commit {s.get('commit', 'unknown')} on "
+                f"{s.get('scenarios', '?')} ({s.get('duration', '?')} s each)")
+    return "off"
+
+
 def write_buildinfo(paths, pgo, cc):
     if pgo == "use":
         state = _training_info()
@@ -264,6 +295,7 @@ def write_buildinfo(paths, pgo, cc):
             f"VERSION = {_version()!r}\n"
             f"COMMIT = {_commit()!r}\n"
             f"PGO = {state!r}\n"
+            f"BOLT = {_bolt_info(_bolt_mode())!r}\n"
             f"MARCH = {march_description(cc)!r}\n"
             f"CC = {_cc_version(cc)[0]!r}\n")
     for path in paths:
@@ -300,6 +332,12 @@ class BuildExt(build_ext):
                 objects[_gcda_name(obj)] = src
         if pgo == "use":
             self._check_profiles(cc, objects)
+        if _bolt_mode() == "use":
+            for name in BOLT_MODULES:
+                if not os.path.isfile(_bolt_profile(name)):
+                    sys.exit(f"setup.py: SCALWS_BOLT=use: no BOLT profile "
+                             f"{os.path.relpath(_bolt_profile(name), HERE)}: make it with "
+                             "tools/pgo-build.sh --bolt (docs/operations.md)")
         elif pgo == "gen":
             # A new training build: profiles of an earlier one would not
             # merge with its counters (libgcov skips them with a message).
@@ -326,6 +364,11 @@ class BuildExt(build_ext):
         self._forget_stale(self._flags_signature(objects if pgo == "use" else {}))
         super().build_extensions()
         self._record_flags()
+
+    def build_extension(self, ext):
+        super().build_extension(ext)
+        if _bolt_mode() and ext.name in BOLT_MODULES:
+            _bolt(_bolt_mode(), self.get_ext_fullpath(ext.name), ext.name)
 
     def _check_profiles(self, cc, objects):
         def fail(msg):
@@ -358,6 +401,12 @@ class BuildExt(build_ext):
                 with open(os.path.join(PGO_DIR, name), "rb") as f:
                     h.update(name.encode() + b"\0" + f.read())
             sig["profiles"] = h.hexdigest()
+        bolt = _bolt_mode()
+        if bolt:       # an instrumented engine, or one laid out by new profiles
+            sig["bolt"] = bolt
+            if bolt == "use":
+                with open(_bolt_profile(BOLT_MODULES[0]), "rb") as f:
+                    sig["bolt_profile"] = hashlib.sha256(f.read()).hexdigest()
         return hashlib.sha256(json.dumps(sig, sort_keys=True).encode()).hexdigest()
 
     def _flags_record(self):
@@ -387,6 +436,61 @@ class BuildExt(build_ext):
         os.makedirs(self.build_temp, exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=1, sort_keys=True)
+
+
+# ---- BOLT ---------------------------------------------------------------------
+
+def _bolt_profile(name):
+    return os.path.join(BOLT_DIR, name.rsplit(".", 1)[1] + ".fdata")
+
+
+def _bolt_tool(name):
+    """llvm-bolt or merge-fdata by its real path: llvm-bolt finds its
+    instrumentation runtime in ../lib beside the file it runs from, which
+    for Debian's /usr/bin/llvm-bolt-16 link would be /usr/lib."""
+    import shutil
+    for cand in (os.environ.get("SCALWS_" + name.upper().replace("-", "_")),
+                 name, name + "-16", f"/usr/lib/llvm-16/bin/{name}"):
+        path = cand and shutil.which(cand)
+        if path:
+            return os.path.realpath(path)
+    sys.exit(f"setup.py: SCALWS_BOLT: no {name} (Debian: apt-get install bolt-16)")
+
+
+def _bolt(mode, path, name):
+    """Rewrites the linked module at `path` with llvm-bolt: instrumented, or
+    laid out by its profile. distutils relinks a module only when its flags
+    or sources changed; one it kept is already rewritten."""
+    with open(path, "rb") as f:
+        if b".note.bolt_info" in f.read():
+            return
+    os.makedirs(BOLT_DIR, exist_ok=True)
+    if mode == "instrument":
+        # each process writes its own file at exit (scalws/control/profiles.py
+        # makes workers do so before os._exit); tools/pgo-build.sh merges them
+        args = ["-instrument", "-instrumentation-file=" + _bolt_profile(name),
+                "-instrumentation-file-append-pid"]
+    else:
+        # BOLT's usual layout (its docs' "optimize" line): blocks and
+        # functions by the profile, cold parts split off, identical
+        # functions folded
+        args = ["-data=" + _bolt_profile(name), "-reorder-blocks=ext-tsp",
+                "-reorder-functions=hfsort", "-split-functions", "-split-all-cold",
+                "-split-eh", "-icf=1", "-dyno-stats"]
+    log = os.path.join(BOLT_DIR, name.rsplit(".", 1)[1] + f".{mode}.log")
+    tmp = path + ".bolt"
+    with open(log, "w") as out:
+        r = subprocess.run([_bolt_tool("llvm-bolt"), path, "-o", tmp, *args],
+                           stdout=out, stderr=subprocess.STDOUT)
+    text = open(log, encoding="utf-8", errors="replace").read()
+    if r.returncode != 0 or not os.path.exists(tmp):
+        sys.exit(f"setup.py: SCALWS_BOLT={mode}: llvm-bolt failed on {name} "
+                 f"(whole output: {log}):\n" + "\n".join(text.splitlines()[-15:]))
+    if mode == "use" and "possibly stale" in text:
+        os.unlink(tmp)
+        sys.exit(f"setup.py: SCALWS_BOLT=use: the BOLT profile of {name} does not fit this "
+                 f"build (possibly stale; {log}): train again with tools/pgo-build.sh --bolt")
+    os.replace(tmp, path)
 
 
 # The engine's C, floor by floor (docs/architecture.md, ADR 0005).

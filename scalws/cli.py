@@ -15,7 +15,7 @@ from scalws import __version__
 def version_line() -> str:
     """`scalwsd --version`: the version, and what setup.py recorded of the
     build of the compiled modules (scalws/_buildinfo.py): commit, compiler,
-    -march, PGO."""
+    -march, PGO, BOLT."""
     try:
         from scalws import _buildinfo as b
     except ImportError:
@@ -23,8 +23,8 @@ def version_line() -> str:
     if getattr(b, "VERSION", None) != __version__:
         return (f"scalwsd {__version__} (build information unavailable: "
                 f"scalws/_buildinfo.py is from version {getattr(b, 'VERSION', '?')}; rebuild)")
-    commit, cc, march, pgo = (getattr(b, k, "?") for k in ("COMMIT", "CC", "MARCH", "PGO"))
-    return f"scalwsd {__version__} (commit {commit}, {cc}, {march}, PGO {pgo})"
+    commit, cc, march, pgo, bolt = (getattr(b, k, "?") for k in ("COMMIT", "CC", "MARCH", "PGO", "BOLT"))
+    return f"scalwsd {__version__} (commit {commit}, {cc}, {march}, PGO {pgo}, BOLT {bolt})"
 
 
 class _VersionAction(argparse.Action):

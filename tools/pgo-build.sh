@@ -2,7 +2,7 @@
 # Profile-guided build of the native modules (docs/operations.md,
 # "Profile-guided build").
 #
-#   tools/pgo-build.sh [--march M] [--duration SECONDS] [--python PY]
+#   tools/pgo-build.sh [--bolt] [--march M] [--duration SECONDS] [--python PY]
 #                      [--install venv|none] [--skip-tests]
 #
 # 1. builds the C and Cython modules in place, instrumented (SCALWS_PGO=gen);
@@ -14,14 +14,21 @@
 #    have one (build/pgo/*.gcda);
 # 3. rebuilds with the profiles (SCALWS_PGO=use: -fprofile-use
 #    -fprofile-partial-training; a missing or mismatched profile is an error);
+# 3b. with --bolt (Debian's bolt-16): rebuilds that with the engine linked
+#    for BOLT and instrumented by llvm-bolt (SCALWS_BOLT=instrument), trains
+#    it with the same load, merges the workers' profiles into
+#    build/pgo/bolt/engine.fdata (with build/pgo/bolt/STAMP), and rebuilds
+#    with the engine laid out by them (SCALWS_BOLT=use);
 # 4. runs the test suite on that build (not with --skip-tests);
 # 5. --install venv (default): leaves that build in place (scalws/**/*.so),
 #    where .venv imports it. --install none: puts back the modules that were
 #    in place before and leaves build/pgo/ (the profiles and STAMP) for a
-#    later `SCALWS_PGO=use [SCALWS_MARCH=M] PY setup.py build_ext` in this
-#    folder with the same PY (make deb PGO=1).
+#    later `SCALWS_PGO=use [SCALWS_BOLT=use] [SCALWS_MARCH=M] PY setup.py
+#    build_ext` in this folder with the same PY (make deb PGO=1 [BOLT=1]).
 #
 # Options:
+#   --bolt           also BOLT (3b): the engine's code laid out by where the
+#                    training load ran it
 #   --march M        -march for both builds (native, ivybridge, ...); default:
 #                    setup.py's (the compiler's own plus SSE4.2 when the CPU has it)
 #   --duration S     seconds of load per scenario (default 10)
@@ -50,7 +57,7 @@ log() { echo "[pgo-build $(date +%H:%M:%S)] $*" >&2; }
 die() { log "error: $*"; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//' >&2; exit 2; }
 
-MARCH= DURATION=10 PY_ARG= INSTALL=venv SKIP_TESTS=0
+MARCH= DURATION=10 PY_ARG= INSTALL=venv SKIP_TESTS=0 BOLT=
 while [ $# -gt 0 ]; do
     case $1 in
         --march) [ $# -ge 2 ] || usage; MARCH=$2; shift 2 ;;
@@ -62,6 +69,7 @@ while [ $# -gt 0 ]; do
         --install) [ $# -ge 2 ] || usage; INSTALL=$2; shift 2 ;;
         --install=*) INSTALL=${1#*=}; shift ;;
         --skip-tests) SKIP_TESTS=1; shift ;;
+        --bolt) BOLT=1; shift ;;
         -h | --help) usage ;;
         *) log "unknown argument: $1"; usage ;;
     esac
@@ -76,6 +84,14 @@ for t in wrk openssl taskset curl git; do
 done
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 [ -x "$NGINX" ] || die "nginx is not installed (the proxy scenario's upstream; apt-get install nginx-light)"
+WHAT=PGO${BOLT:+ + BOLT}
+if [ "$BOLT" = 1 ]; then
+    for t in llvm-bolt merge-fdata; do
+        command -v "$t" >/dev/null || command -v "$t-16" >/dev/null ||
+            die "--bolt: $t is not installed (apt-get install bolt-16)"
+    done
+    MERGE_FDATA=$(command -v merge-fdata || command -v merge-fdata-16)
+fi
 
 # ---------------------------------------------------------------- the interpreter
 # Prints "venv" when PY runs inside a virtual environment.
@@ -208,12 +224,12 @@ export SCALWS_MARCH=$MARCH
 [ -n "$MARCH" ] || unset SCALWS_MARCH
 
 # ---------------------------------------------------------------- 1. instrumented build
-build() {  # build gen|use LOGFILE
-    log "building with SCALWS_PGO=$1 ($PY_DESC${MARCH:+, -march=$MARCH})"
+build() {  # build gen|use LOGFILE [instrument|use]: the last, SCALWS_BOLT
+    log "building with SCALWS_PGO=$1${3:+ SCALWS_BOLT=$3} ($PY_DESC${MARCH:+, -march=$MARCH})"
     # no -j: both modules compile csrc/http/http1*.c into the same objects
-    if ! SCALWS_PGO=$1 "$PY" setup.py build_ext --inplace >"$2" 2>&1; then
+    if ! SCALWS_PGO=$1 SCALWS_BOLT=${3:-} "$PY" setup.py build_ext --inplace >"$2" 2>&1; then
         grep -E 'error|setup.py:|^  ' "$2" | grep -v '^gcc ' | head -40 >&2 || true
-        die "the SCALWS_PGO=$1 build failed (whole output: $2)"
+        die "the SCALWS_PGO=$1${3:+ SCALWS_BOLT=$3} build failed (whole output: $2)"
     fi
 }
 RUN_DIR=$(mktemp -d /tmp/scalws-pgo.XXXXXX)
@@ -264,55 +280,58 @@ sites:
 EOF
 "$PY" -m scalws --check-config "$RUN_DIR/scalws.yaml" >"$RUN_DIR/check.log" 2>&1 ||
     die "scalwsd refused the training configuration: $(cat "$RUN_DIR/check.log")"
-start_bg "$CPU_SERVER" "$RUN_DIR/scalwsd.log" "$PY" -m scalws --config "$RUN_DIR/scalws.yaml"
-SERVER_PID=$LAST_PID
-wait_port 127.0.0.1 "$HTTPS_PORT" "$SERVER_PID" 30 ||
-    die "the training scalwsd did not start: $(tail -n 5 "$RUN_DIR/scalwsd.log")"
+# train LABEL: the training server under each scenario's load, then its
+# graceful stop: workers finish, write their profiles and exit 0.
+train() {
+    start_bg "$CPU_SERVER" "$RUN_DIR/scalwsd-$1.log" "$PY" -m scalws --config "$RUN_DIR/scalws.yaml"
+    SERVER_PID=$LAST_PID
+    wait_port 127.0.0.1 "$HTTPS_PORT" "$SERVER_PID" 30 ||
+        die "the training scalwsd did not start: $(tail -n 5 "$RUN_DIR/scalwsd-$1.log")"
 
-SCENARIOS="respond static-small static-1m proxy tls-respond tls-static-small"
-for s in $SCENARIOS; do
-    reason=$(preflight "$s") || die "$s: $reason"
-done
-lock_acquire
-total=0
-for s in $SCENARIOS; do
-    out=$RUN_DIR/$s.wrk
-    taskset -c "$CPU_LOAD" "$WRK" -t1 -c64 -d"${DURATION}s" --timeout 5s -s "$BENCH_DIR/lib/report.lua" \
-        "$(scen_url "$s")" >"$out" 2>&1 || die "$s: wrk failed: $(tail -n 3 "$out")"
-    line=$(grep '^BENCH ' "$out") || die "$s: no result line from wrk: $(tail -n 3 "$out")"
-    declare -A r=()
-    for kv in ${line#BENCH }; do r[${kv%%=*}]=${kv#*=}; done
-    non2xx=$(sed -n 's/^ *Non-2xx or 3xx responses: *//p' "$out")
-    errs=$((${r[connect]} + ${r[read]} + ${r[write]} + ${r[timeout]}))
-    [ "${r[requests]}" -gt 0 ] || die "$s: no request answered"
-    [ "${non2xx:-0}" = 0 ] && [ "${r[status]}" = 0 ] ||
-        die "$s: ${non2xx:-${r[status]}} answers were not 2xx (wrk output: $out)"
-    [ "$errs" = 0 ] || die "$s: socket errors connect=${r[connect]} read=${r[read]} write=${r[write]} timeout=${r[timeout]}"
-    log "$s: ${r[requests]} requests in ${DURATION} s, all 200"
-    total=$((total + ${r[requests]}))
-    unset r
-done
-lock_release
+    SCENARIOS="respond static-small static-1m proxy tls-respond tls-static-small"
+    for s in $SCENARIOS; do
+        reason=$(preflight "$s") || die "$s: $reason"
+    done
+    lock_acquire
+    total=0
+    for s in $SCENARIOS; do
+        out=$RUN_DIR/$1-$s.wrk
+        taskset -c "$CPU_LOAD" "$WRK" -t1 -c64 -d"${DURATION}s" --timeout 5s -s "$BENCH_DIR/lib/report.lua" \
+            "$(scen_url "$s")" >"$out" 2>&1 || die "$s: wrk failed: $(tail -n 3 "$out")"
+        line=$(grep '^BENCH ' "$out") || die "$s: no result line from wrk: $(tail -n 3 "$out")"
+        declare -A r=()
+        for kv in ${line#BENCH }; do r[${kv%%=*}]=${kv#*=}; done
+        non2xx=$(sed -n 's/^ *Non-2xx or 3xx responses: *//p' "$out")
+        errs=$((${r[connect]} + ${r[read]} + ${r[write]} + ${r[timeout]}))
+        [ "${r[requests]}" -gt 0 ] || die "$s: no request answered"
+        [ "${non2xx:-0}" = 0 ] && [ "${r[status]}" = 0 ] ||
+            die "$s: ${non2xx:-${r[status]}} answers were not 2xx (wrk output: $out)"
+        [ "$errs" = 0 ] || die "$s: socket errors connect=${r[connect]} read=${r[read]} write=${r[write]} timeout=${r[timeout]}"
+        log "$s: ${r[requests]} requests in ${DURATION} s, all 200"
+        total=$((total + ${r[requests]}))
+        unset r
+    done
+    lock_release
 
-# The graceful stop: workers finish, write their profiles and exit 0.
-kill -TERM "$SERVER_PID"
-rc=0
-wait "$SERVER_PID" || rc=$?
-SERVER_PID=
-[ "$rc" = 0 ] || die "the training scalwsd exited $rc on TERM: $(tail -n 5 "$RUN_DIR/scalwsd.log")"
-if grep -E 'Traceback|\[(error|crit|alert|emerg)\]|killed by signal|exited with code [1-9]|did not stop in time' \
-    "$RUN_DIR/scalwsd.log" >&2; then
-    die "the training scalwsd logged the failures above ($RUN_DIR/scalwsd.log)"
-fi
-# os._exit skips the destructors that write profiles: the worker and the TLS
-# keeper write theirs first (scalws/control/profiles.py); both must have ended
-# that way, not by a signal.
-for who in 'worker 0' 'TLS keeper'; do
-    grep -q "$who (pid [^)]*) exited with code 0" "$RUN_DIR/scalwsd.log" ||
-        die "the training scalwsd's log does not say that its $who exited with code 0 ($RUN_DIR/scalwsd.log)"
-done
-kill_tree "$UP_PID"
-UP_PID=
+    # The graceful stop: workers finish, write their profiles and exit 0.
+    kill -TERM "$SERVER_PID"
+    rc=0
+    wait "$SERVER_PID" || rc=$?
+    SERVER_PID=
+    [ "$rc" = 0 ] || die "the training scalwsd exited $rc on TERM: $(tail -n 5 "$RUN_DIR/scalwsd-$1.log")"
+    if grep -E 'Traceback|\[(error|crit|alert|emerg)\]|killed by signal|exited with code [1-9]|did not stop in time' \
+        "$RUN_DIR/scalwsd-$1.log" >&2; then
+        die "the training scalwsd logged the failures above ($RUN_DIR/scalwsd-$1.log)"
+    fi
+    # os._exit skips the destructors that write profiles: the worker and the TLS
+    # keeper write theirs first (scalws/control/profiles.py); both must have ended
+    # that way, not by a signal.
+    for who in 'worker 0' 'TLS keeper'; do
+        grep -q "$who (pid [^)]*) exited with code 0" "$RUN_DIR/scalwsd-$1.log" ||
+            die "the training scalwsd's log does not say that its $who exited with code 0 ($RUN_DIR/scalwsd-$1.log)"
+    done
+}
+train pgo
 
 # scalws.http.parser (the tests' wrapper of the HTTP/1 parser) is not on the
 # request path: one request and one response, so it has a profile at all.
@@ -350,14 +369,43 @@ build use "$RUN_DIR/build-use.log"
 if grep -iE 'warning:.*(profile|gcda|coverage)' "$RUN_DIR/build-use.log" >&2; then
     die "the SCALWS_PGO=use build warned about its profiles (above)"
 fi
+
+# ---------------------------------------------------------------- 3b. BOLT
+if [ "$BOLT" = 1 ]; then
+    rm -rf build/pgo/bolt
+    build use "$RUN_DIR/build-bolt-instrument.log" instrument
+    pgo_total=$total
+    train bolt
+    # one file per process that loaded the engine: the workers' carry the
+    # request path (the master's and the TLS keeper's are merged too)
+    fdata=(build/pgo/bolt/engine.fdata.*.fdata)
+    [ -s "${fdata[0]}" ] || die "the BOLT training wrote no profile (build/pgo/bolt/engine.fdata.PID.fdata)"
+    "$MERGE_FDATA" "${fdata[@]}" >build/pgo/bolt/engine.fdata.new 2>"$RUN_DIR/merge-fdata.log" ||
+        die "merge-fdata failed: $(tail -n 3 "$RUN_DIR/merge-fdata.log")"
+    mv build/pgo/bolt/engine.fdata.new build/pgo/bolt/engine.fdata
+    rm -f "${fdata[@]}"
+    {
+        echo "# tools/pgo-build.sh --bolt: what build/pgo/bolt/engine.fdata was trained with"
+        echo "commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+        echo "scenarios=${SCENARIOS// /, }"
+        echo "duration=$DURATION"
+        echo "requests=$total"
+        echo "processes=${#fdata[@]}"
+    } >build/pgo/bolt/STAMP
+    log "BOLT trained: $total requests, ${#fdata[@]} profiles merged into build/pgo/bolt/engine.fdata"
+    build use "$RUN_DIR/build-bolt-use.log" use
+    total=$pgo_total
+fi
+kill_tree "$UP_PID"
+UP_PID=
 "$PY" -m scalws --version >&2
 
 # ---------------------------------------------------------------- 4. tests
 if [ "$SKIP_TESTS" = 0 ]; then
-    log "running the test suite on the PGO build"
+    log "running the test suite on the $WHAT build"
     "$PY" -m pytest -q -x -p no:cacheprovider tests >"$RUN_DIR/tests.log" 2>&1 || {
         tail -n 30 "$RUN_DIR/tests.log" >&2
-        die "the tests failed on the PGO build (whole output: $RUN_DIR/tests.log)"
+        die "the tests failed on the $WHAT build (whole output: $RUN_DIR/tests.log)"
     }
     log "tests: $(tail -n 1 "$RUN_DIR/tests.log")"
 fi
@@ -365,12 +413,12 @@ fi
 # ---------------------------------------------------------------- 5. install
 if [ "$INSTALL" = venv ]; then
     RESTORE=0
-    log "done in $((SECONDS - START)) s: the PGO build is in place (scalws/**/*.so)"
+    log "done in $((SECONDS - START)) s: the $WHAT build is in place (scalws/**/*.so)"
     if [ -x .venv/bin/python ] && [ "$("$ROOT/.venv/bin/python" -c 'import sys; print(sys._base_executable, sys.version.split()[0])')" != "$PY_DESC" ]; then
         log "note: it was built for $PY_DESC, and .venv runs another Python"
     fi
 else
     log "done in $((SECONDS - START)) s: profiles and build/pgo/STAMP ready for" \
-        "SCALWS_PGO=use${MARCH:+ SCALWS_MARCH=$MARCH} ${PY_ARG:-$PY} setup.py build_ext ..." \
+        "SCALWS_PGO=use${BOLT/#1/ SCALWS_BOLT=use}${MARCH:+ SCALWS_MARCH=$MARCH} ${PY_ARG:-$PY} setup.py build_ext ..." \
         "in $ROOT; the modules that were in place are back"
 fi

@@ -1,5 +1,6 @@
 """`scalwsd --version`: the version, and how the compiled modules were built
-(scalws/_buildinfo.py, which setup.py writes): commit, compiler, -march, PGO.
+(scalws/_buildinfo.py, which setup.py writes): commit, compiler, -march, PGO,
+BOLT.
 
 What the line claims is checked against the modules themselves: gcc records
 its options in each compilation unit's DWARF producer string."""
@@ -19,7 +20,8 @@ from tests.e2e.conftest import ROOT
 SCALWSD = str(Path(sys.executable).with_name("scalwsd"))
 LINE = re.compile(r"^scalwsd (?P<version>\S+) \(commit (?P<commit>[^,]+), "
                   r"(?P<cc>(?:gcc|clang) \S+), (?P<march>-march=[^,]+), "
-                  r"PGO (?P<pgo>off|on: .+|gen .+)\)$")
+                  r"PGO (?P<pgo>off|on: .+?|gen .+?), "
+                  r"BOLT (?P<bolt>off|on: .+|instrumented .+)\)$")
 
 
 def version_line():
@@ -72,6 +74,15 @@ def test_version_names_the_march_and_pgo_of_the_modules():
             checked += 1
     if not checked:
         pytest.skip("the modules carry no debug information (stripped)")
+
+
+def test_version_says_whether_bolt_rewrote_the_engine():
+    """llvm-bolt marks what it rewrote with a .note.bolt_info section:
+    present exactly when the line says BOLT on (or instrumented)."""
+    m = version_line()
+    with open(importlib.util.find_spec("scalws.server.engine").origin, "rb") as f:
+        rewritten = b".note.bolt_info" in f.read()
+    assert rewritten == (m["bolt"] != "off"), m["bolt"]
 
 
 def test_version_without_build_information(tmp_path):

@@ -25,7 +25,7 @@ def test_buildinfo_holds_no_path_host_or_time():
     names = {}
     exec(compile(text, path, "exec"), names)
     assert sorted(k for k in names if not k.startswith("__")) == \
-        ["CC", "COMMIT", "MARCH", "PGO", "VERSION"]
+        ["BOLT", "CC", "COMMIT", "MARCH", "PGO", "VERSION"]
     assert names["VERSION"] == scalws.__version__
     assert ROOT not in text and os.path.expanduser("~") + "/" not in text
     host = socket.gethostname()
