@@ -313,7 +313,7 @@ def ordered(seq, preferred):
 
 SCEN_ORDER = ["static-small", "static-1m", "respond", "proxy", "cache-hit", "cache-1m",
               "tls-static-small", "tls-respond", "tls-h2-static-small", "tls-h2-respond", "tls-h2-proxy", "php", "node", "python"]
-SRV_ORDER = ["scalws", "scalws-base", "nginx", "h2o", "lighttpd"]
+SRV_ORDER = ["scalws", "scalws-base", "scalws-alt", "nginx", "h2o", "lighttpd"]
 TABLES = [("rps", "Requests per second", 0), ("p99_ms", "p99 latency (ms)", 2),
           ("cpu_us_per_req", "Server CPU per request (µs, whole process tree)", 2),
           ("peak_rss_mib", "Peak RSS of the server tree (MiB, sum of VmHWM)", 1),

@@ -14,7 +14,9 @@
 # scalws-base: a second ScalWS build (SCALWSD_BASE, e.g. a clone of the
 # commit before a change, built with `make build`), measured beside the
 # current one in the same runs: the before/after of a change to the engine.
-KNOWN_SERVERS="scalws scalws-base nginx h2o lighttpd"
+# scalws-alt: a third (SCALWSD_ALT), for three builds in one run (plain,
+# PGO, PGO + BOLT).
+KNOWN_SERVERS="scalws scalws-base scalws-alt nginx h2o lighttpd"
 
 srv_reset_opts() {
     S_TAG=main S_ADDRS=127.0.0.1 S_WORKERS=1 S_MAXCONN=4096 S_CPU=$CPU_SERVER S_CGROUP=
@@ -56,7 +58,7 @@ scen_expected_file() {  # the file whose bytes the answer must equal, or "" for 
 
 srv_binary() {
     case $1 in
-        scalws) echo "$SCALWSD" ;; scalws-base) echo "${SCALWSD_BASE:-/nonexistent/scalwsd}" ;; nginx) echo "$NGINX" ;; h2o) echo "$H2O" ;; lighttpd) echo "$LIGHTTPD" ;;
+        scalws) echo "$SCALWSD" ;; scalws-base) echo "${SCALWSD_BASE:-/nonexistent/scalwsd}" ;; scalws-alt) echo "${SCALWSD_ALT:-/nonexistent/scalwsd}" ;; nginx) echo "$NGINX" ;; h2o) echo "$H2O" ;; lighttpd) echo "$LIGHTTPD" ;;
         *) return 1 ;;
     esac
 }
@@ -66,7 +68,7 @@ srv_version() {
     b=$(srv_binary "$1") || { echo unknown; return; }
     [ -x "$b" ] || { echo "not installed"; return; }
     case $1 in
-        scalws | scalws-base) "$b" --version 2>/dev/null | head -1 ||
+        scalws | scalws-base | scalws-alt) "$b" --version 2>/dev/null | head -1 ||
             "$BENCH_PY" -c 'import scalws; print("scalws", scalws.__version__)' 2>/dev/null || echo "scalwsd (no --version)" ;;
         nginx) "$b" -v 2>&1 | sed 's/^nginx version: //' ;;
         h2o) "$b" --version 2>&1 | head -1 ;;
@@ -95,7 +97,7 @@ srv_supports() {
     local srv=$1 scen=$2 b
     b=$(srv_binary "$srv") || { echo "$srv: unknown server (known: $KNOWN_SERVERS)"; return 1; }
     case $srv in
-        scalws | scalws-base)
+        scalws | scalws-base | scalws-alt)
             if [ ! -x "$b" ]; then echo "scalws: scalwsd not built ($b missing; make build)"; return 1; fi
             # ScalWS declares what it supports through --check-config: the
             # scenario's generated config is either accepted or not (yet).
@@ -244,7 +246,7 @@ srv_start() {
                 render "$BENCH_DIR/configs/lighttpd.conf.tmpl" "$S_DIR/lighttpd.conf" || return 1
             cmd=("$LIGHTTPD" -D -f "$S_DIR/lighttpd.conf")
             ;;
-        scalws | scalws-base)
+        scalws | scalws-base | scalws-alt)
             scalws_gen "$scen" "$S_DIR/scalws.yaml" "$srv" || return 1
             cmd=("$(srv_binary "$srv")" --config "$S_DIR/scalws.yaml")
             ;;
