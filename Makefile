@@ -123,9 +123,11 @@ bench-quick: build bench-deps
 
 # The Debian package (debian/, ADR 0007): dist/scalws_VERSION-1_amd64.deb.
 # PGO=1 first trains profiles with Debian's python (tools/pgo-build.sh) and
-# builds the package with them; MARCH=... picks -march (both builds).
+# builds the package with them; BOLT=1 (with PGO=1) also lays the engine out
+# with llvm-bolt, trained by the same load (docs/adr/0024-bolt.md: not the
+# default, it gains under 5 %); MARCH=... picks -march (both builds).
 DEB_SYSPKGS := debhelper dh-python python3.11-dev python3.11-venv python3-yaml libssl-dev gcc \
-               fakeroot lintian debootstrap systemd-container
+               fakeroot lintian debootstrap systemd-container $(if $(filter 1,$(BOLT)),bolt-16)
 DEB_VERSION = $(shell dpkg-parsechangelog -S Version)
 debdeps:
 	@missing=""; for p in $(DEB_SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -142,10 +144,13 @@ DEB_MARCH = $(or $(MARCH),x86-64-v2)
 # same (their -D_FORTIFY_SOURCE=2 changes what the profiles describe).
 DEB_BUILDFLAGS = DEB_BUILD_MAINT_OPTIONS=hardening=+all DEB_CFLAGS_MAINT_APPEND=-Wno-error dpkg-buildflags --export=sh
 deb: debdeps
+	@if [ "$(BOLT)" = 1 ] && [ "$(PGO)" != 1 ]; then echo "BOLT=1 needs PGO=1 (BOLT is trained on the PGO build)"; exit 1; fi
 	@if [ "$(PGO)" = 1 ]; then \
 	  eval "$$($(DEB_BUILDFLAGS))" && \
-	  tools/pgo-build.sh --python /usr/bin/python3.11 --install none --march $(DEB_MARCH); fi
-	$(if $(filter 1,$(PGO)),SCALWS_PGO=use) SCALWS_MARCH=$(DEB_MARCH) dpkg-buildpackage -us -uc -b
+	  tools/pgo-build.sh --python /usr/bin/python3.11 --install none --march $(DEB_MARCH) \
+	    $(if $(filter 1,$(BOLT)),--bolt); fi
+	$(if $(filter 1,$(PGO)),SCALWS_PGO=use) $(if $(filter 1,$(BOLT)),SCALWS_BOLT=use) \
+	  SCALWS_MARCH=$(DEB_MARCH) dpkg-buildpackage -us -uc -b
 	mkdir -p dist
 	mv ../scalws_$(DEB_VERSION)_amd64.deb ../scalws-dbgsym_$(DEB_VERSION)_amd64.deb \
 	   ../scalws_$(DEB_VERSION)_amd64.buildinfo ../scalws_$(DEB_VERSION)_amd64.changes dist/
@@ -165,8 +170,9 @@ clean:
 # Profile-guided build into .venv (tools/pgo-build.sh; docs/operations.md,
 # "Profile-guided build"): instrumented build, training load, optimised
 # build, the tests. MARCH=... picks -march, PGO_DURATION the seconds of load
-# per scenario. `make build` afterwards goes back to the plain build.
+# per scenario, BOLT=1 adds BOLT. `make build` afterwards goes back to the
+# plain build.
 PGO_DURATION ?= 10
 .PHONY: pgo
 pgo:
-	tools/pgo-build.sh --duration $(PGO_DURATION) $(if $(MARCH),--march $(MARCH))
+	tools/pgo-build.sh --duration $(PGO_DURATION) $(if $(MARCH),--march $(MARCH)) $(if $(filter 1,$(BOLT)),--bolt)

@@ -490,6 +490,7 @@ def _bolt(mode, path, name):
         os.unlink(tmp)
         sys.exit(f"setup.py: SCALWS_BOLT=use: the BOLT profile of {name} does not fit this "
                  f"build (possibly stale; {log}): train again with tools/pgo-build.sh --bolt")
+    os.chmod(tmp, os.stat(path).st_mode & 0o7777)  # llvm-bolt writes its output 0777
     os.replace(tmp, path)
 
 
