@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import difflib
+import hashlib
 import html
 import ipaddress
 import json
@@ -61,7 +62,7 @@ _NOT_AVAILABLE = "'{}' is not available in this version of scalws"
 # waking a halted CPU is dear, off on bare metal (docs/adr/0004-busy-poll.md).
 BUSY_POLL_AUTO = 50e-6
 
-TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout",
+TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout", "watch_config",
             "pid", "log", "limits", "http2", "batch_window", "busy_poll", "trusted_proxies",
             "tls_tickets", "upstreams", "cache_zones", "apps", "instances", "sites",
             "status")
@@ -367,6 +368,23 @@ def _fmt_seconds(value: float) -> str:
 # --------------------------------------------------------------------------
 # Entry points
 
+# `watch_config: on`: how often the file is read (control/watch.py).
+WATCH_CONFIG_ON = 2.0
+
+
+def _watch_config(ctx, node) -> float:
+    """`watch_config`: on (every 2 s), off, or how often, 100ms..1h."""
+    if ctx.kind(node) == "bool":
+        return WATCH_CONFIG_ON if ctx.boolean(node, "watch_config") else 0.0
+    value = ctx.duration(node, "watch_config", lo=0.0, hi=3600.0)
+    if value is None:
+        return 0.0
+    if 0 < value < 0.1:
+        ctx.error(node, "watch_config", "expected at least 100ms (off or 0 turns it off)")
+        return 0.0
+    return value
+
+
 def load_config(path) -> Config:
     """Read and validate the file at `path`; raise ConfigError on problems."""
     source = os.fspath(path)
@@ -384,7 +402,9 @@ def load_config(path) -> Config:
         raise ConfigError([(source, line, col, "",
                             "the file is not UTF-8 text")]) from None
     base_dir = os.path.dirname(os.path.abspath(source))
-    return _load(text, source, base_dir)
+    cfg = _load(text, source, base_dir)
+    cfg.source_digest = hashlib.sha256(data).digest()
+    return cfg
 
 
 def load_config_text(text: str, source: str = "<string>", base_dir=None) -> Config:
@@ -573,6 +593,9 @@ def _walk_document(ctx: _Context, root) -> Config:
         value = ctx.duration(keys["shutdown_timeout"][1], "shutdown_timeout")
         if value is not None:
             cfg.shutdown_timeout = value
+
+    if "watch_config" in keys:
+        cfg.watch_config = _watch_config(ctx, keys["watch_config"][1])
 
     if "batch_window" in keys:
         node = keys["batch_window"][1]

@@ -176,6 +176,10 @@ class Config:
     sandbox: str = "on"                    # "on" | "off" | "required" (control/sandbox.py)
     server_header: Optional[str] = "scalws"  # None = no Server header
     shutdown_timeout: float = 30.0
+    # Reload by itself when the file's content changes, checked this often
+    # (control/watch.py); 0 = off. source_digest: sha256 of the bytes loaded.
+    watch_config: float = 0.0
+    source_digest: bytes = b""
     # With several proxied requests in flight to slow upstreams, poll every
     # this long instead of being woken by each answer (docs/adr/0003); 0 = off.
     batch_window: float = 20e-6

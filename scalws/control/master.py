@@ -38,6 +38,7 @@ from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
 from scalws.control import caps, exclusive, sandbox, sdnotify, statusd, title, tlskeeper
 from scalws.control import stats as stats_mod
+from scalws.control import watch as watch_mod
 from scalws.control import worker as worker_mod
 from scalws.control.logs import NOTICE, ErrorLog, log
 from scalws.control.cacheshared import CacheMemory
@@ -117,6 +118,7 @@ class Master:
         self.status_sock = None
         self.statusd = {}          # pid -> Block it serves
         self.statusd_pid = 0
+        self.watch = None          # control/watch.py: `watch_config`, None when off
         self.statusd_restart_at = None
         self.errlog = ErrorLog(config.log.error, config.log.level)
         self.sockets = {}          # listen key -> [socket per worker] (unix: one, shared)
@@ -614,6 +616,7 @@ class Master:
         log.log(NOTICE, "scalws started: %d of %d workers ready, listening on %s (pid %d)",
                 ready, cfg.workers, addrs, os.getpid())
         sdnotify.ready(f"{ready} of {cfg.workers} workers ready, listening on {addrs}")
+        self.watch = self._make_watch(cfg)
         try:
             while True:
                 if self.stopping and not self.children and not self.keepers \
@@ -626,6 +629,7 @@ class Master:
                 self._reap()
                 self._restart_due()
                 self._check_stop_deadline()
+                self._check_watch()
                 self.apps.tick({s.gen for s in self.children.values()}, self.stopping)
         finally:
             self._close_keys(list(self.sockets))
@@ -646,6 +650,8 @@ class Master:
             times.append(self.statusd_restart_at)
         if self.stop_deadline:
             times.append(self.stop_deadline)
+        if self.watch is not None:
+            times.append(self.watch.next_due())
         apps_due = self.apps.next_timeout()
         if apps_due is not None:
             times.append(now + apps_due)
@@ -706,6 +712,22 @@ class Master:
         once instead of waiting in an accept queue nobody will serve."""
         self._close_keys(list(self.sockets))
 
+    def _make_watch(self, cfg):
+        """The watch of `watch_config` (control/watch.py), None when off."""
+        if not cfg.watch_config or not self.path:
+            return None
+        if os.environ.get("SCALWS_INSTANCE"):
+            log.warning("watch_config: ignored under scalws-controller (send it SIGHUP)")
+            return None
+        return watch_mod.ConfigWatch(self.path, cfg.watch_config, cfg.source_digest)
+
+    def _check_watch(self):
+        if self.watch is None or self.stopping or not self.watch.changed(time.monotonic()):
+            return
+        log.log(NOTICE, "%s changed: reloading (watch_config)", self.path)
+        sdnotify.reloading()
+        sdnotify.ready(self.reload())
+
     def reload(self):
         """Loads the file again and replaces the workers with a new
         generation; returns one line on the outcome (the service manager's
@@ -713,6 +735,8 @@ class Master:
         if not self.path:
             log.warning("reload (SIGHUP) ignored: running the built-in default configuration")
             return "reload ignored: built-in default configuration"
+        if self.watch is not None:  # this content is tried now: the watch leaves it
+            self.watch.tried_now(watch_mod.digest(self.path))
         try:
             new = load_config(self.path)
         except ConfigError as exc:
@@ -782,6 +806,7 @@ class Master:
             self.errlog = ErrorLog(new.log.error, new.log.level)
         self.config = new
         self.slots = slots
+        self.watch = self._make_watch(new)
         self.cache.prune(new)
         self._close_keys(stale)
         log.log(NOTICE, "reloaded %s: %d workers (generation %d)", self.path, new.workers, self.gen)
