@@ -37,6 +37,7 @@ from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
 from scalws.control import caps, exclusive, sandbox, sdnotify, statusd, title, tlskeeper
+from scalws.control import health as health_mod
 from scalws.control import stats as stats_mod
 from scalws.control import watch as watch_mod
 from scalws.control import worker as worker_mod
@@ -119,6 +120,8 @@ class Master:
         self.statusd = {}          # pid -> Block it serves
         self.statusd_pid = 0
         self.watch = None          # control/watch.py: `watch_config`, None when off
+        self.health = health_mod.Health()  # read by the status process: /ready, /live
+        self._statusd_stopped = set()      # pids asked to stop once a graceful stop drained
         self.statusd_restart_at = None
         self.errlog = ErrorLog(config.log.error, config.log.level)
         self.sockets = {}          # listen key -> [socket per worker] (unix: one, shared)
@@ -320,7 +323,8 @@ class Master:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            r, _, _ = select.select(list(pending), [], [], left)
+            self.health.beat()  # a start or reload that waits is not a stuck master
+            r, _, _ = select.select(list(pending), [], [], min(left, 1.0))
             for fd in r:
                 pending.discard(fd)
                 if os.read(fd, 1) == b"R":
@@ -351,7 +355,8 @@ class Master:
                 log.info("reload: %d old workers did not confirm they stopped accepting",
                          len(pending))
                 break
-            r, _, _ = select.select(list(pending), [], [], left)
+            self.health.beat()
+            r, _, _ = select.select(list(pending), [], [], min(left, 1.0))
             for fd in r:
                 pending.discard(fd)
                 self._drop_ack(fd)
@@ -441,7 +446,7 @@ class Master:
             title.set_title("scalwsd: status", "scalwsd-status")
             self._close_in_child(keep=[self.status_sock])  # it serves only its own socket
             statusd.run(block.mm, config.status.allow, self.status_sock, self.errlog, wfd, zones,
-                        user=users.worker_user(config), master=master)
+                        user=users.worker_user(config), master=master, health=self.health.mm)
         os.close(wfd)
         self._ready_fds.add(rfd)
         self.statusd[pid] = block
@@ -616,12 +621,15 @@ class Master:
         log.log(NOTICE, "scalws started: %d of %d workers ready, listening on %s (pid %d)",
                 ready, cfg.workers, addrs, os.getpid())
         sdnotify.ready(f"{ready} of {cfg.workers} workers ready, listening on {addrs}")
+        if ready:
+            self.health.set(health_mod.READY)
         self.watch = self._make_watch(cfg)
         try:
             while True:
                 if self.stopping and not self.children and not self.keepers \
                         and not self.statusd and not self.apps.alive():
                     break
+                self.health.beat()
                 timeout = self._next_timeout()
                 info = signal.sigtimedwait(SIGNALS, timeout)
                 if info is not None:
@@ -629,6 +637,7 @@ class Master:
                 self._reap()
                 self._restart_due()
                 self._check_stop_deadline()
+                self._stop_statusd_once_drained()
                 self._check_watch()
                 self.apps.tick({s.gen for s in self.children.values()}, self.stopping)
         finally:
@@ -666,10 +675,11 @@ class Master:
             if not self.stopping:
                 log.log(NOTICE, "graceful stop (%s): draining workers", signal.Signals(sig).name)
                 self.stopping = "graceful"
+                self.health.set(health_mod.DRAINING)  # /ready fails from now; /live holds
                 sdnotify.stopping()
                 self.stop_deadline = time.monotonic() + self.config.shutdown_timeout + 2.0
                 self._signal_slots(self.children.values(), signal.SIGTERM)
-                for pid in list(self.keepers) + list(self.statusd):
+                for pid in list(self.keepers):  # the status process: once drained
                     self._stop_keeper(pid)
                 self._close_listeners()
         elif sig == signal.SIGQUIT:
@@ -677,6 +687,7 @@ class Master:
             if not self.stopping:
                 sdnotify.stopping()
             self.stopping = "fast"
+            self.health.set(health_mod.DRAINING)
             self.stop_deadline = time.monotonic() + 2.0
             self._signal_slots(self.children.values(), signal.SIGQUIT)
             for pid in list(self.keepers) + list(self.statusd):
@@ -892,7 +903,18 @@ class Master:
         for slot in self.slots.values():
             if slot.restart_at is not None and slot.restart_at <= now and not slot.pid:
                 fd = self._spawn(slot)
-                self._await_ready([fd], timeout=2.0)
+                if self._await_ready([fd], timeout=2.0) and self.health.state == health_mod.STARTING:
+                    self.health.set(health_mod.READY)  # the first worker ready after a failed start
+
+    def _stop_statusd_once_drained(self):
+        """A graceful stop keeps the status process until the workers are
+        gone: /ready says draining and /live stays true meanwhile (a
+        liveness probe that failed during a drain would get it killed)."""
+        if self.stopping and not self.children:
+            for pid in self.statusd:
+                if pid not in self._statusd_stopped:
+                    self._statusd_stopped.add(pid)
+                    self._stop_keeper(pid)
 
     def _check_stop_deadline(self):
         if self.stop_deadline and time.monotonic() >= self.stop_deadline and self.children:

@@ -8,7 +8,9 @@ the config line; a restarted status process reuses the socket), supervised
 and restarted if it dies, replaced with the block of each new generation
 on reload. A small asyncio server of the standard library: HTTP/1.0 and
 1.1 GET/HEAD, one request per connection, clients outside `status.allow`
-refused with 403 before anything is read.
+refused with 403 (the probes `/ready` and `/live` excepted: they say one
+word of the master's state, from its health page, health.py, and a kubelet
+probes from its node's address).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import socket
 import traceback
 
 from scalws.control import cacheshared  # noqa: F401 (stats.read's lazy import, before `user`)
+from scalws.control import health as health_mod
 from scalws.control import procs, sandbox
 from scalws.control import stats as stats_mod
 from scalws.control.logs import log
@@ -66,13 +69,18 @@ def bind(st):
     return s
 
 
+PROBES = ("/ready", "/live")
+
+
 class StatusServer:
-    def __init__(self, source, allow, zones=None):
+    def __init__(self, source, allow, zones=None, health=None):
         """`source`: the counters block (a mapping) of one scalwsd, or a
         callable returning (list of stats dicts, list of label dicts) to be
-        summed (scalws-controller: one per running instance)."""
+        summed (scalws-controller: one per running instance). `health`:
+        the master's health page (health.py), None: no probes."""
         self.source = source
         self.zones = zones         # name -> cache zone mapping (control/cacheshared.py)
+        self.health = health
         self.allow = [ipaddress.ip_network(a, strict=False) for a in allow]
 
     def allowed(self, peer) -> bool:
@@ -88,8 +96,15 @@ class StatusServer:
 
     def answer(self, method, target):
         path = target.split("?", 1)[0]
+        if path in PROBES and self.health is not None:
+            ok, line = health_mod.probe(self.health, path)
+            if ok:
+                return 200, "OK", "text/plain", line.encode()
+            return 503, "Service Unavailable", "text/plain", line.encode()
         if path not in ("/metrics", "/status"):
-            return 404, "Not Found", "text/plain", b"not found: try /metrics or /status\n"
+            known = "/metrics, /status, /ready or /live" if self.health is not None \
+                else "/metrics or /status"
+            return 404, "Not Found", "text/plain", f"not found: try {known}\n".encode()
         if callable(self.source):
             dicts, labels = self.source()
         else:
@@ -112,7 +127,8 @@ class StatusServer:
 
     async def handle(self, reader, writer):
         try:
-            if not self.allowed(writer.get_extra_info("peername")):
+            allowed = self.allowed(writer.get_extra_info("peername"))
+            if not allowed and self.health is None:
                 status, reason, ctype, body = 403, "Forbidden", "text/plain", b"forbidden\n"
                 method = "GET"
             else:
@@ -120,7 +136,10 @@ class StatusServer:
                 if len(head) > HEAD_MAX:
                     return
                 line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-                if len(line) != 3 or not line[2].startswith("HTTP/1."):
+                if not allowed and (len(line) != 3 or line[1].split("?", 1)[0] not in PROBES):
+                    status, reason, ctype, body = 403, "Forbidden", "text/plain", b"forbidden\n"
+                    method = "GET"
+                elif len(line) != 3 or not line[2].startswith("HTTP/1."):
                     status, reason, ctype, body = 400, "Bad Request", "text/plain", b"bad request\n"
                     method = "GET"
                 elif line[0] not in ("GET", "HEAD"):
@@ -153,7 +172,8 @@ class StatusServer:
         server.close()
 
 
-def run(source, allow, sock, errlog, ready_fd, zones=None, user=None, master=0) -> "NoReturn":
+def run(source, allow, sock, errlog, ready_fd, zones=None, user=None, master=0,
+        health=None) -> "NoReturn":
     """In the forked child: serve until TERM (or the death of the master,
     `master`'s pid: the same TERM); never returns. It reads only memory
     mapped before the fork, so as root it serves as the workers' `user`."""
@@ -167,7 +187,7 @@ def run(source, allow, sock, errlog, ready_fd, zones=None, user=None, master=0) 
             return
         for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_IGN if sig != signal.SIGCHLD else signal.SIG_DFL)
-        asyncio.run(StatusServer(source, allow, zones).serve(sock, ready_fd))
+        asyncio.run(StatusServer(source, allow, zones, health).serve(sock, ready_fd))
     except BaseException:
         try:
             log.critical("the status process failed:\n%s", traceback.format_exc())
