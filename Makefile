@@ -9,6 +9,7 @@ STAMP_RUN  := $(VENV)/.run-deps-stamp
 STAMP_EDIT := $(VENV)/.editable-stamp
 
 .PHONY: all build build-run run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest fuzz fuzz-deps \
+        image imagedeps imagetest \
         cache-conformance cache-conformance-deps
 
 all: build
@@ -85,10 +86,11 @@ cache-conformance: build cache-conformance-deps
 	$(PY) $(CC_DIR)/run.py --server scalws --json $(CC_OUT)/scalws.json
 	$(PY) $(CC_DIR)/run.py --compare $(CC_OUT)/nginx.json $(CC_OUT)/scalws.json
 
-# The package checks need root (debootstrap, chroot, namespaces); CI is root.
+# The package and image checks need root (debootstrap, chroot, namespaces,
+# podman); CI is root. One make run: the package is built once for both.
 test: sysdeps build ctest pytest
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) pkgtest; \
-	else echo "make test: not root: the package checks (make pkgtest) were not run"; fi
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) pkgtest imagetest; \
+	else echo "make test: not root: the package and image checks (make pkgtest imagetest) were not run"; fi
 
 # libFuzzer runs of every target in tests/fuzz/ under ASan/UBSan, FUZZ_SECONDS
 # each (60 by default; FUZZ="h2 priority" for some): tests/fuzz/libfuzzer.sh.
@@ -164,6 +166,25 @@ deb: debdeps
 pkgtest: deb
 	tests/pkg/test-deb.sh dist/scalws_$(DEB_VERSION)_amd64.deb
 	tests/pkg/repro.sh dist/scalws_$(DEB_VERSION)_amd64.deb
+
+# The OCI image (tools/build-image.sh; docs/operations.md, "Kubernetes"):
+# the package on a Debian 12 root, in podman's local store as
+# localhost/scalws:VERSION and in dist/scalws_VERSION_oci.tar. imagetest runs
+# it (tests/pkg/test-image.sh): read-only root, user scalws, sandboxed
+# workers, probes, HUP, watch_config, TERM. runc: crun refuses this box's
+# hybrid cgroup v1 layout.
+IMAGE_SYSPKGS := podman runc debootstrap
+imagedeps:
+	@missing=""; for p in $(IMAGE_SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else echo "not root: missing packages to build the image:$$missing"; exit 1; fi; \
+	fi
+image: deb imagedeps
+	tools/build-image.sh dist/scalws_$(DEB_VERSION)_amd64.deb
+imagetest: image
+	tests/pkg/test-image.sh
 
 clean:
 	rm -rf build *.egg-info scalws/*/*.so scalws/*/*.c tests/c/bin
