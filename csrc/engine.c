@@ -128,10 +128,11 @@ int sws_engine_set_h2(sws_engine_t *e, const sws_h2_conf_t *conf)
     return sws_h2_configure(e, conf);
 }
 
-void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
+void sws_engine_set_error_log(sws_engine_t *e, int fd, int level, int json)
 {
     e->core.elog_fd = fd;
     e->core.elog_level = level;
+    e->core.elog_json = json;
 }
 
 void sws_engine_set_stats(sws_engine_t *e, void *slot, uint32_t n_routes)
@@ -149,7 +150,9 @@ void sws_engine_set_stats(sws_engine_t *e, void *slot, uint32_t n_routes)
 int sws_engine_trap_sigsys(sws_engine_t *e)
 {
     sws_core_t *k = &e->core;
-    return sws_sigsys_install(&k->elog_fd, k->err_time, SWS_ERR_TIME_LEN, k->worker_id);
+    return sws_sigsys_install(&k->elog_fd, k->elog_json ? k->iso_time : k->err_time,
+                              k->elog_json ? SWS_ISO_TIME_LEN : SWS_ERR_TIME_LEN, k->elog_json,
+                              k->worker_id);
 }
 
 const sws_counters_t *sws_engine_counters(const sws_engine_t *e) { return &e->core.cnt; }

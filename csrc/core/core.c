@@ -185,7 +185,44 @@ void update_time(sws_engine_t *e)
 
 static const char *LEVELS[] = {"emerg", "alert", "crit", "error", "warn", "notice", "info", "debug"};
 
-#define ELOG_COUNT_MAX 64 /* " (and 4294967295 more like this in the last ...s)" fits */
+#define ELOG_COUNT_MAX 64
+
+static const char JSON_HEX[] = "0123456789abcdef";
+
+char *sws_json_escape(char *p, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *p++ = '\\';
+            *p++ = (char)ch;
+        } else if (ch < 0x20 || ch > 0x7e) {
+            memcpy(p, "\\u00", 4);
+            p += 4;
+            *p++ = JSON_HEX[ch >> 4];
+            *p++ = JSON_HEX[ch & 15];
+        } else {
+            *p++ = (char)ch;
+        }
+    }
+    return p;
+}
+
+/* log.error_format json: the line `text` (its prefix left out) as
+ * {"time":..,"level":..,"pid":..,"worker":..,"msg":".."}, written at once. */
+static void elog_json(sws_engine_t *e, int level, const char *text, size_t len)
+{
+    sws_core_t *k = &e->core;
+    char out[1024 * 6 + 160];
+    int head = snprintf(out, 160, "{\"time\":\"%.*s\",\"level\":\"%s\",\"pid\":%d,"
+                        "\"worker\":%d,\"msg\":\"", SWS_ISO_TIME_LEN, k->iso_time, LEVELS[level],
+                        (int)getpid(), k->worker_id);
+    char *p = sws_json_escape(out + head, text, len); /* 6 bytes a byte at most */
+    memcpy(p, "\"}\n", 3);
+    p += 3;
+    ssize_t w = write(k->elog_fd >= 0 ? k->elog_fd : 2, out, (size_t)(p - out));
+    (void)w;
+} /* " (and 4294967295 more like this in the last ...s)" fits */
 
 /* Writes one line: the prefix, the message, and when `folded` the count of
  * the key's lines folded since its previous line (`span` seconds ago). With
@@ -213,6 +250,10 @@ static void elog_line(sws_engine_t *e, int level, sws_elog_key_t *key, uint32_t 
         int c = snprintf(buf + n, ELOG_COUNT_MAX, " (and %u more like this in the last %lds)",
                          folded, span);
         n += c < ELOG_COUNT_MAX ? c : ELOG_COUNT_MAX - 1;
+    }
+    if (k->elog_json) {
+        elog_json(e, level, buf + head, (size_t)(n - head));
+        return;
     }
     buf[n++] = '\n';
     ssize_t w = write(k->elog_fd >= 0 ? k->elog_fd : 2, buf, (size_t)n);

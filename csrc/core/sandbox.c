@@ -11,6 +11,7 @@
 static const volatile int *g_log_fd;
 static const char *g_time;
 static int g_time_len;
+static int g_json;  /* log.error_format json: g_time is then the ISO 8601 time */
 static int g_worker;
 
 const char *sws_syscall_name(long nr)
@@ -56,21 +57,33 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
     const char *name = sws_syscall_name(nr);
     char buf[256];
     size_t at = 0;
-    if (g_time && g_time_len > 0) {
-        put(buf, sizeof buf, &at, g_time, (size_t)g_time_len);
-        put_str(buf, sizeof buf, &at, " ");
+    if (g_json) { /* the same fields as core.c's elog_json; nothing here needs escaping */
+        put_str(buf, sizeof buf, &at, "{\"time\":\"");
+        if (g_time && g_time_len > 0)
+            put(buf, sizeof buf, &at, g_time, (size_t)g_time_len);
+        put_str(buf, sizeof buf, &at, "\",\"level\":\"crit\",\"pid\":");
+        put_long(buf, sizeof buf, &at, (long)getpid());
+        put_str(buf, sizeof buf, &at, ",\"worker\":");
+        put_long(buf, sizeof buf, &at, g_worker);
+        put_str(buf, sizeof buf, &at, ",\"msg\":\"");
+    } else {
+        if (g_time && g_time_len > 0) {
+            put(buf, sizeof buf, &at, g_time, (size_t)g_time_len);
+            put_str(buf, sizeof buf, &at, " ");
+        }
+        put_str(buf, sizeof buf, &at, "[crit] ");
+        put_long(buf, sizeof buf, &at, (long)getpid());
+        put_str(buf, sizeof buf, &at, "#");
+        put_long(buf, sizeof buf, &at, g_worker);
+        put_str(buf, sizeof buf, &at, ": ");
     }
-    put_str(buf, sizeof buf, &at, "[crit] ");
-    put_long(buf, sizeof buf, &at, (long)getpid());
-    put_str(buf, sizeof buf, &at, "#");
-    put_long(buf, sizeof buf, &at, g_worker);
-    put_str(buf, sizeof buf, &at, ": worker ");
+    put_str(buf, sizeof buf, &at, "worker ");
     put_long(buf, sizeof buf, &at, g_worker);
     put_str(buf, sizeof buf, &at, ": seccomp: system call ");
     put_str(buf, sizeof buf, &at, name ? name : "?");
     put_str(buf, sizeof buf, &at, " (");
     put_long(buf, sizeof buf, &at, nr);
-    put_str(buf, sizeof buf, &at, ") is not allowed; exiting\n");
+    put_str(buf, sizeof buf, &at, g_json ? ") is not allowed; exiting\"}\n" : ") is not allowed; exiting\n");
     int fd = g_log_fd && *g_log_fd >= 0 ? *g_log_fd : 2;
     ssize_t w = write(fd, buf, at);
     (void)w;
@@ -81,11 +94,12 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 }
 
 int sws_sigsys_install(const volatile int *log_fd, const char *err_time, int time_len,
-                       int worker_id)
+                       int json, int worker_id)
 {
     g_log_fd = log_fd;
     g_time = err_time;
     g_time_len = time_len;
+    g_json = json;
     g_worker = worker_id;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

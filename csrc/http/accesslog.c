@@ -104,27 +104,6 @@ static char *esc_combined(char *p, const char *s, size_t n)
     return p;
 }
 
-/* JSON string body: '"', '\\' escaped; other bytes outside 0x20..0x7e as
- * \u00HH, so the line is valid JSON whatever the client sent. */
-static char *esc_json(char *p, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            *p++ = '\\';
-            *p++ = (char)ch;
-        } else if (ch < 0x20 || ch > 0x7e) {
-            memcpy(p, "\\u00", 4);
-            p += 4;
-            *p++ = HEX[ch >> 4];
-            *p++ = HEX[ch & 15];
-        } else {
-            *p++ = (char)ch;
-        }
-    }
-    return p;
-}
-
 /* Bytes of a line besides its five client-supplied fields: literals (about
  * 200 in JSON), times, a 39-character IPv6 peer, numbers, request id, and
  * over TLS the protocol and cipher (at most 120). */
@@ -199,25 +178,25 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
         p = put_peer(p, c);
         p += sprintf(p, "\",\"request_id\":\"%.*s\",\"method\":\"", rid_len, ridtxt);
         if (r)
-            p = esc_json(p, r->method, ml);
+            p = sws_json_escape(p, r->method, ml);
         memcpy(p, "\",\"uri\":\"", 9);
         p += 9;
         if (r)
-            p = esc_json(p, r->target, tl);
+            p = sws_json_escape(p, r->target, tl);
         p += sprintf(p, "\",\"protocol\":\"HTTP/%d.%d\",\"status\":%d,\"body_bytes_sent\":%zu,"
                         "\"request_time\":%s,\"host\":\"",
                      r && r->http2 ? 2 : 1, r ? (r->http2 ? 0 : r->minor) : 1, status, body_bytes,
                      reqt);
         if (r && r->host)
-            p = esc_json(p, r->host, hl);
+            p = sws_json_escape(p, r->host, hl);
         memcpy(p, "\",\"referer\":\"", 13);
         p += 13;
         if (ref)
-            p = esc_json(p, ref->value, rl);
+            p = sws_json_escape(p, ref->value, rl);
         memcpy(p, "\",\"user_agent\":\"", 16);
         p += 16;
         if (ua)
-            p = esc_json(p, ua->value, ul);
+            p = sws_json_escape(p, ua->value, ul);
         *p++ = '"';
         if (c->tls)
             p += sprintf(p, ",\"ssl_protocol\":\"%.16s\",\"ssl_cipher\":\"%.64s\"",

@@ -69,7 +69,7 @@ TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout", "
 # Keys of the design (DESIGN.md) that this version does not implement yet
 # (none today; the mechanism stays for the next ones).
 TOP_UNAVAILABLE: dict = {}
-LOG_KEYS = ("access", "format", "error", "level", "buffer", "flush")
+LOG_KEYS = ("access", "format", "error", "error_format", "level", "buffer", "flush")
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
 HTTP2_KEYS = tuple(Http2.__dataclass_fields__)
 SITE_KEYS = ("listen", "server_names", "tls", "routes")
@@ -1000,6 +1000,9 @@ def _log(ctx, node, log: LogConfig) -> None:
                       f"{ctx.describe(vnode)}")
     if "format" in keys:
         log.format = ctx.choice(keys["format"][1], "log.format", LOG_FORMATS) or log.format
+    if "error_format" in keys:
+        log.error_format = ctx.choice(keys["error_format"][1], "log.error_format",
+                                      ("text", "json")) or log.error_format
     if "level" in keys:
         log.level = ctx.choice(keys["level"][1], "log.level", LOG_LEVELS) or log.level
     if "buffer" in keys:

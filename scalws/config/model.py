@@ -55,6 +55,7 @@ class LogConfig:
     access: Optional[str] = None           # path; None = access log off
     format: str = "combined"               # "combined" | "json"
     error: Optional[str] = None            # path; None = stderr
+    error_format: str = "text"             # "text" (nginx's) | "json" (one object per line)
     level: str = "notice"                  # debug|info|notice|warn|error|crit
     buffer: int = 64 * 1024                # access-log buffer per worker
     flush: float = 1.0                     # seconds between flushes

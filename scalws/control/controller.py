@@ -165,7 +165,7 @@ class Controller:
         self.config = config
         self.path = path
         self.ins = config.instances
-        self.errlog = ErrorLog(config.log.error, config.log.level)
+        self.errlog = ErrorLog(config.log.error, config.log.level, config.log.error_format)
         self.cgroup = cgroup
         self.pidfile = None        # exclusive.PidFile: `pid:` names the controller
         self.rundir = tempfile.mkdtemp(prefix="scalws-controller-")

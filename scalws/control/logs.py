@@ -1,4 +1,9 @@
-"""The error log, in nginx's shape: `2026/12/02 12:00:00 [notice] 1234#0: message`.
+"""The error log, in nginx's shape: `2026/12/02 12:00:00 [notice] 1234#0: message`,
+or with `log.error_format: json` one JSON object per line, as a log shipper
+reads a container's output: `{"time": "2026-12-02T12:00:00+00:00", "level":
+"notice", "pid": 1234, "worker": 0, "msg": "message"}` (worker: the index, or
+"-" for the master, "status", "tls"; a traceback inside msg). The engine's
+lines (csrc/core/core.c, the SIGSYS handler) have the same fields.
 
 The master opens it (a file, or stderr) before forking, so workers inherit
 the same open file; on USR1 (logrotate's `postrotate kill -USR1`) the
@@ -8,6 +13,7 @@ INFO and WARNING.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -25,23 +31,31 @@ log = logging.getLogger("scalws")
 
 class _Formatter(logging.Formatter):
     worker = "-"  # the master; workers set their index after fork
+    as_json = False  # log.error_format json
 
     def format(self, record):
-        ts = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(record.created))
         msg = record.getMessage()
         if record.exc_info:
             msg += "\n" + self.formatException(record.exc_info)
-        return f"{ts} [{_NAMES.get(record.levelno, record.levelname.lower())}] " \
-               f"{os.getpid()}#{self.worker}: {msg}"
+        level = _NAMES.get(record.levelno, record.levelname.lower())
+        if self.as_json:
+            when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(record.created))
+            worker = int(self.worker) if self.worker.isdigit() else self.worker
+            return json.dumps({"time": when[:-2] + ":" + when[-2:], "level": level,
+                               "pid": os.getpid(), "worker": worker, "msg": msg},
+                              ensure_ascii=True, separators=(",", ":"))
+        ts = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(record.created))
+        return f"{ts} [{level}] {os.getpid()}#{self.worker}: {msg}"
 
 
 class ErrorLog:
     """The process's error log; `fd` is what the C engine writes to."""
 
-    def __init__(self, path: str | None, level: str):
+    def __init__(self, path: str | None, level: str, fmt: str = "text"):
         self.path = path
         self.level = level
         self.formatter = _Formatter()
+        self.formatter.as_json = fmt == "json"
         self.handler = None
         self.stream = None
         self._open()

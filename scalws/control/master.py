@@ -123,7 +123,7 @@ class Master:
         self.health = health_mod.Health()  # read by the status process: /ready, /live
         self._statusd_stopped = set()      # pids asked to stop once a graceful stop drained
         self.statusd_restart_at = None
-        self.errlog = ErrorLog(config.log.error, config.log.level)
+        self.errlog = ErrorLog(config.log.error, config.log.level, config.log.error_format)
         self.sockets = {}          # listen key -> [socket per worker] (unix: one, shared)
         self.slots = {}            # index -> Slot of the current generation
         self.children = {}         # pid -> Slot (every generation)
@@ -813,8 +813,9 @@ class Master:
         self.keeper_restart_at = None
         self.tls = tls
         self._reload_status(new, block)
-        if new.log.error != self.config.log.error or new.log.level != self.config.log.level:
-            self.errlog = ErrorLog(new.log.error, new.log.level)
+        if (new.log.error, new.log.level, new.log.error_format) != \
+                (self.config.log.error, self.config.log.level, self.config.log.error_format):
+            self.errlog = ErrorLog(new.log.error, new.log.level, new.log.error_format)
         self.config = new
         self.slots = slots
         self.watch = self._make_watch(new)

@@ -109,7 +109,7 @@ class Worker:
             sock.close()  # the engine owns the dup; the master keeps the original
         if self.steer is not None and cfg.workers > 1:
             self.engine.set_steering(self.steer, self.index, cfg.workers)
-        self.engine.set_error_log(self.errlog.fd, cfg.log.level)
+        self.engine.set_error_log(self.errlog.fd, cfg.log.level, cfg.log.error_format == "json")
         try:
             self._open_logs()
         except OSError as exc:
@@ -216,7 +216,8 @@ class Worker:
             return      # nothing to reopen: the error log is stderr, no access log
         if err >= 0:
             self.errlog.adopt(err)
-            self.engine.set_error_log(self.errlog.fd, self.config.log.level)
+            self.engine.set_error_log(self.errlog.fd, self.config.log.level,
+                                      self.config.log.error_format == "json")
         if acc >= 0:
             cfg = self.config.log
             old = self.access_fd

@@ -351,7 +351,7 @@ cdef extern from "scalws/engine.h" nogil:
                                 unsigned workers)
     int sws_engine_set_access_log(sws_engine_t *e, int fd, int format, size_t bufsize,
                                   uint32_t flush_ms)
-    void sws_engine_set_error_log(sws_engine_t *e, int fd, int level)
+    void sws_engine_set_error_log(sws_engine_t *e, int fd, int level, int json)
     int sws_engine_trap_sigsys(sws_engine_t *e)
     int sws_engine_set_filecache(sws_engine_t *e, size_t max_entries, uint32_t valid_ms,
                                  size_t mem_max)

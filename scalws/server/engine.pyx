@@ -881,8 +881,10 @@ cdef class Engine:
         if rc < 0:
             raise OSError(-rc, "engine: access log")
 
-    def set_error_log(self, int fd, str level="notice"):
-        sws_engine_set_error_log(self.e, fd, _LEVELS[level])
+    def set_error_log(self, int fd, str level="notice", bint json=False):
+        """The error log's descriptor, least level, and format (`json`: one
+        object per line, as log.error_format json)."""
+        sws_engine_set_error_log(self.e, fd, _LEVELS[level], json)
 
     def trap_sigsys(self):
         """Sandbox (ADR 0012): a system call the seccomp filter refuses is

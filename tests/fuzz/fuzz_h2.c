@@ -86,7 +86,7 @@ static void setup(void)
     }
     static const char server[] = "Server: f\r\n";
     sws_engine_set_server(E, server, sizeof server - 1);
-    sws_engine_set_error_log(E, open("/dev/null", O_WRONLY), SWS_L_EMERG);
+    sws_engine_set_error_log(E, open("/dev/null", O_WRONLY), SWS_L_EMERG, 0);
     char dir[] = "/tmp/fuzz_h2.XXXXXX";
     if (!mkdtemp(dir)) {
         perror("mkdtemp");

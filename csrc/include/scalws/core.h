@@ -148,6 +148,7 @@ typedef struct {
     char err_time[SWS_ERR_TIME_LEN];
 
     int elog_fd, elog_level;
+    int elog_json; /* log.error_format json: one JSON object per line */
     /* The budget (core/core.c): its keys, and the lines of keys that found
      * no slot (every one in use this second), counted as "others". */
     sws_elog_key_t elog_keys[SWS_ELOG_KEYS];
@@ -192,6 +193,10 @@ SWS_INTERNAL int sws_core_init(sws_engine_t *e, const sws_limits_t *limits, int 
 SWS_INTERNAL void sws_core_free(sws_engine_t *e);
 /* Reads the clocks into now/wall; rebuilds the time strings when the second changed. */
 SWS_INTERNAL void update_time(sws_engine_t *e);
+/* JSON string body of n bytes of s at p: '"' and '\' escaped, other bytes
+ * outside 0x20..0x7e as \u00HH (6 bytes a byte at most), so a line is valid
+ * JSON whatever a client sent; returns the end. */
+SWS_INTERNAL char *sws_json_escape(char *p, const char *s, size_t n);
 SWS_INTERNAL void elog(sws_engine_t *e, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* elog under the budget, for a line that traffic can repeat (per request,

@@ -102,7 +102,7 @@ void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len);
 int sws_engine_set_h2(sws_engine_t *e, const sws_h2_conf_t *conf);
 
 /* Error log for the engine's own messages: fd (-1 = stderr), level (SWS_L_*). */
-void sws_engine_set_error_log(sws_engine_t *e, int fd, int level);
+void sws_engine_set_error_log(sws_engine_t *e, int fd, int level, int json);
 
 /* Sandboxed worker (ADR 0012): installs the SIGSYS handler that logs a
  * seccomp violation to this engine's error log, then dies of SIGSYS.

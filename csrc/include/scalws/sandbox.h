@@ -14,13 +14,15 @@
  * The pointers are the engine's and must outlive the process's sandboxed
  * life: *log_fd (-1 = stderr) is read at each signal, so a log reopened on
  * USR1 is the one written; err_time is the cached time string
- * (SWS_ERR_TIME_LEN bytes, "YYYY/MM/DD HH:MM:SS"). Leaf: calls nothing of ours.
+ * (SWS_ERR_TIME_LEN bytes, "YYYY/MM/DD HH:MM:SS"), or with `json` (the line
+ * as one JSON object, log.error_format json) the ISO 8601 one
+ * (SWS_ISO_TIME_LEN bytes). Leaf: calls nothing of ours.
  */
 #ifndef SCALWS_SANDBOX_H
 #define SCALWS_SANDBOX_H
 
 /* Installs the handler (SA_SIGINFO | SA_RESETHAND | SA_NODEFER). 0 or -errno. */
-int sws_sigsys_install(const volatile int *log_fd, const char *err_time, int time_len,
+int sws_sigsys_install(const volatile int *log_fd, const char *err_time, int time_len, int json,
                        int worker_id);
 
 /* The name of x86-64 system call `nr`, or NULL (generated table). */
