@@ -6,7 +6,8 @@
 #   - /ready and /live answer on the status port;
 #   - a HUP reloads a changed configuration, and so does a change alone
 #     (watch_config, as a ConfigMap update would);
-#   - TERM drains it and it exits 0 within shutdown_timeout.
+#   - TERM drains it and it exits 0 within shutdown_timeout;
+#   - its output (both logs, log.format and error_format json) is JSON lines.
 #
 #   tests/pkg/test-image.sh [IMAGE]        (default localhost/scalws:VERSION)
 #
@@ -35,7 +36,7 @@ conf() {
 workers: 2
 watch_config: 500ms
 shutdown_timeout: 10s
-log: {access: /dev/stdout}
+log: {access: /dev/stdout, format: json, error_format: json}
 status: {listen: "127.0.0.1:$status"}
 sites:
   - listen: "127.0.0.1:$http"
@@ -108,4 +109,16 @@ took=$((($(date +%s%N) - start) / 1000000))
 [[ $(logs) == *"scalws stopped"* ]] || fail "no 'scalws stopped' in its log"
 [ "$took" -lt 10000 ] || fail "TERM took ${took} ms, more than shutdown_timeout"
 ok "TERM: drained and exited 0 in ${took} ms"
+logs >"$dir/output"
+python3 - "$dir/output" <<'EOC' || fail "its output is not all JSON lines"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+kinds = {"error": 0, "access": 0}
+for line in lines:
+    obj = json.loads(line)
+    kinds["error" if "level" in obj else "access"] += 1
+assert kinds["error"] and kinds["access"], kinds
+print(f"test-image: ok: its output is {len(lines)} JSON lines ({kinds['error']} error log, "
+      f"{kinds['access']} access log)")
+EOC
 echo "test-image: all checks passed ($image)"
