@@ -493,7 +493,7 @@ def test_unknown_key_did_you_mean(tmp_path):
 def test_unknown_key_lists_known_keys(tmp_path):
     assert one_problem(tmp_path, "log: {colour: red}\n" + SITE) == \
         ("F:1:7: log.colour: unknown key 'colour' (known keys: access, format, "
-         "error, level, buffer, flush)")
+         "error, error_format, level, buffer, flush)")
 
 
 def test_unknown_nested_key(tmp_path):
@@ -1070,7 +1070,7 @@ def test_batch_window():
 
 
 def test_busy_poll():
-    from scalws.config.loader import BUSY_POLL_AUTO, cpu_quota, virtualized
+    from scalws.config.machine import BUSY_POLL_AUTO, cpu_quota, virtualized
     base = "sites: [{listen: ['127.0.0.1:8080'], routes: [{path: /, respond: {body: x}}]}]\n"
     quota = cpu_quota()
     workers = len(os.sched_getaffinity(0))
@@ -1105,7 +1105,7 @@ def test_busy_poll():
     (None, None, None, False),                                         # nothing to go by
 ])
 def test_virtualized(tmp_path, flags, hypervisor, dmi, expected):
-    from scalws.config.loader import virtualized
+    from scalws.config.machine import virtualized
     cpuinfo, hyp, dmi_dir = tmp_path / "cpuinfo", tmp_path / "hypervisor", tmp_path / "dmi"
     if flags is not None:
         cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: X\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
@@ -1148,7 +1148,7 @@ def cgroup_tree(tmp_path, version, quotas, mount_root="/", path="/svc/instance-1
 
 @pytest.mark.parametrize("version", [1, 2])
 def test_cpu_quota(tmp_path, version):
-    from scalws.config.loader import cpu_quota
+    from scalws.config.machine import cpu_quota
     name = "cpu.max" if version == 2 else "cpu.cfs_quota_us"
     # none anywhere
     cg, mi, point = cgroup_tree(tmp_path / "a", version, {"": (None, 100000), "svc/instance-1": (None, 100000)})
@@ -1171,7 +1171,7 @@ def test_cpu_quota(tmp_path, version):
 
 
 def test_cpu_quota_edge_cases(tmp_path):
-    from scalws.config.loader import cpu_quota
+    from scalws.config.machine import cpu_quota
     # a mount point with a space, which mountinfo writes as \040
     point = tmp_path / "cg root" / "cpu"
     (point / "svc").mkdir(parents=True)
@@ -1204,14 +1204,14 @@ def test_cpu_quota_edge_cases(tmp_path):
 def test_busy_poll_auto_and_the_quota(monkeypatch):
     # Off under a quota smaller than the workers' CPUs; a quota of a CPU per
     # worker or more cannot be spent by polling, so a virtual machine polls.
-    from scalws.config import loader
-    monkeypatch.setattr(loader, "virtualized", lambda: True)
-    monkeypatch.setattr(loader, "cpu_quota", lambda: (1.5, "/cg/cpu.max"))
-    assert loader.busy_poll_auto(2) == (0.0, "off: a CPU quota of 1.5 CPUs for 2 worker(s) on /cg/cpu.max")
-    assert loader.busy_poll_auto(1) == (loader.BUSY_POLL_AUTO, "50us: a virtual machine")
-    monkeypatch.setattr(loader, "cpu_quota", lambda: None)
-    assert loader.busy_poll_auto(4) == (loader.BUSY_POLL_AUTO, "50us: a virtual machine")
-    monkeypatch.setattr(loader, "virtualized", lambda: False)
-    assert loader.busy_poll_auto(4) == (0.0, "off: not a virtual machine")
-    monkeypatch.setattr(loader, "cpu_quota", lambda: (0.5, "/cg/cpu.max"))
-    assert loader.busy_poll_auto(1)[0] == 0.0
+    from scalws.config import machine
+    monkeypatch.setattr(machine, "virtualized", lambda: True)
+    monkeypatch.setattr(machine, "cpu_quota", lambda: (1.5, "/cg/cpu.max"))
+    assert machine.busy_poll_auto(2) == (0.0, "off: a CPU quota of 1.5 CPUs for 2 worker(s) on /cg/cpu.max")
+    assert machine.busy_poll_auto(1) == (machine.BUSY_POLL_AUTO, "50us: a virtual machine")
+    monkeypatch.setattr(machine, "cpu_quota", lambda: None)
+    assert machine.busy_poll_auto(4) == (machine.BUSY_POLL_AUTO, "50us: a virtual machine")
+    monkeypatch.setattr(machine, "virtualized", lambda: False)
+    assert machine.busy_poll_auto(4) == (0.0, "off: not a virtual machine")
+    monkeypatch.setattr(machine, "cpu_quota", lambda: (0.5, "/cg/cpu.max"))
+    assert machine.busy_poll_auto(1)[0] == 0.0
