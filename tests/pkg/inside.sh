@@ -77,7 +77,7 @@ ls /usr/share/doc/scalws/configuration.md* /usr/share/doc/scalws/operations.md* 
 
 step "scalwsd --version, --check-config"
 v=$(/usr/sbin/scalwsd --version)
-echo "$v" | grep -q "^scalwsd ${version%-*} (commit [0-9a-f]\{12\}\(-dirty\)\{0,1\}, gcc [0-9.]*, -march=x86-64-v2, PGO \(off\|on: trained .*\))$" \
+echo "$v" | grep -q "^scalwsd ${version%-*} (commit [0-9a-f]\{12\}\(-dirty\)\{0,1\}, gcc [0-9.]*, -march=x86-64-v2, PGO \(off\|on: trained .*\), BOLT \(off\|on: trained .*\))$" \
     || fail "version: $v"
 /usr/sbin/scalwsd --check-config /etc/scalws/scalws.yaml >/dev/null || fail "the shipped config does not check"
 /usr/sbin/scalws-controller --help | grep -q -- "--config" || fail "scalws-controller --help"
