@@ -185,7 +185,7 @@ void update_time(sws_engine_t *e)
 
 static const char *LEVELS[] = {"emerg", "alert", "crit", "error", "warn", "notice", "info", "debug"};
 
-#define ELOG_COUNT_MAX 64
+#define ELOG_COUNT_MAX 64 /* " (and 4294967295 more like this in the last ...s)" fits */
 
 static const char JSON_HEX[] = "0123456789abcdef";
 
@@ -222,7 +222,7 @@ static void elog_json(sws_engine_t *e, int level, const char *text, size_t len)
     p += 3;
     ssize_t w = write(k->elog_fd >= 0 ? k->elog_fd : 2, out, (size_t)(p - out));
     (void)w;
-} /* " (and 4294967295 more like this in the last ...s)" fits */
+}
 
 /* Writes one line: the prefix, the message, and when `folded` the count of
  * the key's lines folded since its previous line (`span` seconds ago). With
