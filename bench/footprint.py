@@ -162,6 +162,9 @@ FLOOR = {
 def floor(out):
     """PSS of a lone process of scalwsd's interpreter, per FLOOR entry."""
     python = os.path.join(os.path.dirname(os.path.realpath(SCALWSD)), "python")
+    if not os.access(python, os.X_OK):  # a packaged scalwsd (/usr/sbin): its shebang's
+        with open(SCALWSD, "rb") as f:
+            python = f.readline()[2:].split()[0].decode()
     rows = []
     for what, code in FLOOR.items():
         p = subprocess.Popen([python, "-c", f"{code}\nimport sys, time\n"

@@ -696,9 +696,7 @@ class Master:
             self.apps.stop_all(fast=True)
         elif sig == signal.SIGHUP:
             if not self.stopping:
-                sdnotify.reloading()
-                outcome = self.reload()
-                sdnotify.ready(outcome)
+                self._reload_notified()
         elif sig == signal.SIGUSR1:
             self.errlog.reopen()
             log.log(NOTICE, "reopening logs (SIGUSR1)")
@@ -736,6 +734,10 @@ class Master:
         if self.watch is None or self.stopping or not self.watch.changed(time.monotonic()):
             return
         log.log(NOTICE, "%s changed: reloading (watch_config)", self.path)
+        self._reload_notified()
+
+    def _reload_notified(self):
+        """A reload (HUP or watch_config) between RELOADING=1 and READY=1."""
         sdnotify.reloading()
         sdnotify.ready(self.reload())
 
