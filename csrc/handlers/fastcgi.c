@@ -578,7 +578,7 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
              x->method_len, x->what, TLOG(x), x->what + x->method_len, peer, (int)x->rid_len,
              x->rid);
         if (kind == G_RESET && stale) {
-            size_t i = (size_t)(uc->srv - x->up->servers);
+            size_t i = uc->srv->index;
             if (i < 64)
                 x->tried &= ~(1ull << i);
             x->attempts--;
@@ -623,7 +623,7 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
              * overloaded, 504 timed out), not a plain 502 */
             return fx_answer_error(e, x, x->fail_status ? x->fail_status : 502);
         }
-        sws_upstream_server_t *s = &up->servers[i];
+        sws_upstream_server_t *s = up->servers[i];
         if (i < 64)
             x->tried |= 1ull << i;
         x->attempts++;

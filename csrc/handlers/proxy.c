@@ -329,7 +329,7 @@ static int px_fail_why(sws_engine_t *e, px_t *x, int kind, int err, const char *
             /* The pool handed us a connection the server had closed: that
              * says nothing about the server, which may be tried again (the
              * next try takes another pooled connection or a fresh one). */
-            size_t i = (size_t)(uc->srv - x->up->servers);
+            size_t i = uc->srv->index;
             if (i < 64)
                 x->tried &= ~(1ull << i);
             x->attempts--;
@@ -372,7 +372,7 @@ static int px_attempt(sws_engine_t *e, px_t *x)
                         x->method_len, x->what, x->target_len, x->what + x->method_len);
             return px_answer_error(e, x, px_unreachable(x));
         }
-        sws_upstream_server_t *s = &up->servers[i];
+        sws_upstream_server_t *s = up->servers[i];
         if (i < 64)
             x->tried |= 1ull << i;
         x->attempts++;

@@ -167,10 +167,10 @@ int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r, const sws_reque
         PUTN(p->host, p->host_len);
     else if (r->host)
         PUTN(r->host, r->host_len);
-    else if (x->up->servers[0].addr.ss_family == AF_UNIX)
+    else if (x->up->servers[0]->addr.ss_family == AF_UNIX)
         PUT("localhost");
     else
-        PUTN(x->up->servers[0].name, strlen(x->up->servers[0].name));
+        PUTN(x->up->servers[0]->name, strlen(x->up->servers[0]->name));
     PUT("\r\n");
     for (size_t i = 0; i < r->nh; i++) {
         const sws_header_t *h = &r->h[i];

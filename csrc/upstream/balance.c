@@ -35,7 +35,7 @@ uint64_t hash_bytes(const char *p, size_t n)
 
 static int srv_usable(const sws_engine_t *e, const sws_upstream_server_t *s)
 {
-    return !s->hc_down && s->down_until <= e->core.now && (!s->max_conns || s->active < s->max_conns);
+    return !s->removed && !s->hc_down && s->down_until <= e->core.now && (!s->max_conns || s->active < s->max_conns);
 }
 
 static int tried(uint64_t mask, size_t i) { return i < 64 && (mask >> i) & 1; }
@@ -51,7 +51,7 @@ static int pick_rr(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, int backu
     int have_least = 0;
     if (least) {
         for (size_t i = 0; i < up->n_servers; i++) {
-            sws_upstream_server_t *s = &up->servers[i];
+            sws_upstream_server_t *s = up->servers[i];
             if (s->backup != backup || tried(mask, i) || !srv_usable(e, s))
                 continue;
             if (!have_least || (uint64_t)s->active * aw < (uint64_t)ai * s->weight) {
@@ -62,18 +62,18 @@ static int pick_rr(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, int backu
         }
     }
     for (size_t i = 0; i < up->n_servers; i++) {
-        sws_upstream_server_t *s = &up->servers[i];
+        sws_upstream_server_t *s = up->servers[i];
         if (s->backup != backup || tried(mask, i) || !srv_usable(e, s))
             continue;
         if (least && (uint64_t)s->active * aw != (uint64_t)ai * s->weight)
             continue;
         s->cw += s->weight;
         total += s->weight;
-        if (best < 0 || s->cw > up->servers[best].cw)
+        if (best < 0 || s->cw > up->servers[best]->cw)
             best = (int)i;
     }
     if (best >= 0)
-        up->servers[best].cw -= total;
+        up->servers[best]->cw -= total;
     return best;
 }
 
@@ -94,7 +94,7 @@ static int pick_hash(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, uint64_
     }
     for (size_t k = 0; k < up->ring_len; k++) {
         size_t i = (size_t)(up->ring[(lo + k) % up->ring_len] & 0xffff);
-        if (!tried(mask, i) && srv_usable(e, &up->servers[i]))
+        if (!tried(mask, i) && srv_usable(e, up->servers[i]))
             return (int)i;
     }
     return -1;
@@ -117,7 +117,7 @@ void srv_fail(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *s)
     e->core.cnt.upstream_errors++;
     up->st->errors++;
     /* A group of one has nowhere else to go: never mark it down (nginx). */
-    if (up->n_servers < 2 || !s->max_fails)
+    if (up->n_servers - up->n_removed < 2 || !s->max_fails)
         return;
     if (e->core.now - s->fail_start >= s->fail_timeout_ms) {
         s->fail_start = e->core.now;
@@ -175,39 +175,174 @@ int sws_upstream_server_set_addr(sws_upstream_server_t *s, const char *host, int
     return -EINVAL;
 }
 
+/* The consistent-hash points of the first n_live servers (the primaries),
+ * sorted; 0, or -ENOMEM with the group's ring unchanged. */
+static int ring_build(sws_upstream_t *u, sws_upstream_server_t **servers, size_t n_live)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n_live; i++)
+        if (!servers[i]->backup)
+            total += (size_t)servers[i]->weight * RING_POINTS;
+    uint64_t *ring = malloc((total ? total : 1) * sizeof *ring);
+    if (!ring)
+        return -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < n_live && i < 0x10000; i++) {
+        if (servers[i]->backup)
+            continue;
+        const char *nm = servers[i]->name;
+        for (uint32_t pt = 0; pt < servers[i]->weight * RING_POINTS; pt++) {
+            char key[160];
+            int kl = snprintf(key, sizeof key, "%s-%u", nm, pt);
+            ring[k++] = (hash_bytes(key, (size_t)kl) & ~0xffffull) | i;
+        }
+    }
+    qsort(ring, k, sizeof *ring, ring_cmp);
+    free(u->ring);
+    u->ring = ring;
+    u->ring_len = k;
+    return 0;
+}
+
+/* A server of our own from the config half c (its names copied after it),
+ * runtime zeroed; NULL when out of memory. */
+static sws_upstream_server_t *srv_copy(sws_engine_t *e, const sws_upstream_server_t *c)
+{
+    const char *name = c->name ? c->name : "";
+    size_t nl = strlen(name) + 1, tl = c->tls_name ? strlen(c->tls_name) + 1 : 0;
+    sws_upstream_server_t *s = calloc(1, sizeof *s + nl + tl);
+    if (!s)
+        return NULL;
+    memcpy(s, c, offsetof(sws_upstream_server_t, index));
+    char *p = (char *)(s + 1);
+    memcpy(p, name, nl);
+    s->name = p;
+    if (tl) {
+        memcpy(p + nl, c->tls_name, tl);
+        s->tls_name = p + nl;
+    }
+    s->hc_next = e->core.now; /* first check at the next tick */
+    return s;
+}
+
+void srv_free(sws_upstream_server_t *s)
+{
+    if (s->tls_session)
+        uptls_session_free(s);
+    free(s);
+}
+
 int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
 {
     sws_upstream_t **nu = realloc(e->up.upstreams, (e->up.n_upstreams + 1) * sizeof *nu);
     if (!nu)
         return -ENOMEM;
     e->up.upstreams = nu;
+    e->up.upstreams[e->up.n_upstreams++] = u; /* from here sws_up_free frees what it has */
     if (!u->st)
         u->st = &e->up.st_none;
-    if (u->balance == SWS_BAL_HASH) {
-        size_t total = 0;
-        for (size_t i = 0; i < u->n_servers; i++)
-            if (!u->servers[i].backup)
-                total += (size_t)u->servers[i].weight * RING_POINTS;
-        u->ring = malloc((total ? total : 1) * sizeof *u->ring);
-        if (!u->ring)
+    u->servers = calloc(u->n_conf ? u->n_conf : 1, sizeof *u->servers);
+    if (!u->servers)
+        return -ENOMEM;
+    for (size_t i = 0; i < u->n_conf; i++) {
+        u->servers[i] = srv_copy(e, &u->conf[i]);
+        if (!u->servers[i])
             return -ENOMEM;
-        size_t k = 0;
-        for (size_t i = 0; i < u->n_servers && i < 0x10000; i++) {
-            if (u->servers[i].backup)
-                continue;
-            const char *nm = u->servers[i].name;
-            for (uint32_t pt = 0; pt < u->servers[i].weight * RING_POINTS; pt++) {
-                char key[160];
-                int kl = snprintf(key, sizeof key, "%s-%u", nm, pt);
-                u->ring[k++] = (hash_bytes(key, (size_t)kl) & ~0xffffull) | i;
-            }
-        }
-        qsort(u->ring, k, sizeof *u->ring, ring_cmp);
-        u->ring_len = k;
+        u->servers[i]->index = i;
+        u->n_servers = i + 1;
     }
-    for (size_t i = 0; i < u->n_servers; i++)
-        u->servers[i].hc_next = e->core.now; /* first check at the first tick */
-    e->up.upstreams[e->up.n_upstreams++] = u;
+    u->conf = NULL; /* the caller's; not read again */
+    if (u->balance == SWS_BAL_HASH && ring_build(u, u->servers, u->n_servers) < 0)
+        return -ENOMEM;
     return 0;
 }
 
+int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
+                             const sws_upstream_server_t *conf, size_t n)
+{
+    size_t cap = n + up->n_servers;
+    sws_upstream_server_t **next = calloc(cap ? cap : 1, sizeof *next);
+    unsigned char *kept = calloc(up->n_servers + 1, 1);  /* old index -> in the new set */
+    unsigned char *fresh = calloc(cap + 1, 1);           /* new index -> made here */
+    size_t k = 0, live;
+    int rc = -ENOMEM;
+    if (!next || !kept || !fresh)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = conf[i].name ? conf[i].name : "";
+        sws_upstream_server_t *s = NULL;
+        for (size_t j = 0; j < up->n_servers && !s; j++) {
+            sws_upstream_server_t *o = up->servers[j];
+            if (!kept[j] && !o->removed && o->backup == conf[i].backup &&
+                strcmp(o->name, name) == 0) {
+                kept[j] = 1;
+                s = o;
+            }
+        }
+        if (!s) {
+            s = srv_copy(e, &conf[i]);
+            if (!s)
+                goto out;
+            fresh[k] = 1;
+        }
+        next[k++] = s;
+    }
+    live = k;
+    for (size_t j = 0; j < up->n_servers; j++)
+        if (!kept[j])
+            next[k++] = up->servers[j]; /* removed now or before: last, so freeing
+                                         * them never moves a live server */
+    if (up->balance == SWS_BAL_HASH && ring_build(up, next, live) < 0)
+        goto out;
+    for (size_t i = 0; i < k; i++) {
+        sws_upstream_server_t *s = next[i];
+        s->index = i;
+        if (i >= live && !s->removed) {
+            s->removed = 1;
+            elog(e, SWS_L_NOTICE, "upstream server %s of \"%s\" removed (DNS): "
+                 "%u busy connections finish, no new ones", s->name, up->name, s->active);
+        } else if (fresh[i]) {
+            elog(e, SWS_L_NOTICE, "upstream server %s of \"%s\" added (DNS)", s->name, up->name);
+        }
+    }
+    free(up->servers);
+    up->servers = next;
+    up->n_servers = k;
+    up->n_removed = k - live;
+    next = NULL;
+    rc = 0;
+    /* Idle connections to a removed server close now; busy ones when done. */
+    for (upconn_t *uc = up->idle, *nx; uc; uc = nx) {
+        nx = uc->inext;
+        if (uc->srv->removed)
+            uc_close(e, uc);
+    }
+out:
+    if (next)
+        for (size_t i = 0; i < k; i++)
+            if (fresh[i])
+                free(next[i]);
+    free(next);
+    free(kept);
+    free(fresh);
+    return rc;
+}
+
+void up_sweep_removed(sws_engine_t *e, sws_upstream_t *up)
+{
+    (void)e;
+    for (size_t i = up->n_servers - up->n_removed; i < up->n_servers;) {
+        sws_upstream_server_t *s = up->servers[i];
+        if (s->conns) {
+            i++;
+            continue;
+        }
+        memmove(&up->servers[i], &up->servers[i + 1],
+                (up->n_servers - i - 1) * sizeof *up->servers);
+        up->n_servers--;
+        up->n_removed--;
+        for (size_t j = i; j < up->n_servers; j++)
+            up->servers[j]->index = j;
+        srv_free(s);
+    }
+}

@@ -67,6 +67,7 @@ void uc_close(sws_engine_t *e, upconn_t *uc)
         pool_unlink(uc->up, uc);
     else if (!uc->hc && uc->srv->active)
         uc->srv->active--;
+    uc->srv->conns--;
     if (uc->prev)
         uc->prev->next = uc->next;
     else
@@ -112,7 +113,9 @@ upconn_t *uc_connect(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t 
     uc->fd = fd;
     uc->up = up;
     uc->srv = srv;
+    srv->conns++;
     if (up->tls && uptls_attach(e, uc) < 0) {
+        srv->conns--;
         close(fd);
         free(uc);
         errno = ENOMEM;
@@ -148,6 +151,8 @@ upconn_t *uc_connect(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t 
 
 const char *pool_refusal(const sws_engine_t *e, const upconn_t *uc)
 {
+    if (uc->srv->removed)
+        return "the server left the group (DNS)";
     if (uc->requests >= uc->up->keepalive_requests)
         return "keepalive_requests reached";
     if (e->core.now - uc->created >= uc->up->keepalive_time_ms)
@@ -241,10 +246,13 @@ void sws_up_tick(sws_engine_t *e)
     for (size_t i = 0; i < e->up.n_upstreams; i++) {
         sws_upstream_t *up = e->up.upstreams[i];
         uint64_t down = 0;
-        for (size_t k = 0; k < up->n_servers; k++)
-            down += up->servers[k].hc_down || up->servers[k].down_until > e->core.now;
+        if (up->n_removed)
+            up_sweep_removed(e, up);
+        size_t live = up->n_servers - up->n_removed; /* removed ones are last */
+        for (size_t k = 0; k < live; k++)
+            down += up->servers[k]->hc_down || up->servers[k]->down_until > e->core.now;
         up->st->servers_down = down;
-        up->st->servers_up = up->n_servers - down;
+        up->st->servers_up = live - down;
     }
     if (e->core.shutting_down)
         return;
@@ -252,8 +260,8 @@ void sws_up_tick(sws_engine_t *e)
         sws_upstream_t *up = e->up.upstreams[i];
         if (!up->hc_request)
             continue;
-        for (size_t k = 0; k < up->n_servers; k++) {
-            sws_upstream_server_t *s = &up->servers[k];
+        for (size_t k = 0; k < up->n_servers - up->n_removed; k++) {
+            sws_upstream_server_t *s = up->servers[k];
             if (!s->hc_busy && s->hc_next <= e->core.now)
                 hc_start(e, up, s);
         }
@@ -283,10 +291,15 @@ void sws_up_close_all(sws_engine_t *e)
 void sws_up_free(sws_engine_t *e)
 {
     sws_up_close_all(e);
-    uptls_engine_free(e);
     for (size_t i = 0; i < e->up.n_upstreams; i++) {
-        free(e->up.upstreams[i]->ring);
-        e->up.upstreams[i]->ring = NULL;
+        sws_upstream_t *up = e->up.upstreams[i];
+        for (size_t k = 0; k < up->n_servers; k++)
+            srv_free(up->servers[k]);
+        free(up->servers);
+        up->servers = NULL;
+        up->n_servers = up->n_removed = 0;
+        free(up->ring);
+        up->ring = NULL;
     }
     free(e->up.upstreams);
     e->up.upstreams = NULL;

@@ -205,17 +205,10 @@ void sws_uptls_free(sws_uptls_t *t)
     free(t);
 }
 
-void uptls_engine_free(sws_engine_t *e)
+void uptls_session_free(sws_upstream_server_t *s)
 {
-    for (size_t i = 0; i < e->up.n_upstreams; i++) {
-        sws_upstream_t *up = e->up.upstreams[i];
-        for (size_t k = 0; k < up->n_servers; k++) {
-            if (up->servers[k].tls_session) {
-                SSL_SESSION_free(up->servers[k].tls_session);
-                up->servers[k].tls_session = NULL;
-            }
-        }
-    }
+    SSL_SESSION_free(s->tls_session);
+    s->tls_session = NULL;
 }
 
 /* ---- a connection ---------------------------------------------------------------------------- */

@@ -37,7 +37,7 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, cache, fastcgi, proxy, tls
+from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, cache, fastcgi, proxy, resolver, tls
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .machine import busy_poll_auto, usable_cpus
@@ -62,7 +62,7 @@ _NOT_AVAILABLE = "'{}' is not available in this version of scalws"
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout", "watch_config",
             "pid", "log", "limits", "http2", "batch_window", "busy_poll", "trusted_proxies",
-            "tls_tickets", "upstreams", "cache_zones", "apps", "instances", "sites",
+            "tls_tickets", "resolver", "upstreams", "cache_zones", "apps", "instances", "sites",
             "status")
 # Keys of the design (DESIGN.md) that this version does not implement yet
 # (none today; the mechanism stays for the next ones).
@@ -97,6 +97,8 @@ class _Context:
         self.fastcgi_refs: list = []           # the ones made by fastcgi routes
         self.upstream_names: set = set()       # every name under `upstreams`
         self.implicit_upstreams: dict = {}     # "url:ADDRESS" -> Upstream
+        self.resolver = None                   # model.Resolver, before the groups
+        self.resolved: dict = {}               # host -> ("ok", addrs, ttl) | ("fail", why)
         # Managed apps (directives/app.py): names under `apps`, routes' refs.
         self.app_names: set = set()
         self.app_refs: list = []               # [(name, node, key path)]
@@ -631,6 +633,13 @@ def _walk_document(ctx: _Context, root) -> Config:
 
     if "tls_tickets" in keys:
         cfg.tickets = tls.compile_tickets(ctx, keys["tls_tickets"][1], "tls_tickets")
+
+    # Before the groups and the sites: their host names resolve through it.
+    if "resolver" in keys:
+        cfg.resolver = resolver.compile(ctx, keys["resolver"][1], "resolver")
+    else:
+        cfg.resolver = resolver.default()
+    ctx.resolver = cfg.resolver
 
     upstreams = {}
     if "upstreams" in keys:

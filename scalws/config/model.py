@@ -168,6 +168,23 @@ class Site:
 
 
 @dataclass
+class Resolver:
+    """`resolver:`: how upstream host names are resolved at load and then
+    again by the master while it runs (scalws/dns.py, control/resolver.py).
+    nameservers, search and ndots are /etc/resolv.conf's unless written."""
+    enabled: bool = True                   # off: getaddrinfo() once, at load
+    nameservers: list = field(default_factory=list)  # [(ip, port)]
+    search: list = field(default_factory=list)
+    ndots: int = 1
+    timeout: float = 2.0                   # per try of a nameserver
+    attempts: int = 2                      # rounds over the nameservers
+    ipv6: bool = True                      # ask AAAA too
+    min_interval: float = 1.0              # the TTL, bounded by these, is when
+    max_interval: float = 30.0             # a name is asked again
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
 class Config:
     source: str = "<default>"              # file the config came from
     workers: int = 1                       # resolved: "auto" -> CPUs we may use
@@ -199,6 +216,7 @@ class Config:
     upstreams: dict = field(default_factory=dict)  # name -> Upstream (reverse proxy)
     trusted_proxies: list = field(default_factory=list)  # CIDR strings whose X-Forwarded-* we believe
     tickets: TicketKeys = field(default_factory=TicketKeys)
+    resolver: "Resolver" = field(default_factory=lambda: Resolver())
     apps: dict = field(default_factory=dict)  # name -> App (managed applications)
     instances: Optional["Instances"] = None  # `instances:` (scalws-controller only)
     status: "Status | None" = None  # the metrics listener (`status:`), None: none
@@ -278,6 +296,10 @@ class UpstreamServer:
     host: str = ""                         # numeric IP (names are resolved at load)
     port: int = 0
     path: str = ""                         # unix socket path
+    # The host name this address came from, when the master re-resolves it
+    # (control/resolver.py); "" for a numeric address or `resolver: off`.
+    resolve: str = ""
+    entry: int = 0                         # its item's index in the group's `servers`
     weight: int = 1
     max_fails: int = 1                     # failures within fail_timeout that mark it down; 0 = never
     fail_timeout: float = 10.0             # seconds: the failure window and how long it stays down

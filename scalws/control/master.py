@@ -38,6 +38,7 @@ from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
 from scalws.control import caps, exclusive, sandbox, sdnotify, statusd, title, tlskeeper
 from scalws.control import health as health_mod
+from scalws.control import resolver as resolver_mod
 from scalws.control import stats as stats_mod
 from scalws.control import watch as watch_mod
 from scalws.control import worker as worker_mod
@@ -120,6 +121,8 @@ class Master:
         self.statusd = {}          # pid -> Block it serves
         self.statusd_pid = 0
         self.watch = None          # control/watch.py: `watch_config`, None when off
+        self.resolver = None       # control/resolver.py: the upstreams' host names
+        self._dns_unsent = {}      # (worker index, name) -> addresses not sent yet
         self.health = health_mod.Health()  # read by the status process: /ready, /live
         self._statusd_stopped = set()      # pids asked to stop once a graceful stop drained
         self.statusd_restart_at = None
@@ -624,6 +627,7 @@ class Master:
         if ready:
             self.health.set(health_mod.READY)
         self.watch = self._make_watch(cfg)
+        self.resolver = resolver_mod.Resolver(cfg)
         try:
             while True:
                 if self.stopping and not self.children and not self.keepers \
@@ -639,6 +643,7 @@ class Master:
                 self._check_stop_deadline()
                 self._stop_statusd_once_drained()
                 self._check_watch()
+                self._check_dns()
                 self.apps.tick({s.gen for s in self.children.values()}, self.stopping)
         finally:
             self._close_keys(list(self.sockets))
@@ -661,6 +666,12 @@ class Master:
             times.append(self.stop_deadline)
         if self.watch is not None:
             times.append(self.watch.next_due())
+        if self.resolver is not None and not self.stopping:
+            due = self.resolver.next_due()
+            if due is not None:
+                times.append(due)
+            if self._dns_unsent:
+                times.append(now + 0.05)
         apps_due = self.apps.next_timeout()
         if apps_due is not None:
             times.append(now + apps_due)
@@ -735,6 +746,32 @@ class Master:
             return
         log.log(NOTICE, "%s changed: reloading (watch_config)", self.path)
         self._reload_notified()
+
+    # ---- live DNS for upstream servers (control/resolver.py) -----------------
+    def _check_dns(self):
+        if self.resolver is None or self.stopping:
+            return
+        for name, addrs in self.resolver.step():
+            resolver_mod.apply(self.config, name, addrs)  # what restarted workers fork with
+            self._dns_unsent.update({(slot.index, name): addrs for slot in self.slots.values()})
+        self._send_dns()
+
+    def _send_dns(self):
+        """Each worker of the generation gets the names whose set changed; one
+        whose socket is full gets them at a later pass (newest set only)."""
+        for (index, name), addrs in list(self._dns_unsent.items()):
+            slot = self.slots.get(index)
+            if slot is None or slot.ctl is None or not slot.pid:
+                del self._dns_unsent[(index, name)]   # it forks with the new set
+                continue
+            try:
+                slot.ctl.send(resolver_mod.encode(name, addrs))
+            except BlockingIOError:
+                continue
+            except OSError as exc:  # a worker that is going away
+                log.info("worker %d (pid %d): DNS update not sent: %s", slot.index, slot.pid,
+                         exc.strerror or exc)
+            del self._dns_unsent[(index, name)]
 
     def _reload_notified(self):
         """A reload (HUP or watch_config) between RELOADING=1 and READY=1."""
@@ -821,6 +858,9 @@ class Master:
         self.config = new
         self.slots = slots
         self.watch = self._make_watch(new)
+        self.resolver.close()
+        self.resolver = resolver_mod.Resolver(new)
+        self._dns_unsent = {}
         self.cache.prune(new)
         self._close_keys(stale)
         log.log(NOTICE, "reloaded %s: %d workers (generation %d)", self.path, new.workers, self.gen)

@@ -27,6 +27,7 @@ import traceback
 
 from scalws.config import users
 from scalws.control import procs, profiles, sandbox, title
+from scalws.control import resolver as resolver_mod
 from scalws.control.logs import log
 
 # Exit status for "configuration is fine but this worker cannot start": the
@@ -50,6 +51,9 @@ def _open_access_log(path):
 # b"E" or b"-" (an error log descriptor follows or not), then b"A" or b"-"
 # (an access log descriptor); the descriptors in that order.
 LOG_MESSAGE = 3
+# A DNS update (control/resolver.py): b"U" and JSON {"name", "addrs"}.
+DNS_MESSAGE = b"U"
+CTL_MAX = 65536
 
 
 class Worker:
@@ -68,7 +72,8 @@ class Worker:
         self.loop = None
         self.access_fd = -1
         self.probe_fd = -1          # the sandbox's test hook (control/sandbox.py)
-        self.ctl = ctl              # socket: log descriptors from the master (reopen_logs)
+        self.ctl = ctl              # socket: log descriptors (reopen_logs) and DNS updates
+        self._logs = (False, -1, -1)  # the newest log message not applied yet
         self.master_pid = master_pid
         self.steer = steer          # the master's steering page (net/steer.c), or None
 
@@ -145,6 +150,8 @@ class Worker:
         if self.probe_fd >= 0:
             loop.add_signal_handler(signal.SIGUSR2, sandbox.run_probe, self.probe_fd, self.index)
         self.engine.start(loop)
+        if self.ctl is not None:
+            loop.add_reader(self.ctl.fileno(), self._read_ctl)
         loop.call_soon(self._running)
         loop.run_forever()
         self.engine.flush()
@@ -175,26 +182,34 @@ class Worker:
         if old >= 0:
             os.close(old)
 
-    def _log_message(self):
-        """The newest log-descriptor message the master sent, as (whether
-        one came, error fd or -1, access fd or -1). Older messages'
-        descriptors are closed."""
-        got, err, acc = False, -1, -1
+    def _read_ctl(self):
+        """What the master sent on `ctl`: DNS updates are applied now; the
+        newest log-descriptor message waits in self._logs for the USR1
+        that follows it (older ones' descriptors are closed)."""
         while self.ctl is not None:
             try:
-                msg, fds, _flags, _addr = socket.recv_fds(self.ctl, 16, 2)
+                msg, fds, _flags, _addr = socket.recv_fds(self.ctl, CTL_MAX, 2)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
-                log.error("worker %d: reading log descriptors from the master: %s",
+                log.error("worker %d: reading the master's control socket: %s",
                           self.index, exc.strerror or exc)
                 break
-            if not msg and not fds:
-                break                      # the master is gone
-            for fd in (err, acc):
+            if not msg and not fds:        # the master is gone
+                if self.loop is not None:
+                    self.loop.remove_reader(self.ctl.fileno())
+                self.ctl.close()
+                self.ctl = None
+                break
+            if msg[:1] == DNS_MESSAGE:
+                for fd in fds:
+                    os.close(fd)
+                self._dns_update(msg)
+                continue
+            for fd in self._logs[1:]:
                 if fd >= 0:
                     os.close(fd)
-            got, err, acc = True, -1, -1
+            err, acc = -1, -1
             fds = list(fds)
             if len(msg) == LOG_MESSAGE and msg[1:2] == b"E" and fds:
                 err = fds.pop(0)
@@ -202,7 +217,26 @@ class Worker:
                 acc = fds.pop(0)
             for fd in fds:
                 os.close(fd)
-        return got, err, acc
+            self._logs = (True, err, acc)
+
+    def _dns_update(self, msg):
+        """A name's new addresses (control/resolver.py): the groups with
+        servers from it change in the engine; connections to a removed
+        address finish what they carry and close."""
+        try:
+            name, addrs = resolver_mod.decode(msg)
+        except (ValueError, KeyError):
+            log.error("worker %d: a malformed DNS message from the master", self.index)
+            return
+        for group in resolver_mod.apply(self.config, name, addrs):
+            self.engine.set_upstream_servers(group, self.config.upstreams[group])
+
+    def _log_message(self):
+        """The newest log-descriptor message the master sent, as (whether
+        one came, error fd or -1, access fd or -1)."""
+        self._read_ctl()
+        got, self._logs = self._logs, (False, -1, -1)
+        return got
 
     def reopen_logs(self):
         """USR1: the master opened the logs again (after logrotate moved

@@ -168,9 +168,9 @@ cdef extern from "scalws/engine.h" nogil:
 
     ctypedef struct sws_upstream_t:
         const char *name
-        sws_upstream_server_t *servers
+        const sws_upstream_server_t *conf
+        size_t n_conf
         sws_stats_group_t *st
-        size_t n_servers
         int balance
         int hash_key
         const char *hash_header
@@ -358,6 +358,8 @@ cdef extern from "scalws/engine.h" nogil:
     void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len)
     int sws_engine_set_h2(sws_engine_t *e, const sws_h2_conf_t *conf)
     int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
+    int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
+                                 const sws_upstream_server_t *conf, size_t n)
     int sws_upstream_server_set_addr(sws_upstream_server_t *s, const char *host, int port,
                                      const char *unix_path)
     void sws_engine_set_trusted(sws_engine_t *e, const sws_cidr_t *list, size_t n)

@@ -640,29 +640,9 @@ cdef class Engine:
                 raise MemoryError()
             b = self._bytes(name)
             u.name = b
-            u.servers = srv
-            u.n_servers = len(cfg.servers)
-            for i, s in enumerate(cfg.servers):
-                if s.kind == "unix":
-                    b = self._bytes(s.path)
-                    rc = sws_upstream_server_set_addr(&srv[i], NULL, 0, b)
-                    label = "unix:" + s.path
-                else:
-                    b = self._bytes(s.host)
-                    rc = sws_upstream_server_set_addr(&srv[i], b, s.port, NULL)
-                    label = f"[{s.host}]:{s.port}" if ":" in s.host else f"{s.host}:{s.port}"
-                if rc != 0:
-                    raise ValueError(f"upstream {name!r}: bad address {s.address!r}")
-                b = self._bytes(label)
-                srv[i].name = b
-                if cfg.tls is not None:
-                    b = self._bytes(s.tls_name.encode())
-                    srv[i].tls_name = b
-                srv[i].weight = s.weight
-                srv[i].max_fails = s.max_fails
-                srv[i].fail_timeout_ms = _ms(s.fail_timeout)
-                srv[i].max_conns = s.max_connections
-                srv[i].backup = s.backup
+            u.conf = srv
+            u.n_conf = len(cfg.servers)
+            names = self._fill_servers(srv, name, cfg)  # copied by add_upstream below
             u.balance = {"round_robin": SWS_BAL_RR, "least_conn": SWS_BAL_LEAST_CONN,
                          "hash": SWS_BAL_HASH}[cfg.balance]
             key = cfg.hash_key
@@ -688,7 +668,7 @@ cdef class Engine:
                 b = self._bytes(_fastcgi_check(h.path))
                 u.hc_fastcgi = 1
             elif h is not None:
-                host = h.host or srv[0].name.decode("latin-1")
+                host = h.host or names[0].decode("latin-1")
                 b = self._bytes(f"GET {h.path} HTTP/1.1\r\nHost: {host}\r\n"
                                 "User-Agent: scalws-health-check\r\nConnection: close\r\n\r\n")
             if h is not None:
@@ -718,6 +698,51 @@ cdef class Engine:
             self._upstreams[name] = <size_t>u
         cidrs = self._cidrs(config.trusted_proxies, &n_trusted)
         sws_engine_set_trusted(self.e, cidrs, n_trusted)
+
+    cdef list _fill_servers(self, sws_upstream_server_t *srv, name, cfg):
+        """The config halves of cfg.servers into srv[]; returns the bytes its
+        names point into, which must live until the engine has copied them."""
+        cdef bytes b
+        keep = []
+        for i, s in enumerate(cfg.servers):
+            if s.kind == "unix":
+                b = s.path.encode("latin-1")
+                rc = sws_upstream_server_set_addr(&srv[i], NULL, 0, b)
+                label = "unix:" + s.path
+            else:
+                b = s.host.encode("latin-1")
+                rc = sws_upstream_server_set_addr(&srv[i], b, s.port, NULL)
+                label = f"[{s.host}]:{s.port}" if ":" in s.host else f"{s.host}:{s.port}"
+            if rc != 0:
+                raise ValueError(f"upstream {name!r}: bad address {s.address!r}")
+            b = label.encode("latin-1")
+            keep.append(b)
+            srv[i].name = b
+            if cfg.tls is not None:
+                b = s.tls_name.encode()
+                keep.append(b)
+                srv[i].tls_name = b
+            srv[i].weight = s.weight
+            srv[i].max_fails = s.max_fails
+            srv[i].fail_timeout_ms = _ms(s.fail_timeout)
+            srv[i].max_conns = s.max_connections
+            srv[i].backup = s.backup
+        return keep
+
+    def set_upstream_servers(self, name, cfg):
+        """Group `name` takes the servers of cfg (model.Upstream) now: live
+        DNS (control/resolver.py); see sws_upstream_set_servers."""
+        cdef sws_upstream_t *u = <sws_upstream_t *><size_t>self._upstreams[name]
+        cdef sws_upstream_server_t *srv = <sws_upstream_server_t *>PyMem_Calloc(
+            max(1, len(cfg.servers)), sizeof(sws_upstream_server_t))
+        if srv == NULL:
+            raise MemoryError()
+        try:
+            keep = self._fill_servers(srv, name, cfg)
+            if sws_upstream_set_servers(self.e, u, srv, len(cfg.servers)) != 0:
+                raise MemoryError()
+        finally:
+            PyMem_Free(srv)
 
     cdef sws_uptls_t *_uptls(self, name, t) except NULL:
         """The client TLS context of a group (model.UpstreamTLS), freed

@@ -571,7 +571,7 @@ static void test_refused_proxy_request(const char *dir)
     snprintf(sock, sizeof sock, "%s/nobody.sock", dir);
     sws_upstream_server_t srv = {.name = "unix:nobody", .weight = 1};
     CHECK(sws_upstream_server_set_addr(&srv, NULL, 0, sock) == 0, "addr");
-    sws_upstream_t up = {.name = "u", .servers = &srv, .n_servers = 1, .keepalive = 4,
+    sws_upstream_t up = {.name = "u", .conf = &srv, .n_conf = 1, .keepalive = 4,
                          .keepalive_timeout_ms = 60000, .keepalive_requests = 100,
                          .keepalive_time_ms = 3600000};
     CHECK(sws_engine_add_upstream(e, &up) == 0, "upstream");

@@ -95,7 +95,7 @@ static void test_failure_inside_a_proxy_upstream_event(const char *dir)
     int upl = unix_listener(up_path);
     sws_upstream_server_t srv = {.name = "unix:up", .weight = 1};
     CHECK(sws_upstream_server_set_addr(&srv, NULL, 0, up_path) == 0, "addr");
-    sws_upstream_t up = {.name = "u", .servers = &srv, .n_servers = 1, .keepalive = 4,
+    sws_upstream_t up = {.name = "u", .conf = &srv, .n_conf = 1, .keepalive = 4,
                          .keepalive_timeout_ms = 60000, .keepalive_requests = 100,
                          .keepalive_time_ms = 3600000};
     CHECK(sws_engine_add_upstream(e, &up) == 0, "upstream");

@@ -60,7 +60,7 @@ static sws_respond_t R_SMALL = {200, "OK", 2, "Content-Type: text/plain\r\n", 26
 static sws_respond_t R_BIG = {200, "OK", 2, "", 0, BIG, sizeof BIG, 1};
 static sws_handler_t H_SMALL = {SWS_H_RESPOND, &R_SMALL}, H_BIG = {SWS_H_RESPOND, &R_BIG};
 static sws_upstream_server_t SRV = {.name = "unix:nobody", .weight = 1};
-static sws_upstream_t UP = {.name = "u", .servers = &SRV, .n_servers = 1, .keepalive = 4,
+static sws_upstream_t UP = {.name = "u", .conf = &SRV, .n_conf = 1, .keepalive = 4,
                             .keepalive_timeout_ms = 60000, .keepalive_requests = 100,
                             .keepalive_time_ms = 3600000};
 static sws_proxy_t PX = {.up = &UP, .connect_timeout_ms = 1000, .read_timeout_ms = 1000,

@@ -7,6 +7,7 @@ Name resolution goes through proxy.socket.getaddrinfo: the tests that need a
 particular answer (several addresses, a failure) replace it; "localhost" is
 resolved for real (from /etc/hosts).
 """
+import ipaddress
 import os
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import textwrap
 
 import pytest
 
+from scalws import dns
 from scalws.config.directives import proxy
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
@@ -118,7 +120,14 @@ def addresses(monkeypatch):
                 out.append((socket.AF_INET, socket.SOCK_STREAM, 6, "", (addr, port)))
         return out
 
+    def fake_dns(host, settings):
+        if host not in table:
+            return ("fail", "no such name")
+        return ("ok", dns.sort_addresses(ipaddress.ip_address(a).compressed
+                                         for a in table[host]), 30)
+
     monkeypatch.setattr(proxy.socket, "getaddrinfo", fake)
+    monkeypatch.setattr(proxy.dns, "resolve", fake_dns)
     return table
 
 
@@ -385,7 +394,7 @@ def test_url_unix_path_too_long(tmp_path):
 def test_url_name_that_does_not_resolve(tmp_path, addresses):
     assert one(problems_of(tmp_path, flow('"http://nosuch.internal:80"'))) == (
         "F:4:26: sites[0].routes[0].proxy: cannot resolve 'nosuch.internal': "
-        "Name or service not known")
+        "no such name")
 
 
 @pytest.mark.parametrize("body, where, message", [
@@ -752,8 +761,49 @@ def test_health_problems(tmp_path, health, where, message):
 
 def test_server_name_that_does_not_resolve(tmp_path, addresses):
     assert group_problem(tmp_path, 'servers: ["127.0.0.1:1", "nosuch.internal:80"]\n') == (
-        f"F:7:30: {G}.servers[1]: cannot resolve 'nosuch.internal': Name or service "
-        "not known")
+        f"F:7:30: {G}.servers[1]: cannot resolve 'nosuch.internal': no such name")
+
+
+def test_resolved_servers_name_what_the_master_asks_again(tmp_path, addresses):
+    """Each server from a name carries it (control/resolver.py asks it
+    again) and the index of its item (the options it copies)."""
+    addresses["app"] = ["10.0.0.2", "10.0.0.1"]
+    up = load_group(tmp_path, 'servers: ["127.0.0.1:80", "app:80"]\n')
+    assert [(s.host, s.resolve, s.entry) for s in up.servers] == [
+        ("127.0.0.1", "", 0), ("10.0.0.1", "app", 1), ("10.0.0.2", "app", 1)]
+
+
+def test_resolver_off_resolves_once_with_getaddrinfo(tmp_path, monkeypatch):
+    def no_dns(host, settings):
+        raise AssertionError("the stub resolver was asked")
+    monkeypatch.setattr(proxy.dns, "resolve", no_dns)
+    cfg = load_config(write(tmp_path, textwrap.dedent("""\
+        resolver: off
+        upstreams:
+          api: {servers: ["localhost:80"]}
+        sites:
+          - listen: "127.0.0.1:8080"
+            routes: [{path: /, proxy: api}]
+        """)))
+    assert cfg.upstreams["api"].servers[0].resolve == ""
+    assert not cfg.resolver.enabled
+
+
+def test_a_name_only_getaddrinfo_knows_is_used_once_with_a_warning(tmp_path, monkeypatch,
+                                                                   addresses):
+    addresses["mdns.local"] = ["10.0.0.9"]
+    monkeypatch.setattr(proxy.dns, "resolve", lambda host, settings: ("fail", "no such name"))
+    cfg = load_config(write(tmp_path, textwrap.dedent("""\
+        upstreams:
+          api: {servers: ["mdns.local:80"]}
+        sites:
+          - listen: "127.0.0.1:8080"
+            routes: [{path: /, proxy: api}]
+        """)))
+    s = cfg.upstreams["api"].servers[0]
+    assert (s.host, s.resolve) == ("10.0.0.9", "")
+    assert any("'mdns.local' is known to getaddrinfo() but not to DNS (no such name): "
+               "resolved once" in str(w) for w in cfg.warnings), cfg.warnings
 
 
 def test_server_name_that_is_not_a_host_name(tmp_path):

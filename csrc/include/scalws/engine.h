@@ -112,6 +112,14 @@ int sws_engine_trap_sigsys(sws_engine_t *e);
 /* Registers an upstream group (health checks, hashing ring, pooled
  * connections closed at free); before the first request. 0 or -ENOMEM. */
 int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u);
+/* Replaces the servers of a registered group with conf[0..n) (config
+ * halves, copied): a server of the same name and tier keeps its state and
+ * connections, new ones join, the others are removed (never picked again,
+ * their idle connections closed now, busy ones finish; freed once their
+ * last connection closes). Rebuilds the hash ring. 0, or -ENOMEM with the
+ * group unchanged. Live DNS (scalws/control/resolver.py). */
+int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
+                             const sws_upstream_server_t *conf, size_t n);
 
 /* Sets s->addr from a numeric IPv4/IPv6 host and port, or from a unix
  * socket path (host NULL). 0, or -EINVAL. */

@@ -35,13 +35,20 @@ enum { SWS_HASH_CLIENT = 0, SWS_HASH_URI = 1, SWS_HASH_HEADER = 2 };
 typedef struct {
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    const char *name;          /* "127.0.0.1:3000", for logs */
+    const char *name;          /* "127.0.0.1:3000", for logs and the hash ring */
     uint32_t weight;
     uint32_t max_fails;        /* 0: never marked down by failures */
     uint32_t fail_timeout_ms;
     uint32_t max_conns;        /* 0: unlimited */
     int backup;
-    /* runtime */
+    /* TLS (the group has tls): the name verified in the certificate, and
+     * sent as SNI unless it is an IP literal or the group says not to */
+    const char *tls_name;
+    /* runtime (from here on: zeroed when the group copies a server in) */
+    size_t index;              /* its place in up->servers */
+    uint32_t conns;            /* upstream connections to it (busy, idle, checks) */
+    int removed;               /* no longer in the group's set (DNS): never picked,
+                                * freed by the tick once conns is 0 */
     uint32_t active;           /* connections busy with a request */
     void *fcgi_wait, *fcgi_wait_tail; /* FastCGI requests on new connections not answered
                                 * yet, oldest first: perhaps in the application's accept
@@ -54,10 +61,6 @@ typedef struct {
     uint64_t hc_next;
     int hc_busy;
     int64_t cw;                /* smooth weighted round robin */
-    /* TLS (the group has tls): the name verified in the certificate, and
-     * sent as SNI unless it is an IP literal or the group says not to */
-    const char *tls_name;
-    /* runtime */
     struct ssl_session_st *tls_session; /* the last one the server gave (this worker) */
 } sws_upstream_server_t;
 
@@ -80,8 +83,9 @@ void sws_uptls_free(sws_uptls_t *t);
 
 typedef struct {
     const char *name;
-    sws_upstream_server_t *servers;
-    size_t n_servers;
+    /* The caller's servers (config halves), copied by sws_engine_add_upstream */
+    const sws_upstream_server_t *conf;
+    size_t n_conf;
     int balance;               /* SWS_BAL_* */
     int hash_key;              /* SWS_HASH_* */
     const char *hash_header;   /* lowercase name for SWS_HASH_HEADER */
@@ -103,6 +107,10 @@ typedef struct {
     sws_uptls_t *tls;          /* NULL: plain TCP (or unix) */
     sws_stats_group_t *st;     /* its shared counters (scalws/stats.h); NULL: e->up.st_none */
     /* runtime */
+    sws_upstream_server_t **servers; /* each its own allocation, names included;
+                                * sws_upstream_set_servers changes the set */
+    size_t n_servers;
+    size_t n_removed;          /* of which removed, waiting for their connections */
     uint64_t tls_handshakes;   /* completed, this worker */
     uint64_t tls_resumed;      /* of which resumed a session */
     upconn_t *idle;            /* pooled connections, most recent first */
@@ -183,8 +191,8 @@ SWS_INTERNAL void sws_up_close_all(sws_engine_t *e);
 SWS_INTERNAL void sws_up_free(sws_engine_t *e);
 
 /* upstream/uptls.c */
-/* Frees the servers' sessions. */
-SWS_INTERNAL void uptls_engine_free(sws_engine_t *e);
+/* Frees s's TLS session. */
+SWS_INTERNAL void uptls_session_free(sws_upstream_server_t *s);
 /* A new connection of a TLS group gets its SSL (client state, the server's
  * session, SNI, the expected name); -1 when out of memory. */
 SWS_INTERNAL int uptls_attach(sws_engine_t *e, upconn_t *uc);
@@ -212,6 +220,10 @@ SWS_INTERNAL int sws_up_pick(sws_engine_t *e, sws_upstream_t *up, uint64_t tried
 /* A failed attempt on s: passive health. */
 SWS_INTERNAL void srv_fail(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *s);
 SWS_INTERNAL uint64_t hash_bytes(const char *p, size_t n);
+/* Frees a server of ours (its TLS session too). */
+SWS_INTERNAL void srv_free(sws_upstream_server_t *s);
+/* Frees the removed servers whose last connection has closed (the tick). */
+SWS_INTERNAL void up_sweep_removed(sws_engine_t *e, sws_upstream_t *up);
 
 /* upstream/health.c */
 SWS_INTERNAL void hc_start(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *s);

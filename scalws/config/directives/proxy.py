@@ -35,9 +35,12 @@ The context carries the state shared between those calls:
                            ("url:https://<address>" for https, "#2", "#3"...
                            appended for routes whose TLS options differ)
 
-Host names (in servers and in url) are resolved here, once, with
-getaddrinfo: each address a name resolves to becomes its own UpstreamServer
-with the same options, and the model holds numeric addresses only. The
+Host names (in servers and in url) are resolved here, through the stub
+resolver of `resolver:` (scalws/dns.py; getaddrinfo() with `resolver:
+off`): each address a name resolves to becomes its own UpstreamServer with
+the same options and `resolve` set to the name, which the master asks
+again while it runs (control/resolver.py); the model holds numeric
+addresses only. The
 keys, their defaults and the runtime's behaviour are documented in
 docs/configuration.md (sections `upstreams`, `proxy`, `trusted_proxies`).
 """
@@ -50,7 +53,8 @@ import re
 import socket
 
 from ..model import Health, Proxy, Upstream, UpstreamServer, UpstreamTLS
-from . import cache
+from ... import dns
+from . import cache, resolver
 from .fields import Fields
 from .respond import header_value_problem, is_token
 
@@ -756,6 +760,7 @@ def _servers(ctx, node, path, secure=None):
             ok = False
             continue
         for server in servers:
+            server.entry = i
             key = (server.kind, server.host, server.port, server.path)
             if key in seen:
                 what = server.path if server.kind == "unix" else \
@@ -881,21 +886,43 @@ def _tcp_servers(ctx, node, path, text):
     except ValueError as e:
         ctx.error(node, path, str(e))
         return None
-    if numeric:
-        hosts = [host]
-    else:
-        try:
-            hosts = resolve(host, port)
-        except OSError as e:
-            reason = getattr(e, "strerror", None) or str(e)
-            ctx.error(node, path, f"cannot resolve '{host}': {reason}")
-            return None
-        if not hosts:
-            ctx.error(node, path, f"cannot resolve '{host}': no TCP address")
-            return None
     mark = ctx.mark(node)
-    return [UpstreamServer(address=text, kind="tcp", host=h, port=port, mark=mark)
+    if numeric:
+        return [UpstreamServer(address=text, kind="tcp", host=host, port=port, mark=mark)]
+    hosts, name = _resolve_at_load(ctx, node, path, host, port)
+    if not hosts:
+        return None
+    return [UpstreamServer(address=text, kind="tcp", host=h, port=port, resolve=name, mark=mark)
             for h in hosts]
+
+
+def _resolve_at_load(ctx, node, path, host, port):
+    """-> (addresses, the name the master re-resolves or ""); ([], "") after
+    reporting. With the resolver on, our stub resolver (scalws/dns.py)
+    answers, as the master will later; a name only getaddrinfo() knows
+    (nsswitch beyond files and dns) is used once, with a warning."""
+    r = getattr(ctx, "resolver", None)
+    if r is not None and r.enabled:
+        got = ctx.resolved.get(host)
+        if got is None:
+            got = ctx.resolved[host] = dns.resolve(host, resolver.settings(r))
+        if got[0] == "ok":
+            return got[1], host
+    try:
+        hosts = resolve(host, port)
+    except OSError as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        if r is not None and r.enabled:
+            reason = got[1]       # what DNS said (getaddrinfo failed too)
+        ctx.error(node, path, f"cannot resolve '{host}': {reason}")
+        return [], ""
+    if not hosts:
+        ctx.error(node, path, f"cannot resolve '{host}': no TCP address")
+        return [], ""
+    if r is not None and r.enabled:
+        ctx.warning(node, path, f"'{host}' is known to getaddrinfo() but not to DNS "
+                    f"({got[1]}): resolved once, not followed while running")
+    return hosts, ""
 
 
 def resolve(host: str, port: int) -> list:
