@@ -15,7 +15,9 @@ stays root) and confines itself (control/sandbox.py) once it holds
 everything it reads besides its document roots: sockets, TLS keys, log
 descriptors and every module it imports. On USR1 the new log descriptors
 come from the master over `ctl` (a SOCK_SEQPACKET socket), since the worker
-may no longer open the log folders itself.
+may no longer open the log folders itself; the same socket brings the new
+addresses of upstream host names (live DNS, control/resolver.py), applied
+as they arrive.
 """
 from __future__ import annotations
 
