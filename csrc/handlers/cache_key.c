@@ -79,7 +79,8 @@ int expand(const sws_cktmpl_t *t, const sws_request_t *r, const char *uri, size_
         switch (p->kind) {
         case SWS_CK_LIT: v = p->s; vl = p->n; break;
         case SWS_CK_SCHEME:
-            v = r->conn && r->conn->tls ? "https" : "http";
+            /* a peer's request: the scheme its client used (dispatch.c) */
+            v = (r->peer ? r->peer_https : r->conn && r->conn->tls) ? "https" : "http";
             vl = strlen(v);
             break;
         case SWS_CK_HOST: {
@@ -235,4 +236,9 @@ void req_directives(const sws_request_t *r, reqcc_t *q)
         }
     }
     q->no_cache = (q->cc.flags & SWS_CC_NO_CACHE) || (!has_cc && pragma);
+}
+
+int sws_cache_key(const sws_handler_t *h, const sws_request_t *req, char *out, size_t *len)
+{
+    return expand(&h->cache->key, req, NULL, 0, out, len);
 }

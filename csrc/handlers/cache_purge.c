@@ -84,18 +84,29 @@ static void small_answer(sws_engine_t *e, sws_resp_t *r, int status, const char 
     resp_done(e, r);
 }
 
+static int purge_allowed(sws_engine_t *e, const sws_request_t *req, const sws_cache_route_t *c)
+{
+    if (req->peer)
+        return 1; /* the peers' secret was checked (dispatch.c) */
+    char peer[64];
+    const char *ca;
+    size_t cal;
+    client_key(e, req->conn, req, &ca, &cal, peer);
+    return c->n_purge_allow ? text_in(c->purge_allow, c->n_purge_allow, ca, cal)
+                            : trusted_text(e, ca, cal);
+}
+
+int sws_cache_purge_allowed(sws_engine_t *e, const sws_request_t *req, const sws_handler_t *h)
+{
+    return h->cache->purge && purge_allowed(e, req, h->cache);
+}
+
 void purge(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
            const sws_cache_route_t *c, sws_cs_t *z)
 {
     /* the client as we see it: the peer, or behind trusted proxies the
      * right-most untrusted X-Forwarded-For entry */
-    char peer[64];
-    const char *ca;
-    size_t cal;
-    client_key(e, req->conn, req, &ca, &cal, peer);
-    int ok = c->n_purge_allow ? text_in(c->purge_allow, c->n_purge_allow, ca, cal)
-                              : trusted_text(e, ca, cal);
-    if (!ok) {
+    if (!purge_allowed(e, req, c)) {
         sws_respond_answer(e, r, &e->rsp.err[SWS_ERR_403]);
         return;
     }
@@ -123,7 +134,12 @@ void purge(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     }
     __atomic_fetch_add(&z->c.purged, n, __ATOMIC_RELAXED);
     sws_cs_unlock(z);
-    char body[64];
-    int bl = snprintf(body, sizeof body, "{\"purged\": %zu}\n", n);
-    small_answer(e, r, n ? 200 : 404, body, (size_t)bl);
+    char body[96];
+    int bl;
+    if (c->peers) /* the peers purge too: what they found, their logs say */
+        bl = snprintf(body, sizeof body, "{\"purged\": %zu, \"peers\": %u}\n", n,
+                      req->peers_purged);
+    else
+        bl = snprintf(body, sizeof body, "{\"purged\": %zu}\n", n);
+    small_answer(e, r, n || req->peers_purged ? 200 : 404, body, (size_t)bl);
 }

@@ -255,6 +255,15 @@ static const sws_resp_ops_t null_ops = {
     n_trailers,
 };
 
+sws_resp_t *sws_cache_null_resp(void)
+{
+    nullresp_t *nr = calloc(1, sizeof *nr);
+    if (!nr)
+        return NULL;
+    nr->base.ops = &null_ops;
+    return &nr->base;
+}
+
 /* ---- starting a fill -------------------------------------------------------------------- */
 
 /* The request the handler sends: the client's, without the fields a fill
@@ -559,6 +568,8 @@ static int fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, const
         serve_entry(e, r, z, lk.ready, req, hit_status(lk.ready, now, "; collapsed", st)) == 0) {
         /* filled while we waited */
         cnt(&z->c.hits);
+        if (req->peer)
+            e->core.st->peer_hits++;
         sws_cs_unlock(z);
         tee_free(t);
         return SWS_ANSWERED;

@@ -336,6 +336,8 @@ int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req, c
     if (u) {
         sws_cs_touch(lk.ready);
         cnt(u == 1 ? &z->c.hits : &z->c.stale);
+        if (req->peer)
+            e->core.st->peer_hits++;
         char st[HIT_STATUS_MAX];
         int rc = serve_entry(e, r, z, lk.ready, req, hit_status(lk.ready, now, "", st));
         sws_cs_unlock(z);

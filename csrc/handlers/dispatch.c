@@ -30,11 +30,113 @@ static int local_answer(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req
     }
 }
 
+/* ---- cache peers (scalws/cache.h, sws_cache_peers_t) ------------------------------------ */
+
+static int is_purge(const sws_request_t *req)
+{
+    return req->method_len == 5 && memcmp(req->method, "PURGE", 5) == 0;
+}
+
+/* The marker of a request from a peer: "SECRET http" or "SECRET https",
+ * compared in constant time; 1 and the scheme set, else 0. */
+static int peer_marked(sws_request_t *req, const sws_cache_peers_t *p)
+{
+    const sws_header_t *m = find_header(req, "x-scalws-peer", 13);
+    if (!m || m->value_len < p->secret_len + 5)
+        return 0;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < p->secret_len; i++)
+        diff |= (unsigned char)m->value[i] ^ (unsigned char)p->secret[i];
+    const char *s = m->value + p->secret_len;
+    size_t sl = m->value_len - p->secret_len;
+    int https = sl == 6 && memcmp(s, " https", 6) == 0;
+    if (diff || !(https || (sl == 5 && memcmp(s, " http", 5) == 0)))
+        return 0;
+    req->peer = 1;
+    req->peer_https = (unsigned)https;
+    return 1;
+}
+
+/* A PURGE this node accepted goes to every other node, marked; nobody
+ * waits for their answers (a null response), which their logs show. */
+static void purge_peers(sws_engine_t *e, sws_request_t *req, const sws_handler_t *h)
+{
+    const sws_cache_route_t *c = h->cache;
+    const sws_handler_t *fwd = &c->peer_fwd[req->conn && req->conn->tls];
+    sws_upstream_t *up = c->peers->up;
+    for (size_t i = 0; i < up->n_servers - up->n_removed; i++) {
+        if (up->servers[i]->self)
+            continue;
+        sws_resp_t *nr = sws_cache_null_resp();
+        if (!nr)
+            return;
+        sws_request_t one = *req;
+        one.peer_only = (uint32_t)i + 1;
+        int rc = start_of(fwd)(e, nr, &one, fwd->data, NULL, 0, 1);
+        if (rc != 0) { /* not started: nobody else frees it */
+            nr->ops->finish(e, nr, 0);
+            continue;
+        }
+        e->core.st->peer_purges++;
+        req->peers_purged++;
+    }
+}
+
+void sws_cache_route_set_peers(sws_cache_route_t *c, const sws_cache_peers_t *p, void *fwd_http,
+                               void *fwd_https, uint32_t stat_id)
+{
+    c->peers = p;
+    c->peer_fwd[0] = (sws_handler_t){.kind = SWS_H_PROXY, .data = fwd_http, .stat_id = stat_id};
+    c->peer_fwd[1] = (sws_handler_t){.kind = SWS_H_PROXY, .data = fwd_https, .stat_id = stat_id};
+}
+
+/* Before the cache looks: 1 and *hp = the peers' proxy when another live
+ * node owns the request's key, else 0 (served here: this node owns it, its
+ * owner is down, it came from a peer, it is not a GET or HEAD). */
+static int to_owner(sws_engine_t *e, sws_request_t *req, const sws_handler_t **hp,
+                    const sws_handler_t *h)
+{
+    const sws_cache_route_t *c = h->cache;
+    const sws_cache_peers_t *p = c->peers;
+    if (peer_marked(req, p)) {
+        e->core.st->peer_received++;
+        return 0;
+    }
+    if (is_purge(req)) {
+        if (sws_cache_purge_allowed(e, req, h))
+            purge_peers(e, req, h);
+        return 0;
+    }
+    if ((req->method_id != SWS_M_GET && req->method_id != SWS_M_HEAD) || req->info->upgrade)
+        return 0;
+    char key[SWS_CACHE_KEY_MAX];
+    size_t kl;
+    if (sws_cache_key(h, req, key, &kl) < 0)
+        return 0;
+    uint64_t hash = hash_bytes(key, kl);
+    int first = sws_up_owner(p->up, hash);
+    int i = sws_up_pick(e, p->up, 0, hash);
+    if (i < 0 || p->up->servers[i]->self) {
+        if (first >= 0 && first != i)
+            e->core.st->peer_owner_down++;
+        else
+            e->core.st->peer_local++;
+        return 0;
+    }
+    req->peer_hash = hash;
+    *hp = &c->peer_fwd[req->conn && req->conn->tls];
+    e->core.st->peer_forwarded++;
+    return 1;
+}
+
 /* A route whose handler answers later: a cached one's hit or PURGE is
- * answered at once; else *hp = h, for the protocol's exchange. */
+ * answered at once; a key another cache peer owns goes to it; else *hp =
+ * h, for the protocol's exchange. */
 static int answer_later(sws_engine_t *e, sws_resp_t *r, sws_request_t *req,
                         const sws_handler_t **hp, const sws_handler_t *h)
 {
+    if (h->cache && h->cache->peers && to_owner(e, req, hp, h))
+        return 0;
     if (h->cache && sws_cache_answer(e, r, req, h, start_of(h)) == SWS_CACHE_DONE) {
         *hp = NULL; /* a hit (or a PURGE): answered like a static file */
         return 1;

@@ -197,7 +197,8 @@ static int is_tls(const sws_conn_t *c) { return c->tls != NULL; }
 static int http_param(fx_t *x, const sws_header_t *h)
 {
     size_t nl = h->name_len;
-    if (nl == 5 && strncasecmp(h->name, "proxy", 5) == 0)
+    if ((nl == 5 && strncasecmp(h->name, "proxy", 5) == 0) ||
+        (nl == 13 && strncasecmp(h->name, "x-scalws-peer", 13) == 0)) /* the peers' secret */
         return 0;
     if ((nl == 12 && strncasecmp(h->name, "content-type", 12) == 0) ||
         (nl == 14 && strncasecmp(h->name, "content-length", 14) == 0))

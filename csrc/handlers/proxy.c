@@ -138,7 +138,10 @@ int sws_proxy_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     x->target_len = (int)req->target_len;
     memcpy(x->what, req->method, req->method_len);
     memcpy(x->what + req->method_len, req->target, req->target_len);
-    if (x->up->balance == SWS_BAL_HASH) {
+    x->only = req->peer_only;
+    if (req->peer_hash) {
+        x->hash = req->peer_hash; /* a cache peer's forward: the key's owner (dispatch.c) */
+    } else if (x->up->balance == SWS_BAL_HASH) {
         char peer[64];
         const char *k = NULL;
         size_t kl = 0;
@@ -366,6 +369,9 @@ static int px_attempt(sws_engine_t *e, px_t *x)
     sws_upstream_t *up = x->up;
     for (;;) {
         int i = sws_up_pick(e, up, x->tried, x->hash);
+        if (x->only) /* one server alone (a PURGE sent to each peer) */
+            i = x->only <= up->n_servers && !x->attempts && !up->servers[x->only - 1]->removed
+                    ? (int)x->only - 1 : -1;
         if (i < 0) {
             elog_folded(e, "no live upstreams", (uintptr_t)up, SWS_L_ERROR,
                         "no live upstreams in \"%s\" while proxying \"%.*s %.*s\"", up->name,

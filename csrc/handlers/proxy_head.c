@@ -119,6 +119,7 @@ static int req_hop(const sws_header_t *h)
     case 7: hop = name_is(h, "trailer", 7) || name_is(h, "upgrade", 7); break;
     case 10: hop = name_is(h, "connection", 10) || name_is(h, "keep-alive", 10); break;
     case 12: hop = name_is(h, "x-request-id", 12); break;
+    case 13: hop = name_is(h, "x-scalws-peer", 13); break; /* cache peers' marker */
     case 15: hop = name_is(h, "x-forwarded-for", 15); break;
     case 16: hop = name_is(h, "x-forwarded-host", 16); break;
     case 17: hop = name_is(h, "transfer-encoding", 17) || name_is(h, "x-forwarded-proto", 17); break;

@@ -77,12 +77,9 @@ static int pick_rr(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, int backu
     return best;
 }
 
-/* Consistent hashing: the first ring point at or after the key's hash whose
- * server is usable and untried. */
-static int pick_hash(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, uint64_t hash)
+/* The index in the ring of the first point at or after hash. */
+static size_t ring_at(const sws_upstream_t *up, uint64_t hash)
 {
-    if (!up->ring_len)
-        return -1;
     uint64_t h = hash >> 16;
     size_t lo = 0, hi = up->ring_len;
     while (lo < hi) {
@@ -92,6 +89,23 @@ static int pick_hash(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, uint64_
         else
             hi = mid;
     }
+    return lo;
+}
+
+int sws_up_owner(const sws_upstream_t *up, uint64_t hash)
+{
+    if (!up->ring_len)
+        return -1;
+    return (int)(up->ring[ring_at(up, hash) % up->ring_len] & 0xffff);
+}
+
+/* Consistent hashing: the first ring point at or after the key's hash whose
+ * server is usable and untried. */
+static int pick_hash(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, uint64_t hash)
+{
+    if (!up->ring_len)
+        return -1;
+    size_t lo = ring_at(up, hash);
     for (size_t k = 0; k < up->ring_len; k++) {
         size_t i = (size_t)(up->ring[(lo + k) % up->ring_len] & 0xffff);
         if (!tried(mask, i) && srv_usable(e, up->servers[i]))

@@ -37,7 +37,8 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .directives import HANDLERS, UNAVAILABLE_HANDLERS, app, cache, fastcgi, proxy, resolver, tls
+from .directives import (HANDLERS, UNAVAILABLE_HANDLERS, app, cache, cache_peers, fastcgi,
+                         proxy, resolver, tls)
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .machine import busy_poll_auto, usable_cpus
@@ -668,6 +669,7 @@ def _walk_document(ctx: _Context, root) -> Config:
     fastcgi.mark_groups(ctx, cfg.upstreams)
     app.check_references(ctx, cfg)
     cfg.cache_zones = cache.check_references(ctx, zones, cfg.trusted_proxies)
+    cache_peers.finish(ctx, cfg)
     return cfg
 
 

@@ -5,6 +5,7 @@ ADR 0021). Read at load; nothing here may refuse a configuration.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 
@@ -144,3 +145,30 @@ def usable_cpus() -> list:
         return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return list(range(os.cpu_count() or 1))
+
+
+def local_addresses(fib="/proc/net/fib_trie", inet6="/proc/net/if_inet6") -> list:
+    """This host's (this network namespace's) IP addresses: the IPv4 ones
+    the kernel's local table holds and the IPv6 ones of its interfaces."""
+    out = []
+    try:
+        with open(fib) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for prev, line in zip(lines, lines[1:]):
+        if line.strip() == "/32 host LOCAL" and prev.strip().startswith("|--"):
+            addr = prev.strip()[3:].strip()
+            if addr not in out:
+                out.append(addr)
+    try:
+        with open(inet6) as f:
+            for line in f:
+                hexaddr = line.split()[0] if line.split() else ""
+                if len(hexaddr) == 32:
+                    addr = ipaddress.IPv6Address(bytes.fromhex(hexaddr)).compressed
+                    if addr not in out:
+                        out.append(addr)
+    except OSError:
+        pass
+    return out

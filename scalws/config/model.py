@@ -350,6 +350,10 @@ class Upstream:
     health: Optional[Health] = None
     tls: Optional[UpstreamTLS] = None      # None: plain TCP (or unix)
     protocol: str = "http"                 # "http" | "fastcgi": what its routes speak (loader)
+    # Cache peers' group: a server is this node when its host is one of
+    # self_hosts and its port one of self_ports (directives/cache_peers.py)
+    self_hosts: list = field(default_factory=list)
+    self_ports: list = field(default_factory=list)
     written: tuple = field(default=(), compare=False)  # keys the file gave (fastcgi defaults differ)
     mark: Mark = ("<default>", 0, 0)
 
@@ -429,6 +433,19 @@ class CacheZone:
     name: str
     max_size: int = 64 << 20               # bytes of shared memory: entries, keys, heads, bodies
     max_object_size: int = 8 << 20         # larger responses pass through uncached
+    peers: Optional["CachePeers"] = None   # nodes sharing its keys (directives/cache_peers.py)
+    mark: Mark = ("<default>", 0, 0)
+
+
+@dataclass
+class CachePeers:
+    """`cache_zones.NAME.peers`: the nodes that share the zone's keys by
+    consistent hashing of the cache key; `upstream` names the implicit group
+    "peers:NAME" of their servers (balance hash, re-resolved like any)."""
+    upstream: str
+    secret: str                            # the marker's and the PURGE's shared secret
+    connect_timeout: float = 1.0
+    read_timeout: float = 60.0
     mark: Mark = ("<default>", 0, 0)
 
 

@@ -49,6 +49,11 @@ HEADER = struct.Struct("<8sIIIIIIIIQ")
 PAGE = 4096
 LE_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
 N_BUCKETS = len(LE_SECONDS) + 1
+# Cache peers' counters (stats.h): sent to the owner, kept here as the
+# owner, kept here because the owner was down, received, of which hits;
+# PURGEs sent to peers.
+PEER_FIELDS = ("peer_forwarded", "peer_local", "peer_owner_down", "peer_received",
+               "peer_hits", "peer_purges")
 HEAD_FIELDS = (["pid", "busy_ns", "idle_ns", "conns_accepted", "conns_active", "conns_idle",
                 "conns_tls_accepted", "conns_tls_active", "requests"]
                + [f"status_{c}xx" for c in range(1, 6)]
@@ -57,7 +62,8 @@ HEAD_FIELDS = (["pid", "busy_ns", "idle_ns", "conns_accepted", "conns_active", "
                + ["cache_hits", "cache_misses", "cache_stale", "cache_bypass",
                   "cache_stores", "cache_evictions", "cache_bytes", "cache_entries"]
                + ["h2_calm"]  # HTTP/2 connections ended by a DoS budget (ADR 0016)
-               + [f"reserved_{i}" for i in range(7)])
+               + list(PEER_FIELDS)  # cache peers (csrc/handlers/dispatch.c)
+               + [f"reserved_{i}" for i in range(1)])
 HIST_WORDS = N_BUCKETS + 2
 HEAD_BYTES = 8 * (len(HEAD_FIELDS) + HIST_WORDS)
 GROUP_FIELDS = ["requests", "errors", "servers_up", "servers_down"]
@@ -212,7 +218,7 @@ def _read(buf):
            "connections_active": 0, "connections_idle": 0, "connections_accepted": 0,
            "connections_tls_active": 0, "connections_tls_accepted": 0,
            "requests_by_class": {c: 0 for c in CLASSES}, "bytes_in": 0, "bytes_out": 0,
-           "h2_calm": 0,
+           "h2_calm": 0, **{f: 0 for f in PEER_FIELDS},
            "cache": {}, "request_duration": None, "routes": {}, "upstreams": {}}
     route_hists = [None] * n_routes
     groups = [[0] * len(GROUP_FIELDS) for _ in range(n_groups)]
@@ -233,7 +239,7 @@ def _read(buf):
                            ("connections_tls_active", "conns_tls_active"),
                            ("connections_tls_accepted", "conns_tls_accepted"),
                            ("bytes_in", "bytes_in"), ("bytes_out", "bytes_out"),
-                           ("h2_calm", "h2_calm")):
+                           ("h2_calm", "h2_calm")) + tuple((f, f) for f in PEER_FIELDS):
             out[key] += head[field]
         for c in CLASSES:
             out["requests_by_class"][c] += head[f"status_{c}"]
@@ -297,7 +303,7 @@ def _sum_dicts(stats_dicts):
            "upstreams": {}, "request_duration": None, "cache": {}}
     for key in ("busy_ns", "idle_ns", "requests", "connections_active", "connections_idle",
                 "connections_accepted", "connections_tls_active",
-                "connections_tls_accepted", "bytes_in", "bytes_out", "h2_calm"):
+                "connections_tls_accepted", "bytes_in", "bytes_out", "h2_calm") + PEER_FIELDS:
         out[key] = sum(s.get(key, 0) for s in stats_dicts)
     for s in stats_dicts:
         out["workers"] += s["workers"]
@@ -372,6 +378,18 @@ def render_prometheus(stats_dicts, instance_labels=None) -> str:
            "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM: a DoS budget ran out "
            "(rapid reset, a frame flood, a CONTINUATION flood).",
            lambda s: [("", {}, s.get("h2_calm", 0))])
+    family("scalws_cache_peer_requests_total", "counter",
+           "Cache peers: requests forwarded to their key's owner, served here as its "
+           "owner (local) or because the owner was down (owner_down), received from a "
+           "peer and answered from the store (received_hit) or not (received_miss); "
+           "PURGEs sent to the peers (purges_sent).",
+           lambda s: [("", {"result": "forwarded"}, s.get("peer_forwarded", 0)),
+                      ("", {"result": "local"}, s.get("peer_local", 0)),
+                      ("", {"result": "owner_down"}, s.get("peer_owner_down", 0)),
+                      ("", {"result": "received_hit"}, s.get("peer_hits", 0)),
+                      ("", {"result": "received_miss"},
+                       s.get("peer_received", 0) - s.get("peer_hits", 0)),
+                      ("", {"result": "purges_sent"}, s.get("peer_purges", 0))])
     family("scalws_loop_busy_seconds_total", "counter",
            "Worker loop time spent handling events.",
            lambda s: (("", {"worker": str(w["worker"])}, w["busy_ns"] / 1e9)

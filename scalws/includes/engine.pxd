@@ -113,6 +113,11 @@ cdef extern from "scalws/cache.h" nogil:
         int status
         int64_t secs
 
+    ctypedef struct sws_cache_peers_t:
+        sws_upstream_t *up
+        const char *secret
+        size_t secret_len
+
     ctypedef struct sws_cache_route_t:
         int zone
         uint64_t max_object_size
@@ -161,6 +166,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t fail_timeout_ms
         uint32_t max_conns
         int backup
+        int self
         const char *tls_name
 
     ctypedef struct sws_stats_group_t:
@@ -360,6 +366,8 @@ cdef extern from "scalws/engine.h" nogil:
     int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
     int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
                                  const sws_upstream_server_t *conf, size_t n)
+    void sws_cache_route_set_peers(sws_cache_route_t *c, const sws_cache_peers_t *p,
+                                   void *fwd_http, void *fwd_https, uint32_t stat_id)
     int sws_upstream_server_set_addr(sws_upstream_server_t *s, const char *host, int port,
                                      const char *unix_path)
     void sws_engine_set_trusted(sws_engine_t *e, const sws_cidr_t *list, size_t n)

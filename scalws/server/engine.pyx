@@ -29,6 +29,7 @@ import ipaddress
 import os
 import socket as _socket
 
+from scalws.config.model import Proxy
 from scalws.config.mime import content_type as _content_type
 from scalws.handlers import respond as respond_handler
 
@@ -100,6 +101,7 @@ cdef class Engine:
     cdef sws_fastcgi_t *fastcgis      # one per fastcgi route
     cdef list _regexes                # compiled split_path_info (regex_t addresses)
     cdef dict _upstreams              # name -> address of its sws_upstream_t
+    cdef dict _peers                  # cache zone name -> address of its sws_cache_peers_t
     cdef list _keep
     cdef list _fds                    # root folders of static routes
     cdef object _server
@@ -144,6 +146,7 @@ cdef class Engine:
         self.fastcgis = <sws_fastcgi_t *>PyMem_Calloc(len(routes) + 1, sizeof(sws_fastcgi_t))
         self._regexes = []
         self._upstreams = {}
+        self._peers = {}
         if self.responds == NULL or self.handlers == NULL or self.statics == NULL \
                 or self.proxies == NULL or self.fastcgis == NULL:
             raise MemoryError()
@@ -341,6 +344,36 @@ cdef class Engine:
                 c.targeted_remove |= <uint32_t>(1 << i)
         return c
 
+    cdef _cache_peers(self, config, zone_name, sws_cache_route_t *c, uint32_t stat_id):
+        """A cached route whose zone has `peers`: the zone's sws_cache_peers_t
+        (one per zone) and two proxies to them, marked http and https."""
+        cdef sws_cache_peers_t *p
+        cdef sws_proxy_t *fwd
+        peers = config.cache_zones[zone_name].peers
+        if peers is None:
+            return
+        if zone_name not in self._peers:
+            p = <sws_cache_peers_t *>PyMem_Calloc(1, sizeof(sws_cache_peers_t))
+            self._keep.append(_Block(<size_t>p))
+            if p == NULL:
+                raise MemoryError()
+            p.up = <sws_upstream_t *><size_t>self._upstreams[peers.upstream]
+            b = self._bytes(peers.secret)
+            p.secret = b
+            p.secret_len = len(b)
+            self._peers[zone_name] = <size_t>p
+        fwd = <sws_proxy_t *>PyMem_Calloc(2, sizeof(sws_proxy_t))
+        self._keep.append(_Block(<size_t>fwd))
+        if fwd == NULL:
+            raise MemoryError()
+        for k, scheme in enumerate(("http", "https")):
+            self._fill_proxy(&fwd[k], Proxy(
+                upstream=peers.upstream, retries=1, connect_timeout=peers.connect_timeout,
+                read_timeout=peers.read_timeout, send_timeout=peers.read_timeout,
+                request_headers=[("X-Scalws-Peer", f"{peers.secret} {scheme}")]))
+        sws_cache_route_set_peers(c, <sws_cache_peers_t *><size_t>self._peers[zone_name],
+                                  &fwd[0], &fwd[1], stat_id)
+
     cdef sws_cidr_t *_cidrs(self, nets, size_t *count) except NULL:
         parsed = [ipaddress.ip_network(t, strict=False) for t in nets]
         cidrs = <sws_cidr_t *>PyMem_Calloc(len(parsed) + 1, sizeof(sws_cidr_t))
@@ -399,6 +432,9 @@ cdef class Engine:
                 else:
                     raise ValueError(f"handler {route.kind!r} has no runtime in this build")
                 self.handlers[n].stat_id = n + 1  # the route's counters: index in config order
+                if self.handlers[n].cache != NULL:
+                    self._cache_peers(config, route.handler.cache.zone,
+                                      <sws_cache_route_t *>self.handlers[n].cache, n + 1)
                 b = route.pattern.encode()
                 rc = sws_site_add_route(site, _MATCH[route.match], b, len(b), &self.handlers[n])
                 if rc != 0:
@@ -727,6 +763,7 @@ cdef class Engine:
             srv[i].fail_timeout_ms = _ms(s.fail_timeout)
             srv[i].max_conns = s.max_connections
             srv[i].backup = s.backup
+            srv[i].self = s.host in cfg.self_hosts and s.port in cfg.self_ports
         return keep
 
     def set_upstream_servers(self, name, cfg):

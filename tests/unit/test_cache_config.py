@@ -615,7 +615,7 @@ def test_a_bad_cache_refuses_the_route_only_once(tmp_path):
     ("main: {max_objet_size: 1m}", "F:2:10: cache_zones.main.max_objet_size: unknown key "
      "'max_objet_size'; did you mean 'max_object_size'?"),
     ("main: {max_size: 64m, zone: x}", "F:2:25: cache_zones.main.zone: unknown key 'zone' "
-     "(known keys: max_size, max_object_size)"),
+     "(known keys: max_size, max_object_size, peers)"),
     ("main: 64m", "F:2:9: cache_zones.main: expected a mapping such as {max_size: 256m}, "
      "got a string '64m'"),
     ("main: {}\n  'a b': {}", "F:3:3: cache_zones.a b: 'a b' is not a valid zone name "

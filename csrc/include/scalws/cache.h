@@ -45,6 +45,7 @@
 #include "scalws/cachestore.h"
 #include "scalws/net.h"
 #include "scalws/response.h"
+#include "scalws/upstream.h"
 
 /* Key template parts (directives/cache.py: RouteCache.key). */
 enum { SWS_CK_LIT, SWS_CK_SCHEME, SWS_CK_HOST, SWS_CK_REQUEST_URI, SWS_CK_URI, SWS_CK_ARGS,
@@ -67,8 +68,23 @@ typedef struct {
     int64_t secs;
 } sws_cvalid_t;
 
+/* A zone's cache peers (`cache_zones.NAME.peers`, issue 34): the nodes
+ * that share its keys by consistent hashing. The dispatcher (dispatch.c)
+ * sends a request whose key another live node owns to that node, marked
+ * (`X-Scalws-Peer: SECRET http|https`), instead of looking here; a marked
+ * request is served here as any other; a PURGE goes to every node. */
+typedef struct sws_cache_peers {
+    sws_upstream_t *up;           /* the nodes (balance hash); this one's server has self */
+    const char *secret;
+    size_t secret_len;
+} sws_cache_peers_t;
+
 typedef struct sws_cache_route {
     int zone;                     /* index into the engine's zones */
+    /* Cache peers: NULL, or the zone's; peer_fwd[https] is a plain proxy
+     * to them (no cache) whose request field set carries the marker */
+    const sws_cache_peers_t *peers;
+    sws_handler_t peer_fwd[2];
     uint64_t max_object_size;
     sws_cktmpl_t key;
     const sws_cktmpl_t *bypass, *no_store;
@@ -137,5 +153,18 @@ SWS_INTERNAL int sws_cache_answer(sws_engine_t *e, sws_resp_t *r, const sws_requ
 SWS_INTERNAL int sws_cache_fetch(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                                  const sws_handler_t *h, sws_start_fn start, char *body, size_t n,
                                  int done);
+
+/* The request's cache key on h's route; 0, or -1 when longer than
+ * SWS_CACHE_KEY_MAX (such a request is not cached). */
+SWS_INTERNAL int sws_cache_key(const sws_handler_t *h, const sws_request_t *req, char *out,
+                               size_t *len);
+/* Whether the client of req may PURGE on h's route (purge.allow, else
+ * trusted_proxies; a marked peer always). */
+SWS_INTERNAL int sws_cache_purge_allowed(sws_engine_t *e, const sws_request_t *req,
+                                         const sws_handler_t *h);
+/* A response that discards what it is given and frees itself at finish:
+ * for exchanges nobody waits for (a PURGE sent to a peer); NULL when out
+ * of memory. */
+SWS_INTERNAL sws_resp_t *sws_cache_null_resp(void);
 
 #endif

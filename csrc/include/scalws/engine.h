@@ -37,6 +37,7 @@
 #include "scalws/net.h"
 #include "scalws/proxy.h"
 #include "scalws/respond.h"
+#include "scalws/cache.h"
 #include "scalws/response.h"
 #include "scalws/router.h"
 #include "scalws/static.h"
@@ -120,6 +121,11 @@ int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u);
  * group unchanged. Live DNS (scalws/control/resolver.py). */
 int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
                              const sws_upstream_server_t *conf, size_t n);
+/* A cached route's zone has cache peers p (scalws/cache.h): fwd_http and
+ * fwd_https are proxies (sws_proxy_t) to p->up, each setting the marker
+ * for its scheme; stat_id the route's. */
+void sws_cache_route_set_peers(sws_cache_route_t *c, const sws_cache_peers_t *p, void *fwd_http,
+                               void *fwd_https, uint32_t stat_id);
 
 /* Sets s->addr from a numeric IPv4/IPv6 host and port, or from a unix
  * socket path (host NULL). 0, or -EINVAL. */

@@ -75,6 +75,12 @@ typedef struct {
     const sws_conn_t *conn;       /* where it came from: the peer, its trust */
     const char *rid;              /* request id (X-Request-Id); NULL: the log makes one */
     size_t rid_len;
+    /* Cache peers (dispatch.c), zero otherwise: */
+    uint64_t peer_hash;           /* the cache key's hash: the peers' proxy picks its owner by it */
+    uint32_t peer_only;           /* > 0: the peers' proxy sends to server peer_only - 1 alone */
+    uint32_t peers_purged;        /* a PURGE: the peers it was sent to (its answer says) */
+    unsigned peer : 1,            /* it came from a peer (its marker checked): served here */
+             peer_https : 1;      /* the scheme the first node saw (the marker says) */
 } sws_request_t;
 
 static inline const sws_header_t *find_header(const sws_request_t *r, const char *name, size_t len)

@@ -41,6 +41,7 @@ typedef struct {
     uint32_t fail_timeout_ms;
     uint32_t max_conns;        /* 0: unlimited */
     int backup;
+    int self;                  /* cache peers: this node (never connected to by choice) */
     /* TLS (the group has tls): the name verified in the certificate, and
      * sent as SNI unless it is an IP literal or the group says not to */
     const char *tls_name;
@@ -217,6 +218,9 @@ SWS_INTERNAL uint32_t uptls_mask(const upconn_t *uc, uint32_t events);
  * bitmask (by index, the first 64), hashing `hash` for SWS_BAL_HASH:
  * primaries first, then backups; -1 when none is usable. */
 SWS_INTERNAL int sws_up_pick(sws_engine_t *e, sws_upstream_t *up, uint64_t tried, uint64_t hash);
+/* A hash group's first ring point for hash, usable or not (the owner of
+ * a key when every server is up); -1 when the ring is empty. */
+SWS_INTERNAL int sws_up_owner(const sws_upstream_t *up, uint64_t hash);
 /* A failed attempt on s: passive health. */
 SWS_INTERNAL void srv_fail(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t *s);
 SWS_INTERNAL uint64_t hash_bytes(const char *p, size_t n);

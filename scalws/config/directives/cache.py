@@ -48,10 +48,11 @@ import re
 
 from ..model import CachePurge, CacheZone, RouteCache
 from ..units import format_size
+from . import cache_peers
 from .fields import Fields
 from .respond import is_token
 
-ZONE_KEYS = ("max_size", "max_object_size")
+ZONE_KEYS = ("max_size", "max_object_size", "peers")
 KEYS = ("zone", "max_size", "max_object_size", "key", "methods", "valid", "bypass",
         "no_store", "ignore", "lock", "stale", "tag_headers", "purge", "targeted_field",
         "cdn_cache_control", "remove_targeted")
@@ -133,6 +134,10 @@ def _zone(ctx, node, path, name, mark):
     keys = ctx.mapping(node, path, ZONE_KEYS)
     if keys is None:
         return None
+    if "peers" in keys:
+        zone.peers = cache_peers.compile(ctx, keys["peers"][1], _sub(path, "peers"), name)
+        if zone.peers is None:
+            return None
     return _sizes(ctx, keys, path, zone)
 
 
