@@ -222,4 +222,5 @@ def test_a_name_that_does_not_resolve_refuses_the_file(server, dns, backends):
     srv = start(server, dns, bport, name="nowhere.app.test", run=False)
     srv.start(wait=False)
     assert srv.proc.wait(15) != 0
-    assert "cannot resolve 'nowhere.app.test': no such name (DNS)" in srv.log()
+    assert "scalws-0.yaml:11:15: upstreams.api.servers[0]: cannot resolve 'nowhere.app.test': " \
+        "no such name" in srv.log()

@@ -86,8 +86,9 @@ def test_the_deployment_agrees_with_its_configuration(docs):
 
 def test_the_configuration_checks(docs, tmp_path):
     """scalwsd --check-config on the ConfigMap's file. The example's
-    upstream is a cluster DNS name: outside a cluster that, and only that,
-    is refused."""
+    upstream and its cache peers are cluster DNS names, and the peers'
+    secret a Secret's file: outside a cluster those, and only those, are
+    refused."""
     where, by_kind = docs
     _, text = _config(by_kind)
     path = tmp_path / "scalws.yaml"
@@ -98,8 +99,16 @@ def test_the_configuration_checks(docs, tmp_path):
     if where == "base":
         assert r.returncode == 0, r.stdout + r.stderr
     else:
-        assert len(errors) == 1 and "cannot resolve 'backend.example.svc.cluster.local'" \
-            in errors[0], r.stdout + r.stderr
-        # with the name replaced by an address, the rest is a valid configuration
-        load_config_text(text.replace("backend.example.svc.cluster.local", "127.0.0.1"),
+        assert len(errors) == 3, r.stdout + r.stderr
+        assert "cannot resolve 'backend.example.svc.cluster.local'" in errors[0]
+        assert "cannot resolve 'scalws-peers.example.svc.cluster.local'" in errors[1]
+        assert "cannot read /etc/scalws-peers/secret" in errors[2]
+        # with the names replaced by addresses and the secret by a file, the
+        # rest is a valid configuration
+        secret = tmp_path / "secret"
+        secret.write_text("0123456789abcdef0123\n")
+        secret.chmod(0o400)
+        load_config_text(text.replace("backend.example.svc.cluster.local", "127.0.0.1")
+                         .replace("scalws-peers.example.svc.cluster.local", "127.0.0.2")
+                         .replace("/etc/scalws-peers/secret", str(secret)),
                          str(path), str(tmp_path))

@@ -19,10 +19,16 @@ counts what reached it.
 Every method answers; POST and DELETE bodies are read. `fail[path]` makes
 that path answer 500 (stale-if-error tests); `seen` lists (method, target,
 headers) of every request.
+
+Run as a program (`python -m tests.e2e.upstreams.cacheorigin HOST PORT`, in
+a network namespace: bench/cache_peers.py) it prints "READY" and serves;
+GET /__seen answers JSON [[method, target, {x-* fields}, client address]]
+of every request so far.
 """
 from __future__ import annotations
 
 import email.utils
+import json
 import http.server
 import socket
 import threading
@@ -31,7 +37,7 @@ import urllib.parse
 
 
 class Origin:
-    def __init__(self):
+    def __init__(self, host="127.0.0.1", port=0):
         self.seen = []
         self.fail = set()
         self.conns = []
@@ -53,8 +59,19 @@ class Origin:
                 n = int(self.headers.get("Content-Length") or 0)
                 if n:
                     self.rfile.read(n)
+                if self.path == "/__seen":     # the netns harness's view (__main__)
+                    with origin.lock:
+                        data = json.dumps([(m, p, self.headers_of(h), a)
+                                           for (m, p, h), a in zip(origin.seen,
+                                                                   origin.clients)]).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 with origin.lock:
                     origin.seen.append((self.command, self.path, dict(self.headers)))
+                    origin.clients.append(self.client_address[0])
                     count = sum(1 for m, p, _ in origin.seen if p == self.path)
                 u = urllib.parse.urlsplit(self.path)
                 q = dict(urllib.parse.parse_qsl(u.query))
@@ -115,7 +132,12 @@ class Origin:
 
             do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = answer
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+            @staticmethod
+            def headers_of(h):
+                return {k: v for k, v in h.items() if k.lower().startswith("x-")}
+
+        self.clients = []          # the peer address of each request in seen
+        self.httpd = http.server.ThreadingHTTPServer((host, port), H)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -139,3 +161,10 @@ class Origin:
                     c.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+if __name__ == "__main__":
+    import sys
+    o = Origin(sys.argv[1], int(sys.argv[2]))
+    print("READY", o.port, flush=True)
+    o.thread.join()
