@@ -114,13 +114,11 @@ static int to_owner(sws_engine_t *e, sws_request_t *req, const sws_handler_t **h
     if (sws_cache_key(h, req, key, &kl) < 0)
         return 0;
     uint64_t hash = hash_bytes(key, kl);
-    int first = sws_up_owner(p->up, hash);
     int i = sws_up_pick(e, p->up, 0, hash);
+    if (i != sws_up_owner(p->up, hash))
+        e->core.st->peer_owner_down++; /* the next node on the ring stands in */
     if (i < 0 || p->up->servers[i]->self) {
-        if (first >= 0 && first != i)
-            e->core.st->peer_owner_down++;
-        else
-            e->core.st->peer_local++;
+        e->core.st->peer_local++;
         return 0;
     }
     req->peer_hash = hash;

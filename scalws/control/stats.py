@@ -50,8 +50,8 @@ PAGE = 4096
 LE_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
 N_BUCKETS = len(LE_SECONDS) + 1
 # Cache peers' counters (stats.h): sent to the owner, kept here as the
-# owner, kept here because the owner was down, received, of which hits;
-# PURGEs sent to peers.
+# owner, of either those whose first owner was down, received, of which
+# hits; PURGEs sent to peers.
 PEER_FIELDS = ("peer_forwarded", "peer_local", "peer_owner_down", "peer_received",
                "peer_hits", "peer_purges")
 HEAD_FIELDS = (["pid", "busy_ns", "idle_ns", "conns_accepted", "conns_active", "conns_idle",
@@ -379,10 +379,11 @@ def render_prometheus(stats_dicts, instance_labels=None) -> str:
            "(rapid reset, a frame flood, a CONTINUATION flood).",
            lambda s: [("", {}, s.get("h2_calm", 0))])
     family("scalws_cache_peer_requests_total", "counter",
-           "Cache peers: requests forwarded to their key's owner, served here as its "
-           "owner (local) or because the owner was down (owner_down), received from a "
-           "peer and answered from the store (received_hit) or not (received_miss); "
-           "PURGEs sent to the peers (purges_sent).",
+           "Cache peers: requests forwarded to their key's owner or served here as "
+           "its owner (local), of either those whose first owner was down and the next "
+           "node on the ring stood in (owner_down), received from a peer and answered "
+           "from the store (received_hit) or not (received_miss); PURGEs sent to the "
+           "peers (purges_sent).",
            lambda s: [("", {"result": "forwarded"}, s.get("peer_forwarded", 0)),
                       ("", {"result": "local"}, s.get("peer_local", 0)),
                       ("", {"result": "owner_down"}, s.get("peer_owner_down", 0)),

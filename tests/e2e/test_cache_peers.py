@@ -161,3 +161,27 @@ def test_a_forged_marker_is_an_ordinary_request(server, origin):
     assert origin.count(p) == 1
     status, _, _ = nodes.get(0, p, method="PURGE", headers={"X-Scalws-Peer": "x" * 23 + " http"})
     assert status == 403
+
+
+def test_a_tag_purge_reaches_every_node(server, origin):
+    """PURGE with Cache-Tag: entries on every owner that carry the tag go."""
+    nodes = Nodes(server, origin)
+    tagged = [f"/t/{i}?cc=max-age%3D300&tag=red" for i in range(12)]
+    other = "/t/blue?cc=max-age%3D300&tag=blue"
+    for p in tagged + [other]:
+        for i in range(3):
+            assert nodes.get(i, p)[0] == 200
+    assert all(origin.count(p) == 1 for p in tagged + [other])
+    status, _, body = nodes.get(2, "/", method="PURGE", source="127.0.0.2",
+                                headers={"Cache-Tag": "red"})
+    assert status == 200 and json.loads(body)["peers"] == 2, body
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for p in tagged:
+            nodes.get(0, p)
+        if all(origin.count(p) == 2 for p in tagged):
+            break
+        time.sleep(0.05)
+    assert all(origin.count(p) == 2 for p in tagged), [origin.count(p) for p in tagged]
+    nodes.get(1, other)
+    assert origin.count(other) == 1          # another tag stays

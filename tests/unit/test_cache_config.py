@@ -673,10 +673,20 @@ def test_documented_cache_examples_load(tmp_path):
     doc = open(os.path.join(ROOT, "docs/configuration.md")).read()
     zones = doc[doc.index("### `cache_zones`"):doc.index("\n## Sites")]
     route = doc[doc.index("### `cache`\n"):doc.index("\n### `app`")]
-    (block,) = re.findall(r"```yaml\n(.*?)```", zones, re.DOTALL)
+    block, peers = re.findall(r"```yaml\n(.*?)```", zones, re.DOTALL)
     cfg = load_config(write(tmp_path, block + ZONES_TAIL.replace("cache: main",
                                                                  "cache: media")))
     assert cfg.cache_zones["media"].max_object_size == 64 << 20
+    # Cache peers: a cluster's name and a Secret's file, here an address and a file
+    secret = tmp_path / "secret"
+    secret.write_text("0123456789abcdef0123\n")
+    secret.chmod(0o600)
+    cfg = load_config(write(tmp_path, peers.replace(
+        "scalws-peers.web.svc.cluster.local", "127.0.0.1").replace(
+        "/etc/scalws/peers/secret", str(secret)) + ZONES_TAIL.replace("listen: 80",
+                                                                     "listen: 8080")))
+    assert cfg.cache_zones["main"].peers.upstream == "peers:main"
+    assert cfg.upstreams["peers:main"].self_ports == [8080]
     (block,) = re.findall(r"```yaml\n(.*?)```", route, re.DOTALL)
     cfg = load_config(write(tmp_path, block.replace("/srv/app/public", str(tmp_path))))
     api, img, php, static = (r.handler.cache for r in cfg.sites[0].routes)

@@ -57,7 +57,7 @@ typedef struct {
                                 * by the status process from its mapping */
     uint64_t h2_calm;          /* HTTP/2 connections ended with ENHANCE_YOUR_CALM (ADR 0016) */
     /* cache peers (dispatch.c): requests sent to their key's owner, kept
-     * here (this node owns the key), kept here because the owner was down,
+     * here (this node owns the key), of either whose first owner was down,
      * received from a peer, of which answered from the store; PURGEs sent */
     uint64_t peer_forwarded, peer_local, peer_owner_down, peer_received, peer_hits;
     uint64_t peer_purges;
