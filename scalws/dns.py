@@ -12,7 +12,8 @@ What it does, as glibc's stub resolver does for `hosts: files dns`:
     before the name as written when it has fewer than `ndots` dots, after
     it otherwise), each nameserver in turn, `attempts` rounds, `timeout`
     per try; A and AAAA asked together on one socket, EDNS0 for a 1232-byte
-    answer (a truncated one is used as it is: no TCP retry);
+    answer; a truncated answer asks both again over TCP (a headless
+    Service of more than ~70 pods);
   - an answer counts only from the nameserver asked (a connected socket),
     with our random id and our question; CNAME chains are followed within
     the answer; the TTL is the smallest of the records used.
@@ -283,6 +284,7 @@ class Lookup:
         self.result = None
         self.sock = None
         self.deadline = now
+        self.tcp, self.out, self.inbuf = False, b"", b""
         addrs = hosts_lookup(name, settings.hosts)
         if addrs is not None:
             addrs = [a for a in addrs if settings.ipv6 or ":" not in a]
@@ -306,22 +308,37 @@ class Lookup:
             self.sock.close()
             self.sock = None
 
-    def _send(self, now):
+    def _send(self, now, tcp=False):
+        """Asks the current name of the current nameserver: over UDP, or
+        over TCP (RFC 7766: each message after its 2-byte length) when a
+        UDP answer came truncated."""
         self.close()
         host, port = self.settings.nameservers[self.server]
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.pending, self.answers = {}, {}
+        self.tcp, self.out, self.inbuf = tcp, b"", b""
         qname = self.names[self.cand]
         try:
-            self.sock = socket.socket(family, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK
-                                      | socket.SOCK_CLOEXEC)
-            self.sock.connect((host, port))   # only its answers reach us
+            kind = socket.SOCK_STREAM if tcp else socket.SOCK_DGRAM
+            self.sock = socket.socket(family, kind | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+            try:
+                self.sock.connect((host, port))   # UDP: only its answers reach us
+            except BlockingIOError:
+                pass                               # TCP: connecting
             for qtype in self.qtypes:
                 qid = secrets.randbits(16)
-                self.sock.send(encode_query(qid, qname, qtype))
+                q = encode_query(qid, qname, qtype)
+                if tcp:
+                    self.out += struct.pack("!H", len(q)) + q
+                else:
+                    self.sock.send(q)
                 self.pending[qtype] = qid
-        except DnsError as exc:
-            self._end(("fail", str(exc)))
+        except DnsError as exc:       # a search name too long: the next one
+            self.cand += 1
+            if self.cand >= len(self.names):
+                self._end(("fail", str(exc)))
+            else:
+                self._send(now)
             return
         except OSError as exc:
             self.why = f"{host}: {exc.strerror or exc}"
@@ -351,26 +368,50 @@ class Lookup:
             return
         while self.sock is not None and len(self.answers) < len(self.pending):
             try:
-                msg = self.sock.recv(65535)
+                if self.out:           # TCP: the queries, as the connection takes them
+                    self.out = self.out[self.sock.send(self.out):]
+                msg = self._receive()
             except (BlockingIOError, InterruptedError):
                 break
-            except OSError as exc:     # ICMP port unreachable, ...
+            except OSError as exc:     # ICMP port unreachable, refused, reset, ...
                 host = self.settings.nameservers[self.server][0]
                 self._next_server(now, f"{host}: {exc.strerror or exc}")
                 return
+            if msg is None:
+                break
             for qtype, qid in self.pending.items():
                 if qtype in self.answers:
                     continue
                 try:
-                    self.answers[qtype] = parse_response(msg, qid, self.names[self.cand], qtype)
-                    break
+                    answer = parse_response(msg, qid, self.names[self.cand], qtype)
                 except DnsError:
                     continue           # not ours, or malformed: still waiting
+                if answer.truncated and not self.tcp:
+                    self._send(now, tcp=True)   # the whole answer over TCP
+                    return
+                self.answers[qtype] = answer
+                break
         if self.pending and len(self.answers) == len(self.pending):
             self._judge(now)
         elif now >= self.deadline:
             host = self.settings.nameservers[self.server][0]
             self._next_server(now, self.why if not self.pending else f"{host}: timed out")
+
+    def _receive(self):
+        """One message, or None when none is whole yet (TCP)."""
+        if not self.tcp:
+            return self.sock.recv(65535)
+        for _ in range(2):
+            if len(self.inbuf) >= 2:
+                n = struct.unpack_from("!H", self.inbuf)[0]
+                if len(self.inbuf) >= 2 + n:
+                    msg, self.inbuf = self.inbuf[2:2 + n], self.inbuf[2 + n:]
+                    return msg
+            chunk = self.sock.recv(65537)
+            if not chunk:
+                raise ConnectionResetError(0, "closed the connection")
+            self.inbuf += chunk
+        return None
 
     def _judge(self, now):
         host = self.settings.nameservers[self.server][0]
@@ -402,6 +443,7 @@ def resolve(name: str, settings: Settings):
     while lookup.result is None:
         wait = max(0.0, lookup.deadline - time.monotonic())
         if lookup.fileno() >= 0:
-            select.select([lookup.fileno()], [], [], wait)
+            fd = lookup.fileno()
+            select.select([fd], [fd] if lookup.out else [], [], wait)
         lookup.step(time.monotonic())
     return lookup.result

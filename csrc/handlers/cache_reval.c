@@ -210,6 +210,7 @@ typedef struct {
     sws_resp_t base;
     const sws_resp_hooks_t *hooks; /* the tee's, when the handler attached */
     void *ctx;
+    sws_conn_t conn;               /* sws_cache_null_resp's copy of the client's (fd -1) */
 } nullresp_t;
 
 static void n_head(sws_engine_t *e, sws_resp_t *r, int s, const char *rs, size_t rl) {}
@@ -255,12 +256,18 @@ static const sws_resp_ops_t null_ops = {
     n_trailers,
 };
 
-sws_resp_t *sws_cache_null_resp(void)
+sws_resp_t *sws_cache_null_resp(const sws_conn_t *client, const sws_conn_t **conn)
 {
     nullresp_t *nr = calloc(1, sizeof *nr);
     if (!nr)
         return NULL;
     nr->base.ops = &null_ops;
+    *conn = NULL;
+    if (client) { /* the client's connection may close before the exchange ends */
+        memcpy(&nr->conn, client, sizeof nr->conn);
+        nr->conn.fd = -1;
+        *conn = &nr->conn;
+    }
     return &nr->base;
 }
 

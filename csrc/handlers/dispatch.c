@@ -67,10 +67,10 @@ static void purge_peers(sws_engine_t *e, sws_request_t *req, const sws_handler_t
     for (size_t i = 0; i < up->n_servers - up->n_removed; i++) {
         if (up->servers[i]->self)
             continue;
-        sws_resp_t *nr = sws_cache_null_resp();
+        sws_request_t one = *req;
+        sws_resp_t *nr = sws_cache_null_resp(req->conn, &one.conn);
         if (!nr)
             return;
-        sws_request_t one = *req;
         one.peer_only = (uint32_t)i + 1;
         int rc = start_of(fwd)(e, nr, &one, fwd->data, NULL, 0, 1);
         if (rc != 0) { /* not started: nobody else frees it */
@@ -99,7 +99,8 @@ static int to_owner(sws_engine_t *e, sws_request_t *req, const sws_handler_t **h
     const sws_cache_route_t *c = h->cache;
     const sws_cache_peers_t *p = c->peers;
     if (peer_marked(req, p)) {
-        e->core.st->peer_received++;
+        if (!is_purge(req))
+            e->core.st->peer_received++;
         return 0;
     }
     if (is_purge(req)) {

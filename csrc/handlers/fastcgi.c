@@ -87,6 +87,7 @@ typedef struct fx {
     uint64_t t_queued;            /* e->core.now when it went on it */
     uint32_t attempts;
     uint64_t tried;
+    uint32_t up_gen;              /* the group's gen the indexes in tried belong to */
     uint64_t hash;
     char *params;                 /* the PARAMS stream's content, until framed */
     size_t params_len, params_cap;
@@ -450,6 +451,7 @@ int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     x->conn = req->conn;
     x->f = f;
     x->up = f->up;
+    x->up_gen = f->up->gen;
     x->site = req->site;
     x->method = req->method_id;
     x->hold = req->info->chunked; /* its length is known only at its end */
@@ -615,6 +617,10 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
 {
     sws_upstream_t *up = x->up;
     for (;;) {
+        if (x->up_gen != up->gen) { /* the set changed (DNS): old indexes mean nothing */
+            x->tried = 0;
+            x->up_gen = up->gen;
+        }
         int i = sws_up_pick(e, up, x->tried, x->hash);
         if (i < 0) {
             elog_folded(e, "no live upstreams", (uintptr_t)up, SWS_L_ERROR, "no live upstreams "
@@ -968,6 +974,7 @@ static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
         x->olen = x->last_len = 0;
         x->ended = x->junk = 0;
         x->tried = 0;
+        x->up_gen = f->up->gen;
         x->attempts = 0;
         x->fail_status = 0;
         x->req_done = 1;

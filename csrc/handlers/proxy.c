@@ -139,6 +139,7 @@ int sws_proxy_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     memcpy(x->what, req->method, req->method_len);
     memcpy(x->what + req->method_len, req->target, req->target_len);
     x->only = req->peer_only;
+    x->up_gen = x->up->gen;
     if (req->peer_hash) {
         x->hash = req->peer_hash; /* a cache peer's forward: the key's owner (dispatch.c) */
     } else if (x->up->balance == SWS_BAL_HASH) {
@@ -368,10 +369,18 @@ static int px_attempt(sws_engine_t *e, px_t *x)
 {
     sws_upstream_t *up = x->up;
     for (;;) {
+        if (x->up_gen != up->gen) { /* the set changed (DNS): old indexes mean nothing */
+            x->tried = 0;
+            if (x->only)
+                x->only = UINT32_MAX; /* that index may be another server now: it stops */
+            x->up_gen = up->gen;
+        }
         int i = sws_up_pick(e, up, x->tried, x->hash);
-        if (x->only) /* one server alone (a PURGE sent to each peer) */
+        if (x->only) /* one server alone (a PURGE sent to each peer), one attempt */
             i = x->only <= up->n_servers && !x->attempts && !up->servers[x->only - 1]->removed
                     ? (int)x->only - 1 : -1;
+        if (i < 0 && x->only)
+            return px_answer_error(e, x, 502); /* its own log line says why */
         if (i < 0) {
             elog_folded(e, "no live upstreams", (uintptr_t)up, SWS_L_ERROR,
                         "no live upstreams in \"%s\" while proxying \"%.*s %.*s\"", up->name,

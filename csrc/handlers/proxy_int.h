@@ -41,6 +41,7 @@ typedef struct px {
     uint32_t attempts;
     uint64_t t_sent;              /* CLOCK_MONOTONIC ns when the attempt began */
     uint64_t tried;               /* servers tried, by index (first 64) */
+    uint32_t up_gen;              /* the group's gen those indexes belong to */
     uint64_t hash;                /* balance: hash */
     uint32_t only;                /* > 0: server only - 1 alone, one attempt (req->peer_only) */
     char *head;                   /* rebuilt head (+ the body when it came whole), for retries */

@@ -274,6 +274,8 @@ int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
 int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
                              const sws_upstream_server_t *conf, size_t n)
 {
+    if (!n)
+        return -EINVAL; /* a group keeps at least one server (DNS keeps its last set) */
     size_t cap = n + up->n_servers;
     sws_upstream_server_t **next = calloc(cap ? cap : 1, sizeof *next);
     unsigned char *kept = calloc(up->n_servers + 1, 1);  /* old index -> in the new set */
@@ -323,6 +325,7 @@ int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
     up->servers = next;
     up->n_servers = k;
     up->n_removed = k - live;
+    up->gen++;
     next = NULL;
     rc = 0;
     /* Idle connections to a removed server close now; busy ones when done. */
@@ -353,7 +356,7 @@ void up_sweep_removed(sws_engine_t *e, sws_upstream_t *up)
         }
         memmove(&up->servers[i], &up->servers[i + 1],
                 (up->n_servers - i - 1) * sizeof *up->servers);
-        up->n_servers--;
+        up->servers[--up->n_servers] = NULL;
         up->n_removed--;
         for (size_t j = i; j < up->n_servers; j++)
             up->servers[j]->index = j;

@@ -138,6 +138,7 @@ upconn_t *uc_connect(sws_engine_t *e, sws_upstream_t *up, sws_upstream_server_t 
             uptls_close(e, uc);
         close(fd);
         free(uc);
+        srv->conns--;
         errno = err;
         return NULL;
     }

@@ -100,6 +100,7 @@ class _Context:
         self.implicit_upstreams: dict = {}     # "url:ADDRESS" -> Upstream
         self.resolver = None                   # model.Resolver, before the groups
         self.resolved: dict = {}               # host -> ("ok", addrs, ttl) | ("fail", why)
+        self.pending_names_ok = False          # cache peers: a name may resolve later
         # Managed apps (directives/app.py): names under `apps`, routes' refs.
         self.app_names: set = set()
         self.app_refs: list = []               # [(name, node, key path)]

@@ -298,6 +298,8 @@ class UpstreamServer:
     path: str = ""                         # unix socket path
     # The host name this address came from, when the master re-resolves it
     # (control/resolver.py); "" for a numeric address or `resolver: off`.
+    # host "" with resolve set: a cache peers' name with no address yet (no
+    # server in the engine until it resolves).
     resolve: str = ""
     entry: int = 0                         # its item's index in the group's `servers`
     weight: int = 1

@@ -78,7 +78,7 @@ def decode(msg: bytes):
     """-> (name, addrs); ValueError when it is not a DNS message."""
     data = json.loads(msg[1:])
     name, addrs = data["name"], data["addrs"]
-    if not isinstance(name, str) or not isinstance(addrs, list) \
+    if not isinstance(name, str) or not isinstance(addrs, list) or not addrs \
             or not all(isinstance(a, str) for a in addrs):
         raise ValueError("bad DNS message")
     return name, addrs
@@ -107,7 +107,8 @@ class Resolver:
             return
         for name, groups in names(config).items():
             addrs = dns.sort_addresses(s.host for g in groups
-                                       for s in config.upstreams[g].servers if s.resolve == name)
+                                       for s in config.upstreams[g].servers
+                                       if s.resolve == name and s.host)
             # The load asked a moment ago; its TTL is not kept: min_interval.
             self.names[name] = _Name(name, groups, addrs, now + self.conf.min_interval)
 

@@ -190,7 +190,7 @@ class Worker:
         that follows it (older ones' descriptors are closed)."""
         while self.ctl is not None:
             try:
-                msg, fds, _flags, _addr = socket.recv_fds(self.ctl, CTL_MAX, 2)
+                msg, fds, flags, _addr = socket.recv_fds(self.ctl, CTL_MAX, 2)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
@@ -206,6 +206,10 @@ class Worker:
             if msg[:1] == DNS_MESSAGE:
                 for fd in fds:
                     os.close(fd)
+                if flags & socket.MSG_TRUNC:
+                    log.error("worker %d: a DNS update longer than %d bytes was cut; this "
+                              "worker keeps its servers until the next", self.index, CTL_MAX)
+                    continue
                 self._dns_update(msg)
                 continue
             for fd in self._logs[1:]:
@@ -231,7 +235,11 @@ class Worker:
             log.error("worker %d: a malformed DNS message from the master", self.index)
             return
         for group in resolver_mod.apply(self.config, name, addrs):
-            self.engine.set_upstream_servers(group, self.config.upstreams[group])
+            try:
+                self.engine.set_upstream_servers(group, self.config.upstreams[group])
+            except (MemoryError, ValueError) as exc:
+                log.error("worker %d: upstream %s keeps its servers: %s", self.index, group,
+                          exc or "out of memory")
 
     def _log_message(self):
         """The newest log-descriptor message the master sent, as (whether

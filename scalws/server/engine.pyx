@@ -24,6 +24,7 @@ cdef extern from "<regex.h>" nogil:
     enum:
         REG_EXTENDED
 
+import errno as _errno
 import hashlib
 import ipaddress
 import os
@@ -90,6 +91,12 @@ def _fastcgi_check(path):
     begin = bytes([0, 1, 0, 0, 0, 0, 0, 0])          # role Responder, no FCGI_KEEP_CONN
     return (_fcgi_record(1, begin) + _fcgi_record(4, params) + _fcgi_record(4, b"")
             + _fcgi_record(5, b""))
+
+def _resolved(cfg):
+    """A group's servers that have an address (a cache peers' name may have
+    none yet: model.UpstreamServer.resolve)."""
+    return [s for s in cfg.servers if s.kind != "tcp" or s.host]
+
 
 cdef class Engine:
     cdef sws_engine_t *e
@@ -670,14 +677,16 @@ cdef class Engine:
         for name, cfg in config.upstreams.items():
             u = <sws_upstream_t *>PyMem_Calloc(1, sizeof(sws_upstream_t))
             self._keep.append(_Block(<size_t>u))
-            srv = <sws_upstream_server_t *>PyMem_Calloc(len(cfg.servers), sizeof(sws_upstream_server_t))
+            servers = _resolved(cfg)
+            srv = <sws_upstream_server_t *>PyMem_Calloc(max(1, len(servers)),
+                                                        sizeof(sws_upstream_server_t))
             self._keep.append(_Block(<size_t>srv))
             if u == NULL or srv == NULL:
                 raise MemoryError()
             b = self._bytes(name)
             u.name = b
             u.conf = srv
-            u.n_conf = len(cfg.servers)
+            u.n_conf = len(servers)
             names = self._fill_servers(srv, name, cfg)  # copied by add_upstream below
             u.balance = {"round_robin": SWS_BAL_RR, "least_conn": SWS_BAL_LEAST_CONN,
                          "hash": SWS_BAL_HASH}[cfg.balance]
@@ -740,7 +749,7 @@ cdef class Engine:
         names point into, which must live until the engine has copied them."""
         cdef bytes b
         keep = []
-        for i, s in enumerate(cfg.servers):
+        for i, s in enumerate(_resolved(cfg)):
             if s.kind == "unix":
                 b = s.path.encode("latin-1")
                 rc = sws_upstream_server_set_addr(&srv[i], NULL, 0, b)
@@ -776,8 +785,11 @@ cdef class Engine:
             raise MemoryError()
         try:
             keep = self._fill_servers(srv, name, cfg)
-            if sws_upstream_set_servers(self.e, u, srv, len(cfg.servers)) != 0:
+            rc = sws_upstream_set_servers(self.e, u, srv, len(_resolved(cfg)))
+            if rc == -_errno.ENOMEM:
                 raise MemoryError()
+            if rc != 0:
+                raise ValueError(f"upstream {name!r}: no server to set")
         finally:
             PyMem_Free(srv)
 

@@ -185,3 +185,66 @@ def test_a_tag_purge_reaches_every_node(server, origin):
     assert all(origin.count(p) == 2 for p in tagged), [origin.count(p) for p in tagged]
     nodes.get(1, other)
     assert origin.count(other) == 1          # another tag stays
+
+
+PENDING = """
+workers: 1
+resolver:
+  nameservers: ["127.0.0.1:{dns}"]
+  min_interval: 100ms
+  max_interval: 1s
+cache_zones:
+  z:
+    max_size: 16m
+    peers:
+      servers: ["peers.app.test:{port}"]
+      secret: "{secret}"
+      self: "{me}:{port}"
+sites:
+  - listen: "{me}:{port}"
+    routes:
+      - path: /
+        proxy:
+          url: "http://127.0.0.1:{origin}"
+          cache: {{zone: z}}
+"""
+
+
+def test_peers_by_a_name_that_resolves_later(server, origin):
+    """A headless Service lists ready pods only: the first pod starts before
+    the name resolves. It serves alone, then shares once the name lists the
+    nodes (no reload)."""
+    from tests.e2e.upstreams.dnsserver import DnsServer
+    d = DnsServer().start()
+    try:
+        port = free_port("127.0.0.11")
+        nodes = []
+        for me in ("127.0.0.11", "127.0.0.12"):
+            text = PENDING.format(dns=d.port, port=port, secret=SECRET, me=me,
+                                  origin=origin.port)
+            nodes.append(server(text.replace("{", "{{").replace("}", "}}")))
+        for n in nodes:
+            assert "'peers.app.test' does not resolve yet (no such name)" in n.log()
+
+        def get(ip, path):
+            c = http.client.HTTPConnection(ip, port, timeout=10)
+            try:
+                c.request("GET", path, headers={"Host": "www.example.test"})
+                r = c.getresponse()
+                return r.status, r.read()
+            finally:
+                c.close()
+
+        alone = "/alone?cc=max-age%3D300"
+        assert get("127.0.0.11", alone)[0] == 200 and get("127.0.0.12", alone)[0] == 200
+        assert origin.count(alone) == 2                  # islands until the name resolves
+        d.set("peers.app.test", ["127.0.0.11", "127.0.0.12"])
+        for n in nodes:
+            n.wait_log("peers.app.test now resolves to 127.0.0.11, 127.0.0.12")
+        shared = [f"/shared/{i}?cc=max-age%3D300" for i in range(20)]
+        for p in shared:
+            for ip in ("127.0.0.11", "127.0.0.12"):
+                assert get(ip, p)[0] == 200
+        assert all(origin.count(p) == 1 for p in shared), [origin.count(p) for p in shared]
+    finally:
+        d.stop()

@@ -87,3 +87,25 @@ Local:
                   "fd000000000000000000000000000002 02 40 00 80     eth0\n")
     assert machine.local_addresses(str(fib), str(v6)) == ["10.1.2.3", "127.0.0.1", "::1",
                                                            "fd00::2"]
+
+
+def test_a_peers_name_that_does_not_resolve_yet_waits(monkeypatch):
+    """A headless Service before its first pod is ready: a warning, and a
+    placeholder the master asks again (control/resolver.py), not an error
+    as for an upstream."""
+    from scalws.config.directives import proxy
+    from scalws.control import resolver
+    monkeypatch.setattr(proxy.dns, "resolve", lambda host, settings: ("fail", "no such name"))
+    monkeypatch.setattr(proxy.socket, "getaddrinfo", lambda *a, **k: [])
+    cfg = load_config_text(text(f'{{servers: ["pods.web.svc:8081"], secret: "{SECRET}"}}'), "F")
+    g = cfg.upstreams["peers:z"]
+    assert [(s.host, s.resolve, s.port) for s in g.servers] == [("", "pods.web.svc", 8081)]
+    assert any("'pods.web.svc' does not resolve yet (no such name)" in str(w)
+               for w in cfg.warnings)
+    assert resolver.names(cfg) == {"pods.web.svc": ["peers:z"]}
+    assert resolver.apply(cfg, "pods.web.svc", ["10.0.0.2", "10.0.0.1"]) == ["peers:z"]
+    assert [(s.host, s.port) for s in g.servers] == [("10.0.0.2", 8081), ("10.0.0.1", 8081)]
+    # an upstream's name that does not resolve is still an error
+    with pytest.raises(ConfigError, match="cannot resolve 'pods.web.svc'"):
+        load_config_text(text(f'{{servers: ["127.0.0.1:1"], secret: "{SECRET}"}}')
+                         .replace('url: "http://127.0.0.1:9"', 'url: "http://pods.web.svc:9"'), "F")

@@ -214,3 +214,21 @@ def test_nameserver_forms():
     assert _nameserver("[::1]:54") == ("::1", 54)
     with pytest.raises(ValueError):
         _nameserver("127.0.0.1:0")
+
+
+def test_a_truncated_answer_is_asked_again_over_tcp(tmp_path):
+    """More addresses than a UDP answer carries (a headless Service of many
+    pods): the truncated answer is asked again over TCP, and all come."""
+    from tests.e2e.upstreams.dnsserver import DnsServer
+    d = DnsServer().start()
+    try:
+        addrs = [f"10.9.{i // 250}.{i % 250 + 1}" for i in range(300)]
+        d.set("big.test", addrs)
+        d.udp_max = 10
+        s = dns.Settings(nameservers=[("127.0.0.1", d.port)], timeout=2.0,
+                         hosts=str(tmp_path / "none"))
+        ok, got, ttl = dns.resolve("big.test", s)
+        assert ok == "ok" and got == dns.sort_addresses(addrs) and ttl == 1
+        assert d.tcp_queries == 2                 # A and AAAA, after their UDP answers
+    finally:
+        d.stop()

@@ -164,7 +164,9 @@ SWS_INTERNAL int sws_cache_purge_allowed(sws_engine_t *e, const sws_request_t *r
                                          const sws_handler_t *h);
 /* A response that discards what it is given and frees itself at finish:
  * for exchanges nobody waits for (a PURGE sent to a peer); NULL when out
- * of memory. */
-SWS_INTERNAL sws_resp_t *sws_cache_null_resp(void);
+ * of memory. *conn: its copy of client (fd -1), which lives as long as it,
+ * for the exchange's request in place of the client's connection (that
+ * one may close first), or NULL. */
+SWS_INTERNAL sws_resp_t *sws_cache_null_resp(const sws_conn_t *client, const sws_conn_t **conn);
 
 #endif

@@ -112,6 +112,8 @@ typedef struct {
                                 * sws_upstream_set_servers changes the set */
     size_t n_servers;
     size_t n_removed;          /* of which removed, waiting for their connections */
+    uint32_t gen;              /* moves at every sws_upstream_set_servers: indexes a request
+                                * kept (its tried servers) mean nothing across it */
     uint64_t tls_handshakes;   /* completed, this worker */
     uint64_t tls_resumed;      /* of which resumed a session */
     upconn_t *idle;            /* pooled connections, most recent first */

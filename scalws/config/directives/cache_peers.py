@@ -52,7 +52,13 @@ def compile(ctx, node, path, zone):
     if keys is None:
         return None
     ok = ctx.require(keys, node, path, "servers")
-    servers = proxy._servers(ctx, keys["servers"][1], f"{path}.servers") if ok else None
+    # A headless Service lists ready pods only: the first pod starts before
+    # its name resolves, so a name without an address waits (a warning).
+    ctx.pending_names_ok = True
+    try:
+        servers = proxy._servers(ctx, keys["servers"][1], f"{path}.servers") if ok else None
+    finally:
+        ctx.pending_names_ok = False
     secret = _secret(ctx, keys, node, path)
     peers = CachePeers(upstream=group_name(zone), secret=secret or "", mark=ctx.mark(node))
     for key in ("connect_timeout", "read_timeout"):
@@ -124,6 +130,8 @@ def finish(ctx, cfg) -> None:
         if not group.self_ports:
             hosts = local_addresses() if hosts is None else hosts
             group.self_hosts, group.self_ports = hosts, ports
+        if any(not s.host for s in group.servers):
+            continue           # a name not resolved yet: said already
         if not any(s.host in group.self_hosts and s.port in group.self_ports
                    for s in group.servers):
             _, line, col = zone.peers.mark

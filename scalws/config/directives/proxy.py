@@ -761,7 +761,7 @@ def _servers(ctx, node, path, secure=None):
             continue
         for server in servers:
             server.entry = i
-            key = (server.kind, server.host, server.port, server.path)
+            key = (server.kind, server.host or server.resolve, server.port, server.path)
             if key in seen:
                 what = server.path if server.kind == "unix" else \
                     _fmt_host_port(server.host, server.port)
@@ -890,6 +890,9 @@ def _tcp_servers(ctx, node, path, text):
     if numeric:
         return [UpstreamServer(address=text, kind="tcp", host=host, port=port, mark=mark)]
     hosts, name = _resolve_at_load(ctx, node, path, host, port)
+    if hosts is None:          # a cache peers' name with no address yet (cache_peers.py)
+        return [UpstreamServer(address=text, kind="tcp", host="", port=port, resolve=host,
+                               mark=mark)]
     if not hosts:
         return None
     return [UpstreamServer(address=text, kind="tcp", host=h, port=port, resolve=name, mark=mark)
@@ -908,6 +911,10 @@ def _resolve_at_load(ctx, node, path, host, port):
             got = ctx.resolved[host] = dns.resolve(host, resolver.settings(r))
         if got[0] == "ok":
             return got[1], host
+        if ctx.pending_names_ok:
+            ctx.warning(node, path, f"'{host}' does not resolve yet ({got[1]}): no server from "
+                        f"it until it does (asked again every {r.min_interval:g}s)")
+            return None, host
     try:
         hosts = resolve(host, port)
     except OSError as e:

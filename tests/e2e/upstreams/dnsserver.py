@@ -7,6 +7,8 @@ changes while scalwsd runs.
     dns.set("app.test", ["127.0.0.2"], ttl=1)
     dns.mode = "drop"                  # "answer" | "drop" (a timeout) | "servfail"
     dns.queries("app.test")            # how many questions for the name so far
+    dns.udp_max = 10                   # more records than this: a truncated UDP answer
+                                       # (TC, no records); TCP on the same port has all
 """
 from __future__ import annotations
 
@@ -23,6 +25,12 @@ class DnsServer:
         self.records = {}      # lowercase name -> (addresses, ttl)
         self.cnames = {}       # lowercase name -> target
         self.mode = "answer"
+        self.udp_max = 1000
+        self.tcp_queries = 0
+        self.tsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.tsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.tsock.bind((host, self.port))
+        self.tsock.listen(16)
         self.asked = {}        # lowercase name -> count
         self.lock = threading.Lock()
         self.thread = None
@@ -42,10 +50,37 @@ class DnsServer:
     def start(self):
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
+        threading.Thread(target=self._serve_tcp, daemon=True).start()
         return self
 
     def stop(self):
         self.sock.close()
+        self.tsock.close()
+
+    def _serve_tcp(self):
+        while True:
+            try:
+                conn, _ = self.tsock.accept()
+            except OSError:
+                return
+            with conn:
+                buf = b""
+                try:
+                    while True:
+                        chunk = conn.recv(4096)
+                        if not chunk:
+                            break
+                        buf += chunk
+                        while len(buf) >= 2 and len(buf) >= 2 + struct.unpack("!H", buf[:2])[0]:
+                            n = struct.unpack("!H", buf[:2])[0]
+                            msg, buf = buf[2:2 + n], buf[2 + n:]
+                            with self.lock:
+                                self.tcp_queries += 1
+                            reply = self._answer(msg, tcp=True)
+                            if reply is not None:
+                                conn.sendall(struct.pack("!H", len(reply)) + reply)
+                except (OSError, ValueError, IndexError, struct.error):
+                    pass
 
     def _serve(self):
         while True:
@@ -63,7 +98,7 @@ class DnsServer:
                 except OSError:
                     return
 
-    def _answer(self, msg):
+    def _answer(self, msg, tcp=False):
         qid, _flags, qd = struct.unpack_from("!HHH", msg)
         if qd != 1:
             return None
@@ -105,5 +140,9 @@ class DnsServer:
                     continue
                 answers += owner_ref + struct.pack("!HHIH", qtype, 1, ttl, len(data)) + data
                 count += 1
-        head = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, count, 0, 0)
+        flags = 0x8180 | rcode
+        if not tcp and count > self.udp_max:
+            flags |= 0x0200                        # TC: ask again over TCP
+            answers, count = b"", 0
+        head = struct.pack("!HHHHHH", qid, flags, 1, count, 0, 0)
         return head + question + answers
