@@ -317,6 +317,12 @@ int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
             s->removed = 1;
             elog(e, SWS_L_NOTICE, "upstream server %s of \"%s\" removed (DNS): "
                  "%u busy connections finish, no new ones", s->name, up->name, s->active);
+        } else if (fresh[i] && up->hc_request) {
+            /* with active checks, a new address takes traffic once its first check passes */
+            s->hc_down = 1;
+            s->hc_pass = up->hc_rise ? up->hc_rise - 1 : 0;
+            elog(e, SWS_L_NOTICE, "upstream server %s of \"%s\" added (DNS); up once its first "
+                 "health check passes", s->name, up->name);
         } else if (fresh[i]) {
             elog(e, SWS_L_NOTICE, "upstream server %s of \"%s\" added (DNS)", s->name, up->name);
         }

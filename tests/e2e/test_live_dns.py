@@ -224,3 +224,19 @@ def test_a_name_that_does_not_resolve_refuses_the_file(server, dns, backends):
     assert srv.proc.wait(15) != 0
     assert "scalws-0.yaml:11:15: upstreams.api.servers[0]: cannot resolve 'nowhere.app.test': " \
         "no such name" in srv.log()
+
+
+def test_with_health_checks_a_new_address_waits_for_its_first_check(server, dns, backends):
+    bport, b = backends
+    dns.set("app.test", ["127.0.0.2"])
+    srv = start(server, dns, bport,
+                balance="round_robin\n    health:\n      path: /\n      interval: 300ms")
+    assert answers(srv.port) == {"127.0.0.2"}
+    b["127.0.0.3"].stop()                        # not listening: its checks fail
+    dns.set("app.test", ["127.0.0.2", "127.0.0.3"])
+    srv.wait_log('127.0.0.3:%d of "api" added (DNS); up once its first health check passes'
+                 % bport)
+    # never picked while its checks fail: every request still answered by .2
+    for _ in range(3):
+        assert answers(srv.port, 8) == {"127.0.0.2"}
+        time.sleep(0.3)
