@@ -240,3 +240,58 @@ def test_with_health_checks_a_new_address_waits_for_its_first_check(server, dns,
     for _ in range(3):
         assert answers(srv.port, 8) == {"127.0.0.2"}
         time.sleep(0.3)
+
+
+def test_a_set_that_keeps_changing_under_load_loses_nothing(server, dns, backends):
+    """The set flips every 150 ms for 4 s while 4 clients keep requests in
+    flight (keep-alive, some slow): every answer a 200 from a server of
+    the set, the worker never restarts, and removed servers are freed (the
+    worker's memory does not grow with the changes)."""
+    bport, b = backends
+    sets = [["127.0.0.2", "127.0.0.3"], ["127.0.0.3", "127.0.0.4"], ["127.0.0.2", "127.0.0.4"]]
+    dns.set("app.test", sets[0], ttl=0)
+    srv = start(server, dns, bport)
+    (worker,) = srv.workers()
+    b["127.0.0.2"].gate.set()
+    b["127.0.0.3"].gate.set()
+    b["127.0.0.4"].gate.set()
+
+    def rss():
+        with open(f"/proc/{worker}/status") as f:
+            return int(next(l for l in f if l.startswith("VmRSS")).split()[1])
+
+    stop = threading.Event()
+    bad = []
+    count = [0]
+
+    def client():
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        while not stop.is_set():
+            try:
+                c.request("GET", "/")
+                r = c.getresponse()
+                body = r.read().decode()
+                if r.status != 200 or body not in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+                    bad.append((r.status, body))
+                count[0] += 1
+            except (OSError, http.client.HTTPException) as exc:
+                bad.append(repr(exc))
+                c.close()
+                c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        c.close()
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    before = rss()
+    for i in range(27):
+        dns.set("app.test", sets[(i + 1) % 3], ttl=0)   # asked again after min_interval
+        time.sleep(0.15)
+    stop.set()
+    for t in threads:
+        t.join(15)
+    assert not bad, bad[:5]
+    assert count[0] > 200
+    assert srv.workers() == [worker]                 # never restarted
+    assert srv.log().count("now resolves to") >= 10  # the changes were followed
+    assert rss() - before < 2048, (before, rss())    # KiB: removed servers were freed
