@@ -86,8 +86,15 @@ def dns():
 
 @pytest.fixture
 def backends():
-    port = free_port("127.0.0.2")
-    made = {ip: Backend(ip, port) for ip in ("127.0.0.2", "127.0.0.3", "127.0.0.4")}
+    for _ in range(50):       # one port free on the three addresses
+        port, made = free_port("127.0.0.2"), {}
+        try:
+            for ip in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+                made[ip] = Backend(ip, port)
+            break
+        except OSError:
+            for b in made.values():
+                b.stop()
     yield port, made
     for b in made.values():
         b.stop()

@@ -19,18 +19,28 @@ import threading
 
 class DnsServer:
     def __init__(self, host="127.0.0.1"):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((host, 0))
-        self.port = self.sock.getsockname()[1]
+        # UDP and TCP on one port: a port free for both (retried when the
+        # TCP one happens to be taken)
+        for _ in range(50):
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.sock.bind((host, 0))
+            self.port = self.sock.getsockname()[1]
+            self.tsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.tsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                self.tsock.bind((host, self.port))
+                break
+            except OSError:
+                self.sock.close()
+                self.tsock.close()
+        else:
+            raise OSError("no port free for both UDP and TCP")
+        self.tsock.listen(16)
         self.records = {}      # lowercase name -> (addresses, ttl)
         self.cnames = {}       # lowercase name -> target
         self.mode = "answer"
         self.udp_max = 1000
         self.tcp_queries = 0
-        self.tsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.tsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.tsock.bind((host, self.port))
-        self.tsock.listen(16)
         self.asked = {}        # lowercase name -> count
         self.lock = threading.Lock()
         self.thread = None
