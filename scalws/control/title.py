@@ -49,11 +49,17 @@ _area: tuple[int, int] | None = None  # (address, length) of the argument string
 
 
 def init() -> None:
-    """Finds this process's argument area; call before forking."""
+    """Finds this process's argument area; call before forking. The area
+    must hold exactly what /proc/self/cmdline shows: under valgrind the
+    kernel's area is valgrind's own arguments (cmdline shows ours), which
+    valgrind reads again in a forked child (its output file's name), so
+    the title is left alone there (comm only)."""
     global _area
     try:
         with open("/proc/self/stat", "rb") as f:
             stat = f.read()
+        with open("/proc/self/cmdline", "rb") as f:
+            cmdline = f.read()
     except OSError:
         return
     # after the comm's closing parenthesis come fields 3, 4, ...; comm may
@@ -63,7 +69,7 @@ def init() -> None:
         start, end = int(fields[48 - 3]), int(fields[49 - 3])
     except (IndexError, ValueError):
         return
-    if 0 < start < end:
+    if 0 < start < end and end - start == len(cmdline):
         _area = (start, end - start)
 
 
