@@ -23,11 +23,16 @@ NODE_PORT=$((PORT_BASE + 12))    # node hello.js
 PYAPP_PORT=$((PORT_BASE + 13))   # uvicorn hello_asgi
 STATUS_PORT=$((PORT_BASE + 14))  # scalwsd's status listener (bench/cache_zipf.sh reads its cache counters)
 BENCH_LOCK=${BENCH_LOCK:-/tmp/scalws-bench.lock}
+# Idle FastCGI connections each server keeps to PHP-FPM (the php scenario):
+# nginx's `keepalive` of `upstream php`, ScalWS's `keepalive` of its php
+# upstream; set alike. 8 with PHP_CHILDREN=4 is issue 36's arrangement.
+PHP_KEEPALIVE=${PHP_KEEPALIVE:-64}
 
 SCALWSD=${SCALWSD:-$REPO_DIR/.venv/bin/scalwsd}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 H2O=${H2O:-$(command -v h2o || echo /usr/bin/h2o)}
 LIGHTTPD=${LIGHTTPD:-$(command -v lighttpd || echo /usr/sbin/lighttpd)}
+HAPROXY=${HAPROXY:-$(command -v haproxy || echo /usr/sbin/haproxy)}
 PHP_FPM=${PHP_FPM:-$(ls /usr/sbin/php-fpm* 2>/dev/null | sort -V | tail -1)}
 NODE=${NODE:-$(command -v node || command -v nodejs || true)}
 UVICORN=${UVICORN:-$REPO_DIR/.venv/bin/uvicorn}

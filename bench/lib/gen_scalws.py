@@ -113,10 +113,11 @@ def build(a):
         if s == "cache-zipf":
             status = {"listen": f"127.0.0.1:{a.status_port}"}
     elif s == "php":
-        # keepalive 64 as nginx's `upstream php`; PHP-FPM has a child per
-        # client connection (bench/run.sh), so pooled connections never starve it.
+        # keepalive as nginx's `upstream php` (PHP_KEEPALIVE, 64); PHP-FPM has a
+        # child per client connection by default (bench/run.sh), so pooled
+        # connections never starve it.
         # BENCH_FCGI_KEEP_CONN=0: a connection per request (ADR 0009's comparison).
-        upstreams["php"] = {"servers": [f"127.0.0.1:{a.php_port}"], "keepalive": 64}
+        upstreams["php"] = {"servers": [f"127.0.0.1:{a.php_port}"], "keepalive": a.php_keepalive}
         keep = os.environ.get("BENCH_FCGI_KEEP_CONN", "1") != "0"
         route = {"fastcgi": {"upstream": "php", "root": a.www, "keep_conn": keep}}
     elif s in ("node", "python") and os.environ.get("SCALWS_APPS", "managed") == "managed":
@@ -172,6 +173,7 @@ def main():
     p.add_argument("--https-port", type=int, default=18301)
     p.add_argument("--up-port", type=int, default=18310)
     p.add_argument("--php-port", type=int, default=18311)
+    p.add_argument("--php-keepalive", type=int, default=64, help="php: idle FastCGI connections kept")
     p.add_argument("--node-port", type=int, default=18312)
     p.add_argument("--pyapp-port", type=int, default=18313)
     p.add_argument("--status-port", type=int, default=18314, help="cache-zipf: the status listener")

@@ -16,7 +16,7 @@
 # current one in the same runs: the before/after of a change to the engine.
 # scalws-alt: a third (SCALWSD_ALT), for three builds in one run (plain,
 # PGO, PGO + BOLT).
-KNOWN_SERVERS="scalws scalws-base scalws-alt nginx h2o lighttpd"
+KNOWN_SERVERS="scalws scalws-base scalws-alt nginx h2o lighttpd haproxy"
 
 srv_reset_opts() {
     S_TAG=main S_ADDRS=127.0.0.1 S_WORKERS=1 S_MAXCONN=4096 S_CPU=$CPU_SERVER S_CGROUP=
@@ -59,6 +59,7 @@ scen_expected_file() {  # the file whose bytes the answer must equal, or "" for 
 srv_binary() {
     case $1 in
         scalws) echo "$SCALWSD" ;; scalws-base) echo "${SCALWSD_BASE:-/nonexistent/scalwsd}" ;; scalws-alt) echo "${SCALWSD_ALT:-/nonexistent/scalwsd}" ;; nginx) echo "$NGINX" ;; h2o) echo "$H2O" ;; lighttpd) echo "$LIGHTTPD" ;;
+        haproxy) echo "$HAPROXY" ;;
         *) return 1 ;;
     esac
 }
@@ -73,6 +74,7 @@ srv_version() {
         nginx) "$b" -v 2>&1 | sed 's/^nginx version: //' ;;
         h2o) "$b" --version 2>&1 | head -1 ;;
         lighttpd) "$b" -v 2>&1 | head -1 | cut -d' ' -f1 ;;
+        haproxy) "$b" -v 2>&1 | head -1 | awk '{print "haproxy/" $3}' ;;
     esac
 }
 
@@ -86,7 +88,7 @@ scalws_gen() {  # scalws_gen SCENARIO OUTFILE [SERVER]
     [ -n "$top" ] && args+=(--top "$top")
     "$BENCH_PY" "$BENCH_DIR/lib/gen_scalws.py" "$1" --www "$WWW" "${args[@]}" \
         --http-port "$HTTP_PORT" --https-port "$HTTPS_PORT" --up-port "$UP_PORT" \
-        --php-port "$PHP_PORT" --node-port "$NODE_PORT" --pyapp-port "$PYAPP_PORT" \
+        --php-port "$PHP_PORT" --php-keepalive "$PHP_KEEPALIVE" --node-port "$NODE_PORT" --pyapp-port "$PYAPP_PORT" \
         --status-port "$STATUS_PORT" --cache-size "$CACHE_SIZE" \
         --cert "$CERT" --key "$KEY" --workers "$S_WORKERS" \
         $([ "$S_MAXCONN" != 4096 ] && echo --max-connections "$S_MAXCONN") >"$2"
@@ -129,6 +131,13 @@ srv_supports() {
                 cache-*) echo "lighttpd: no proxy cache"; return 1 ;;
             esac
             ;;
+        haproxy)
+            [ -x "$b" ] || { echo "haproxy: not installed (apt-get install haproxy)"; return 1; }
+            case $scen in
+                respond | proxy | php | node | python) ;;
+                *) echo "haproxy: a proxy, measured on respond, proxy, php, node and python"; return 1 ;;
+            esac
+            ;;
     esac
     return 0
 }
@@ -151,6 +160,9 @@ _listen_blocks() {  # the LISTEN placeholder for SERVER
                 LISTEN+="listen:"$'\n'"  host: $a"$'\n'"  port: $HTTP_PORT"$'\n'
                 LISTEN+="listen:"$'\n'"  host: $a"$'\n'"  port: $HTTPS_PORT"$'\n'"  ssl:"$'\n'
                 LISTEN+="    certificate-file: $CERT"$'\n'"    key-file: $KEY"$'\n'"    ocsp-update-interval: 0"$'\n'
+                ;;
+            haproxy)
+                LISTEN+="    bind $a:$HTTP_PORT"$'\n'
                 ;;
             lighttpd)
                 if [ $first = 1 ]; then
@@ -204,7 +216,7 @@ srv_start() {
     rm -rf "$S_DIR"
     mkdir -p "$S_DIR/tmp"
     hard=$(ulimit -Hn)
-    export SDIR=$S_DIR WWW CERT KEY UP_PORT PHP_PORT NODE_PORT PYAPP_PORT
+    export SDIR=$S_DIR WWW CERT KEY UP_PORT PHP_PORT NODE_PORT PYAPP_PORT PHP_KEEPALIVE
     export WORKERS=$S_WORKERS MAXCONN=$S_MAXCONN RLIMIT=$hard
     # servers keep the invoking user (as root: no switch to nobody, which
     # could not read the run dir); the same for every server
@@ -245,6 +257,11 @@ srv_start() {
             MAXCONN=$((S_MAXCONN < hard / 3 ? S_MAXCONN : hard / 3)) \
                 render "$BENCH_DIR/configs/lighttpd.conf.tmpl" "$S_DIR/lighttpd.conf" || return 1
             cmd=("$LIGHTTPD" -D -f "$S_DIR/lighttpd.conf")
+            ;;
+        haproxy)
+            _listen_blocks haproxy
+            render "$BENCH_DIR/configs/haproxy.cfg.tmpl" "$S_DIR/haproxy.cfg" || return 1
+            cmd=("$HAPROXY" -db -f "$S_DIR/haproxy.cfg")
             ;;
         scalws | scalws-base | scalws-alt)
             scalws_gen "$scen" "$S_DIR/scalws.yaml" "$srv" || return 1
