@@ -172,6 +172,7 @@ void sws_engine_tick(sws_engine_t *e)
     sws_net_tick(e);
     sws_alog_maybe_flush(e);
     stats_gauges(e);
+    sws_core_poll_tick(e);
     e->core.waiting = 1; /* the tick runs from uvloop's wait: counted idle */
 }
 

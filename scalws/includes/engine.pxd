@@ -308,6 +308,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t max_connections
         uint32_t batch_window_us
         uint32_t busy_poll_us
+        uint32_t busy_poll_measure
 
     enum:
         SWS_ERR_400, SWS_ERR_403, SWS_ERR_404, SWS_ERR_405, SWS_ERR_408, SWS_ERR_412,

@@ -174,6 +174,8 @@ cdef class Engine:
         lim.max_connections = limits.max_connections
         lim.batch_window_us = <uint32_t>(config.batch_window * 1e6 + 0.5)
         lim.busy_poll_us = <uint32_t>(config.busy_poll * 1e6 + 0.5)
+        # `auto` (busy_poll_auto says why it polls): measured per worker (ADR 0027)
+        lim.busy_poll_measure = 1 if config.busy_poll_auto and lim.busy_poll_us else 0
         self.e = sws_engine_new(&lim, errors_, worker_id)
         if self.e == NULL:
             raise OSError(errno, "engine: " + strerror(errno).decode())

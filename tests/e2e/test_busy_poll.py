@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import statistics
 import time
@@ -187,3 +188,47 @@ def test_auto_does_not_poll_under_a_cpu_quota(quota_cgroup, server, tmp_path, mo
         before = sleeps(worker)
         requests_with_pauses(srv.port, 400, 0)
     assert (sleeps(worker) - before) / 400 >= 0.8
+
+
+AUTO_LINE = re.compile(r"busy_poll auto: (polling|not polling) \(polling (\d+) requests/s at ([\d.]+) us "
+                       r"CPU each, not polling (\d+) at ([\d.]+) us\)")
+
+
+def load_until(srv, text, timeout=15.0):
+    """One client coming back at once, on another CPU than the worker's,
+    until `text` is in the log (or `timeout`)."""
+    (worker,) = srv.workers()
+    deadline = time.monotonic() + timeout
+    with client_cpus(worker, same=False):
+        while text not in srv.log() and time.monotonic() < deadline:
+            requests_with_pauses(srv.port, 300, 0)
+
+
+def test_auto_measures_whether_the_poll_pays(server):
+    # `busy_poll: auto` on a virtual machine: each worker serves 2 s with the
+    # poll on and off in turn and keeps it where it gave 5 % more requests
+    # per second or cost no more CPU per request (ADR 0027), and says so at
+    # info with both measurements. On bare metal `auto` is off.
+    from scalws.config.machine import virtualized
+    srv = server(CONFIG.format(poll="auto").replace("  access: off", "  access: off\n  level: info"))
+    if not virtualized():
+        srv.wait_log("busy_poll auto: off: not a virtual machine")
+        load_until(srv, "busy_poll auto: polling", timeout=3.0)
+        assert not AUTO_LINE.search(srv.log()), srv.log()
+        return
+    srv.wait_log("busy_poll auto: 50us: a virtual machine")
+    load_until(srv, "requests/s at")
+    m = AUTO_LINE.search(srv.log())
+    assert m, srv.log()
+    choice, rate_on, cpu_on, rate_off, cpu_off = m.group(1), *map(float, m.group(2, 3, 4, 5))
+    assert rate_on > 0 and rate_off > 0 and cpu_on > 0 and cpu_off > 0, m.group(0)
+    pays = rate_on >= 1.05 * rate_off or cpu_on <= cpu_off
+    assert choice == ("polling" if pays else "not polling"), m.group(0)
+
+
+def test_a_fixed_poll_is_not_measured(server):
+    # A duration is the operator's choice: the worker polls under it always,
+    # with no measurement (and `0` never polls).
+    srv = server(CONFIG.format(poll="50us").replace("  access: off", "  access: off\n  level: debug"))
+    load_until(srv, "requests/s at", timeout=3.0)
+    assert "busy_poll auto" not in srv.log(), srv.log()

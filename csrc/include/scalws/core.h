@@ -34,6 +34,14 @@
 #define BATCH_WAIT_RATIO 10   /* wait only when upstreams take 10x the wait to answer */
 #define TIMER_SLACK_NS 1000   /* the worker's timer slack while batching (prctl) */
 #define SPIN_START_NS 5000    /* busy polling: the first poll after short sleeps, then x2 */
+/* `busy_poll: auto` measures whether polling pays (sws_core_poll_tick in
+ * core/loop.c; ADR 0027): PROBE_TICKS ticks with polling on and off in
+ * turn, then the choice holds PROBE_HOLD_TICKS ticks (30 s), or until the
+ * request rate has halved or doubled for PROBE_MOVED_TICKS ticks. */
+#define PROBE_TICKS 8
+#define PROBE_HOLD_TICKS 120
+#define PROBE_MOVED_TICKS 4
+#define PROBE_MIN_REQUESTS 200 /* fewer in either mode: too light to tell; poll */
 
 typedef struct {
     size_t max_header_bytes; /* request line + headers; over it: 431 (414 if the line alone) */
@@ -48,6 +56,7 @@ typedef struct {
     uint32_t max_connections;
     uint32_t batch_window_us;      /* see batch_due() in core/loop.c; 0: off */
     uint32_t busy_poll_us;         /* longest poll before sleeping (spin_* in core/loop.c); 0: off */
+    uint32_t busy_poll_measure;    /* `auto`: poll only while measured to pay (ADR 0027) */
 } sws_limits_t;
 
 /* Error-log levels, as nginx's. */
@@ -161,6 +170,20 @@ typedef struct {
     uint64_t up_wait_ns;       /* moving average: request sent to response head */
     int last_events;           /* events handled by the previous pass; 0 after an empty wait */
     uint64_t spin_ns;          /* busy polling: how long the next idle wait polls first */
+    /* busy_poll auto's measurement (sws_core_poll_tick): polling suspended
+     * (a window without it, or the last measurement found it did not pay); ticks into the
+     * measurement (< PROBE_TICKS) or the hold; requests, thread CPU and
+     * monotonic ns at the start of the tick, and their sums per mode
+     * (0: not polling, 1: polling); the request rate the choice was made
+     * at (per second); measurements that found enough requests; whether
+     * the last one chose not to poll. */
+    int poll_off;
+    int poll_chose_off;
+    uint32_t probes;
+    uint32_t probe_tick, probe_moved;
+    uint64_t probe_at[3];
+    uint64_t probe_sum[2][3];
+    double probe_rate;
 
     sws_evobj_t *dead;         /* closed during this batch; freed after it */
     /* The ready list (core/core.c): objects with input epoll cannot see, and
@@ -253,6 +276,8 @@ SWS_INTERNAL int sws_core_run(sws_engine_t *e);
 SWS_INTERNAL int sws_core_serve(sws_engine_t *e, int max_ms);
 /* One pass over what is ready now, without waiting; returns the events handled. */
 SWS_INTERNAL int sws_core_pass(sws_engine_t *e);
+/* busy_poll auto: one step of the measurement (engine tick, every 250 ms). */
+SWS_INTERNAL void sws_core_poll_tick(sws_engine_t *e);
 
 /* A request answered (every path that writes an access-log line): its
  * status class, its duration from the head's first byte (core ms), and its
