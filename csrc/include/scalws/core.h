@@ -170,13 +170,15 @@ typedef struct {
     uint64_t up_wait_ns;       /* moving average: request sent to response head */
     int last_events;           /* events handled by the previous pass; 0 after an empty wait */
     uint64_t spin_ns;          /* busy polling: how long the next idle wait polls first */
-    /* busy_poll auto's measurement (sws_core_poll_tick): polling suspended
-     * (a window without it, or the last measurement found it did not pay); ticks into the
-     * measurement (< PROBE_TICKS) or the hold; requests, thread CPU and
-     * monotonic ns at the start of the tick, and their sums per mode
-     * (0: not polling, 1: polling); the request rate the choice was made
-     * at (per second); measurements that found enough requests; whether
-     * the last one chose not to poll. */
+    /* busy_poll auto's measurement (sws_core_poll_tick, core/loop.c):
+     * poll_off: no polling now (a window of the measurement without it, or
+     * the last choice); poll_chose_off: the last choice; probes: the
+     * measurements that found enough requests; probe_tick: ticks into the
+     * measurement (< PROBE_TICKS), then into the hold; probe_moved: ticks
+     * in a row with the rate 2x off probe_rate (requests per second when
+     * the choice was made); probe_at: requests, thread CPU ns and
+     * monotonic ns at the last tick; probe_sum: their deltas summed per
+     * mode (0: not polling, 1: polling). */
     int poll_off;
     int poll_chose_off;
     uint32_t probes;
