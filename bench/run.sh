@@ -12,7 +12,8 @@
 # PORT_BASE (18300), ROTATE (rotate server order by this many places),
 # OUT (CSV file; default stdout), KEEP_RUN_DIR=1, BENCH_LOCK (or "none"),
 # ONLY_WHERE=SERVER (scenarios SERVER cannot run are reported n/a for it and
-# `skipped` for the others instead of being measured: make bench-quick).
+# `skipped` for the others instead of being measured: make bench-quick),
+# APP_IO_OUT (CSV: what the server made the app do per request, php/node/python).
 # Output: CSV with '# ' header lines; see docs/benchmarks/README.md.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -98,7 +99,7 @@ git_desc() {
 } >&3
 
 # ---------------------------------------------------------------- backends
-declare -A BACKEND_FAIL=()
+declare -A BACKEND_FAIL=() BACKEND_PID=()
 backend() {  # backend NAME HOST PORT CMD...: start on CPU_LOAD, wait for its port
     local name=$1 port=$2
     shift 2
@@ -108,6 +109,7 @@ backend() {  # backend NAME HOST PORT CMD...: start on CPU_LOAD, wait for its po
         log "$name did not start: $(tail -n 3 "$RUN_DIR/$name.log" | tr '\n' ' ')"
         return 1
     fi
+    BACKEND_PID[$name]=$LAST_PID
 }
 if has proxy || has tls-h2-proxy || has cache-hit || has cache-1m; then
     if ! upstream_start; then
@@ -179,8 +181,17 @@ if [ -n "$ONLY_WHERE" ]; then
     done
 fi
 
+# APP_IO_OUT=FILE: on php, node and python, what the server made the
+# application do per request (bench/lib/appio.py), appended to FILE.
+APP_IO_OUT=${APP_IO_OUT:-}
+if [ -n "$APP_IO_OUT" ] && [ ! -s "$APP_IO_OUT" ]; then "$BENCH_PY" "$BENCH_DIR/lib/appio.py" header >"$APP_IO_OUT"; fi
+app_pid() {  # the application process of SCENARIO (its tree), when APP_IO_OUT is set
+    [ -n "$APP_IO_OUT" ] || return 0
+    case $1 in php) echo "${BACKEND_PID[php-fpm]:-}" ;; node) echo "${BACKEND_PID[node]:-}" ;; python) echo "${BACKEND_PID[uvicorn]:-}" ;; esac
+}
+
 measure() {  # measure SERVER SCENARIO ORDER
-    local srv=$1 scen=$2 order=$3 reason pid before after ub ua tool=wrk
+    local srv=$1 scen=$2 order=$3 reason pid before after ub ua tool=wrk app appb
     local base="$RUN_DIR/$srv-$scen"
     if [ -n "${SKIP[$scen]:-}" ]; then
         if [ "$srv" = "$ONLY_WHERE" ]; then
@@ -217,9 +228,14 @@ measure() {  # measure SERVER SCENARIO ORDER
     load_run "$scen" "$WARMUP" "$base.warmup.txt"
     ub= ua=
     case $scen in proxy | tls-h2-proxy | cache-*) ub=$(upstream_count) ;; esac
+    app=$(app_pid "$scen") appb=
+    [ -n "$app" ] && appb=$("$BENCH_PY" "$BENCH_DIR/lib/appio.py" snap "$app")
     before=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
     load_run "$scen" "$DURATION" "$base.load.txt" "$base.h2log"
     after=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
+    [ -n "$appb" ] && "$BENCH_PY" "$BENCH_DIR/lib/appio.py" row --server "$srv" --scenario "$scen" \
+        --out "$base.load.txt" --conns "$CONNS" --before "$appb" \
+        --after "$("$BENCH_PY" "$BENCH_DIR/lib/appio.py" snap "$app")" >>"$APP_IO_OUT"
     case $scen in proxy | tls-h2-proxy | cache-*) ua=$(upstream_count) ;; esac
     lock_release
     stop_pid "$pid"
