@@ -231,9 +231,9 @@ int sws_core_serve(sws_engine_t *e, int max_ms)
             /* Idle from the end of a pass that did something: a wait that
              * follows an empty pass (the first of a serve call that found
              * nothing) is no gap between events. */
-            uint64_t idle0 = e->core.lim.busy_poll_us && !e->core.poll_off && e->core.last_events > 0 &&
-                                     !batch_regime(e)
-                                 ? mono_ns() : 0;
+            int poll = e->core.lim.busy_poll_us && !e->core.poll_off && e->core.last_events > 0 &&
+                       !batch_regime(e);
+            uint64_t idle0 = poll ? mono_ns() : 0;
             if (idle0 && e->core.spin_ns) {
                 n = spin_poll(e, idle0);
                 if (n > 0) {
