@@ -20,23 +20,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import parse_wrk, proc_table  # noqa: E402
+from benchlib import parse_wrk, proc_table, tree  # noqa: E402
 
 COLUMNS = ["server", "scenario", "requests", "app_read_bytes", "app_write_bytes",
            "app_reads", "app_writes", "upstream_connects", "requests_per_connect"]
-
-
-def descendants(roots, table):
-    children = {}
-    for pid, (ppid, *_) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = set(), list(roots)
-    while todo:
-        p = todo.pop()
-        if p in table and p not in out:
-            out.add(p)
-            todo.extend(children.get(p, []))
-    return out
 
 
 def tcp_active_opens():
@@ -47,7 +34,9 @@ def tcp_active_opens():
 
 def cmd_snap(a):
     total = {"rchar": 0, "wchar": 0, "syscr": 0, "syscw": 0}
-    for pid in descendants([int(p) for p in a.pids], proc_table()):
+    table = proc_table()
+    # each root's tree (PHP-FPM's children share their master's process group)
+    for pid in {p for root in a.pids for p in tree(int(root), table)}:
         try:
             with open(f"/proc/{pid}/io") as f:
                 for line in f:
