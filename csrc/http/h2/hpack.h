@@ -160,9 +160,9 @@ SWS_INTERNAL size_t sws_hpack_encode_bound(const sws_hpack_field_t *f, size_t n)
  * flagged SWS_HPACK_NEVER, and set-cookie, cookie, authorization,
  * proxy-authorization and x-request-id (ADR 0022), as literals never
  * indexed; the fields that repeat on a connection (server, content-type,
- * cache-control, etag, vary, ... see hpack.c's policy list) with
+ * cache-control, etag, vary, date, ... see hpack.c's policy list) with
  * incremental indexing; content-length and names we know nothing of only
- * on the second sight of the same value; date, last-modified, location,
+ * on the second sight of the same value; last-modified, location,
  * expires, age, :path and the like without indexing. A literal's name is
  * indexed when a table has it; strings are Huffman-coded when shorter.
  */
