@@ -3,9 +3,12 @@
  * (RFC 7541), with libnghttp2's HPACK as the oracle.
  *
  * Input byte 0 picks the mode (bit 7) and a table size (bits 0-3, from
- * SIZES); byte 1 a header list limit (from LIST_MAX). The rest:
+ * SIZES). The rest:
  *
- * Decoder mode (bit 7 clear): header blocks, each behind a length byte L
+ * Decoder mode (bit 7 clear): byte 1 picks a header list limit (bits
+ * 0-2, from LIST_MAX) and, when bit 3 is set, makes emit answer 1 (stop
+ * emitting) at field (byte 1 >> 4) + 1 of every block. Then header
+ * blocks, each behind a length byte L
  * (L < 0xe0: L bytes; 0xf0 | h, l: (h << 8 | l) bytes; the last block may
  * be short). A length byte 0xe0 | i instead lowers or raises our
  * SETTINGS_HEADER_TABLE_SIZE between blocks (set_limit on ours,
@@ -19,18 +22,22 @@
  *  - ours says SWS_HPACK_TOO_BIG: what it emitted is the start of
  *    nghttp2's list, up to the field whose running sum of nl + vl + 32
  *    first went over list_max (nghttp2 has no such limit), and the tables
- *    are still in step.
+ *    are still in step;
+ *  - and when emit said stop, ours emitted no field after that one, and
+ *    still decoded the block to its end (same rc, tables in step).
  * Divergences kept on purpose: none reachable from these inputs (nghttp2
  * refuses a string over 64 KiB, ours makes that block TOO_BIG; inputs
  * are shorter).
  *
- * Encoder mode (bit 7 set): records, each a field of a header list:
+ * Encoder mode (bit 7 set): our table's cap is SIZES[byte 1 & 15]
+ * (enc_init_cap), the peer's SETTINGS_HEADER_TABLE_SIZE SIZES[byte 0 &
+ * 15]. Then records, each a field of a header list:
  *   [ctl][name: nl byte + bytes, or a name index][vl byte][value bytes]
- * ctl bit 7: first change the peer's SETTINGS_HEADER_TABLE_SIZE to
- * SIZES[ctl & 15] (enc_peer_max, and the nghttp2 inflater's
- * change_table_size), ending the block so far; bit 6: end the block so
- * far before this field; bit 5: the name is NAMES[next byte]; bit 0:
- * SWS_HPACK_NEVER. Each block our encoder writes must fit its bound and
+ * ctl bit 6: end the block so far before this field; bit 7: then change
+ * the peer's SETTINGS_HEADER_TABLE_SIZE to SIZES[ctl & 15] (enc_peer_max,
+ * and the nghttp2 inflater's change_table_size; fields are encoded only
+ * when their block ends, so this is between blocks) and read no field;
+ * bit 5: the name is NAMES[next byte]; bit 0: SWS_HPACK_NEVER. Each block our encoder writes must fit its bound and
  * inflate in nghttp2 to exactly the list given, never-indexed where asked
  * (and for set-cookie, cookie, authorization, proxy-authorization,
  * x-request-id), with the same table size on both sides.
@@ -117,10 +124,29 @@ static size_t list_prefix(const list_t *l, size_t k, size_t *sum)
     return i;
 }
 
+static size_t stop_at; /* emit answers 1 at this field (0: never) */
+
+/* How many of l's first fields keep the running sum of nl + vl + 32 within max. */
+static size_t fields_fitting(const list_t *l, size_t max)
+{
+    size_t i = 0, sum = 0, f = 0;
+    for (; f < l->fields; f++) {
+        uint32_t nl, vl;
+        memcpy(&nl, l->b.p + i, 4);
+        memcpy(&vl, l->b.p + i + 4 + nl, 4);
+        sum += (size_t)nl + vl + 32;
+        if (sum > max)
+            break;
+        i += 9 + nl + vl;
+    }
+    return f;
+}
+
 static int emit(void *ctx, const sws_hpack_field_t *f)
 {
-    list_add(ctx, f->name, f->nl, f->value, f->vl, f->flags);
-    return 0;
+    list_t *l = ctx;
+    list_add(l, f->name, f->nl, f->value, f->vl, f->flags);
+    return l->fields == stop_at;
 }
 
 /* nghttp2 inflates one whole block into l; 0, or -1 when it refuses. */
@@ -191,21 +217,16 @@ static void fuzz_decode(const uint8_t *p, size_t n, uint32_t limit, size_t list_
         }
         if (rc == SWS_HPACK_ERR)
             break; /* a connection error: nothing follows */
-        if (rc == SWS_HPACK_OK) {
-            if (ours_l.b.n != ng_l.b.n || (ours_l.b.n && memcmp(ours_l.b.p, ng_l.b.p, ours_l.b.n)))
-                FAIL("block %zu: lists differ (%zu and %zu fields)", blk, ours_l.fields,
-                     ng_l.fields);
-        } else { /* TOO_BIG: ours stopped at the field that went over list_max */
-            size_t sum, bytes = list_prefix(&ng_l, ours_l.fields, &sum);
-            size_t next_sum;
-            if (ours_l.fields >= ng_l.fields)
-                FAIL("block %zu: TOO_BIG yet every field emitted", blk);
-            else if (bytes != ours_l.b.n || (bytes && memcmp(ours_l.b.p, ng_l.b.p, bytes)))
-                FAIL("block %zu: TOO_BIG's fields are not nghttp2's first ones", blk);
-            else if (sum > list_max ||
-                     (list_prefix(&ng_l, ours_l.fields + 1, &next_sum), next_sum <= list_max))
-                FAIL("block %zu: TOO_BIG stopped at the wrong field", blk);
-        }
+        size_t fit = fields_fitting(&ng_l, list_max), sum;
+        size_t want = fit < stop_at || !stop_at ? fit : stop_at;
+        size_t bytes = list_prefix(&ng_l, want, &sum);
+        if (rc != (fit < ng_l.fields ? SWS_HPACK_TOO_BIG : SWS_HPACK_OK))
+            FAIL("block %zu: rc %d, yet %zu of nghttp2's %zu fields fit in %zu", blk, rc, fit,
+                 ng_l.fields, list_max);
+        else if (ours_l.fields != want || bytes != ours_l.b.n ||
+                 (bytes && memcmp(ours_l.b.p, ng_l.b.p, bytes)))
+            FAIL("block %zu: ours emitted %zu fields, not nghttp2's first %zu", blk,
+                 ours_l.fields, want);
         if (d.t.size != nghttp2_hd_inflate_get_dynamic_table_size(inf) ||
             61 + d.t.n != nghttp2_hd_inflate_get_num_table_entries(inf))
             FAIL("block %zu: tables out of step: %u bytes %u entries, nghttp2 %zu %zu", blk,
@@ -265,11 +286,11 @@ static void enc_block(sws_hpack_enc_t *e, nghttp2_hd_inflater *inf, sws_hpack_fi
     free(out);
 }
 
-static void fuzz_encode(const uint8_t *p, size_t n, uint32_t peer)
+static void fuzz_encode(const uint8_t *p, size_t n, uint32_t peer, uint32_t cap)
 {
     sws_hpack_enc_t e;
     nghttp2_hd_inflater *inf;
-    if (sws_hpack_enc_init(&e) < 0 || nghttp2_hd_inflate_new(&inf) != 0)
+    if (sws_hpack_enc_init_cap(&e, cap) < 0 || nghttp2_hd_inflate_new(&inf) != 0)
         abort();
     sws_hpack_enc_peer_max(&e, peer);
     nghttp2_hd_inflate_change_table_size(inf, peer);
@@ -278,14 +299,14 @@ static void fuzz_encode(const uint8_t *p, size_t n, uint32_t peer)
     const uint8_t *end = p + n;
     while (p < end) {
         uint8_t ctl = *p++;
-        if ((ctl & 0x80) || (ctl & 0x40) || nf == MAX_FIELDS) {
+        if ((ctl & 0x40) || nf == MAX_FIELDS) {
             enc_block(&e, inf, f, nf, blk++);
             nf = 0;
-            if (ctl & 0x80) {
-                sws_hpack_enc_peer_max(&e, SIZES[ctl & 15]);
-                nghttp2_hd_inflate_change_table_size(inf, SIZES[ctl & 15]);
-                continue;
-            }
+        }
+        if (ctl & 0x80) {
+            sws_hpack_enc_peer_max(&e, SIZES[ctl & 15]);
+            nghttp2_hd_inflate_change_table_size(inf, SIZES[ctl & 15]);
+            continue;
         }
         sws_hpack_field_t *x = &f[nf];
         if (ctl & 0x20) {
@@ -319,8 +340,9 @@ static void fuzz_one(const uint8_t *data, size_t size)
     if (size < 2)
         return;
     uint32_t size_pick = SIZES[data[0] & 15];
+    stop_at = data[1] & 8 ? (size_t)(data[1] >> 4) + 1 : 0;
     if (data[0] & 0x80)
-        fuzz_encode(data + 2, size - 2, size_pick);
+        fuzz_encode(data + 2, size - 2, size_pick, SIZES[data[1] & 15]);
     else
         fuzz_decode(data + 2, size - 2, size_pick, LIST_MAX[data[1] & 7]);
 }

@@ -176,6 +176,42 @@ static void refusals(void)
     save("set-limit");
 }
 
+/* Rings that wrap: a table of 256 (and 100) bytes filled over and over by
+ * literals with indexing, each then referenced, its name too. */
+static void wraps(void)
+{
+    for (int k = 0; k < 3; k++) {
+        start(k == 1 ? 7 : 8, k == 2 ? (uint8_t)(8 | 2 << 4) : 0); /* limit 256 or 100 */
+        uint8_t b[1024];
+        size_t n = 0;
+        b[n++] = 0x3f; /* the update the limit requires: 100 (0x45) or 256 (0xe1 0x01) */
+        if (k == 1) {
+            b[n++] = 0x45;
+        } else {
+            b[n++] = 0xe1;
+            b[n++] = 0x01;
+        }
+        for (int i = 0; i < 24; i++) {
+            b[n++] = 0x40; /* new name "n<i>", value of 11 + i % 7 bytes */
+            b[n++] = 2;
+            b[n++] = 'n';
+            b[n++] = (uint8_t)('a' + i);
+            b[n++] = (uint8_t)(11 + i % 7);
+            for (int j = 0; j < 11 + i % 7; j++)
+                b[n++] = (uint8_t)('0' + (i + j) % 10);
+            b[n++] = 0xbe;       /* the entry just added */
+            b[n++] = 0x7e;       /* with indexing, the name of 62: it may be evicted by this */
+            b[n++] = 0x01;
+            b[n++] = 'v';
+        }
+        block(b, n);
+        hexblock("be bf");
+        char nm[32];
+        snprintf(nm, sizeof nm, "wrap-%d", k);
+        save(nm);
+    }
+}
+
 /* nghttp2's deflater on generated lists, several blocks a seed, with
  * table size changes on both sides. */
 static uint64_t rs = 88172645463325252ull;
@@ -242,10 +278,12 @@ static void deflated(void)
 static void encoder(void)
 {
     for (int s = 0; s < 12; s++) {
-        start((uint8_t)(0x80 | (s % 3 == 1 ? 8 : 0)), 0); /* peer 4096, or 256 */
+        /* peer 4096, or 256; our cap 4096, or 100, 256, 1000 */
+        start((uint8_t)(0x80 | (s % 3 == 1 ? 8 : 0)), (uint8_t[]){0, 7, 8, 9}[s % 4]);
         for (int b = 0; b < 3 + s % 4; b++) {
-            if (b && rnd() % 4 == 0)
-                seed[sn++] = (uint8_t)(0x80 | (rnd() % 16));
+            if (b && rnd() % 4 == 0) /* one or two peer size changes between blocks */
+                for (int c = 1 + (int)(rnd() % 2); c; c--)
+                    seed[sn++] = (uint8_t)(0x80 | (rnd() % 16));
             size_t n = 1 + rnd() % 7;
             for (size_t i = 0; i < n; i++) {
                 uint8_t ctl = (uint8_t)(0x20 | (i == 0 ? 0x40 : 0) | (rnd() % 9 == 0));
@@ -275,6 +313,7 @@ int main(int argc, char **argv)
     dir = argv[1];
     appendix_c();
     refusals();
+    wraps();
     deflated();
     encoder();
     return 0;
