@@ -8,7 +8,7 @@ STAMP_VENV := $(VENV)/.deps-stamp
 STAMP_RUN  := $(VENV)/.run-deps-stamp
 STAMP_EDIT := $(VENV)/.editable-stamp
 
-.PHONY: all build build-run run test ctest pytest sysdeps clean bench-quick bench-deps debdeps deb pkgtest fuzz fuzz-deps \
+.PHONY: all build build-run run test ctest pytest h2spec sysdeps clean bench-quick bench-deps debdeps deb pkgtest fuzz fuzz-deps \
         image imagedeps imagetest \
         cache-conformance cache-conformance-deps
 
@@ -64,8 +64,15 @@ run: build-run
 ctest:
 	$(MAKE) -C tests/c
 
-pytest: build cache-conformance-deps
+pytest: build cache-conformance-deps h2spec
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# h2spec (the HTTP/2 conformance suite H2O runs in CI) from ../shared's
+# source with our own main: tests/e2e/test_h2spec.py runs it against every
+# HTTP/2 listener kind. Without ../shared (status 3) the test skips, saying so.
+h2spec:
+	@tools/build-h2spec.sh build/h2spec || { rc=$$?; [ $$rc = 3 ] || exit $$rc; \
+	  echo "h2spec: ../shared/tools/h2spec is not there: tests/e2e/test_h2spec.py will skip"; }
 
 # The http-cache-tests suite (tests/cache_conformance/README.md), exactly as
 # package-lock.json pins it; without npm the e2e test that needs it skips.

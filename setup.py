@@ -141,8 +141,7 @@ def ext(name, sources):
         include_dirs=["csrc/include", "csrc"],
         extra_compile_args=cflags(),
         extra_link_args=ldflags(),
-        libraries=["ssl", "crypto",    # Debian's libssl (OpenSSL 3): TLS
-                   "nghttp2"],         # Debian's libnghttp2: HTTP/2 frames, HPACK, streams
+        libraries=["ssl", "crypto"],   # Debian's libssl (OpenSSL 3): TLS
     )
 
 
@@ -498,7 +497,10 @@ def _bolt(mode, path, name):
 CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/core/filecache.c",
           "csrc/net/listen.c", "csrc/net/steer.c", "csrc/net/conn.c", "csrc/net/peer.c", "csrc/net/tls.c", "csrc/net/sni.c",
           "csrc/http/http1.c", "csrc/http/http1_chunked.c", "csrc/http/path.c", "csrc/http/httpcond.c", "csrc/http/router.c",
-          "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/h2.c", "csrc/http/priority.c", "csrc/http/sfv.c",
+          "csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/priority.c", "csrc/http/sfv.c",
+          "csrc/http/h2/conn.c", "csrc/http/h2/input.c", "csrc/http/h2/request.c",
+          "csrc/http/h2/resp.c", "csrc/http/h2/streams.c", "csrc/http/h2/session.c",
+          "csrc/http/h2/session_recv.c", "csrc/http/h2/hpack.c", "csrc/http/h2/huffman.c",
           "csrc/http/accesslog.c",
           "csrc/handlers/dispatch.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",

@@ -27,7 +27,7 @@ class Limits:
     body_timeout: float = 60.0             # between two reads of a request body -> 408
     keepalive_timeout: float = 75.0        # idle between requests -> close
     send_timeout: float = 60.0             # no write progress -> close
-    keepalive_requests: int = 1000         # requests per connection, then close
+    keepalive_requests: int = 10000        # requests (HTTP/2: streams) per connection, then close
     max_connections: int = 10000           # per worker
 
 

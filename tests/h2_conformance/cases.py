@@ -236,18 +236,16 @@ def _(connect):
     c.conn_error(STREAM_CLOSED)
 
 
-@case("5.1", "closed (after the client's RST_STREAM): DATA is ignored or STREAM_CLOSED")
+@case("5.1", "closed (after the client's RST_STREAM): DATA: STREAM_CLOSED")
 def _(connect):
     c = connect()
     with c.corked():  # the RST_STREAM arrives before an answer could go
         c.headers(1, c.req("/", "POST"), end_stream=False)
         c.send_frame(RST_STREAM, 0, 1, u32(8))
         c.data(1, b"late", end_stream=False)
-    # §5.1 closed: STREAM_CLOSED, as a stream error; nghttp2 keeps no state
-    # for closed streams (SETTINGS_NO_RFC7540_PRIORITIES) and drops the
-    # frame, counting it against the connection's window. README: known
-    # deviation, safe.
-    c.no_answer(1)
+    # §5.1 closed: STREAM_CLOSED, as a stream error (the session remembers
+    # how its last streams closed); nothing of the answer went
+    c.stream_error(1, STREAM_CLOSED)
     ok(c, 3)
 
 
@@ -283,13 +281,12 @@ def _(connect):
         raise Failed("not served")
 
 
-@case("5.1", "closed (both ends sent END_STREAM): DATA is ignored or STREAM_CLOSED")
+@case("5.1", "closed (both ends sent END_STREAM): DATA: STREAM_CLOSED")
 def _(connect):
     c = connect()
     ok(c, 1)
     c.data(1, b"late")
-    # §6.1: STREAM_CLOSED; dropped by nghttp2 (see above). README: known deviation.
-    c.no_answer(1)
+    c.stream_error(1, STREAM_CLOSED)  # §6.1, as a stream error
     ok(c, 3)
 
 
@@ -361,16 +358,13 @@ def _(connect):
     c.conn_error(PROTOCOL_ERROR)
 
 
-@case("5.3.1", "PRIORITY that depends on its own stream: ignored (known deviation)")
+@case("5.3.1", "PRIORITY that depends on its own stream: PROTOCOL_ERROR")
 def _(connect):
-    # §5.3.1: a stream error PROTOCOL_ERROR. With RFC 7540 priorities off
-    # (SETTINGS_NO_RFC7540_PRIORITIES, RFC 9218) nghttp2 skips PRIORITY
-    # payloads unread, so the dependency is never seen; priorities are
-    # ignored anyway, so the frame has no effect. README: known deviation.
+    # RFC 7540 §5.3.1: a stream error PROTOCOL_ERROR, ended as the
+    # connection's (§5.4), as HEADERS that depend on their own stream
     c = connect()
     c.send_frame(PRIORITY, 0, 1, u32(1) + b"\x10")
-    c.no_answer(1)
-    ok(c, 3)
+    c.conn_error(PROTOCOL_ERROR)
 
 
 @case("5.5", "an unknown frame type inside a header block: PROTOCOL_ERROR")
@@ -681,12 +675,9 @@ def _(connect):
 
 
 @case("6.9.2", "SETTINGS_INITIAL_WINDOW_SIZE that takes a stream window over 2^31-1: "
-                "FLOW_CONTROL_ERROR (on the stream: known deviation)")
+                "FLOW_CONTROL_ERROR")
 def _(connect):
-    # §6.9.2 asks for a connection error; nghttp2 resets the one stream
-    # whose window overflowed with FLOW_CONTROL_ERROR and serves on. Safe:
-    # no window is ever over 2^31-1 (the stream is gone), and the client
-    # broke only its own stream. README: known deviation.
+    # §6.9.2: a connection error
     c = connect(client_settings=[(INITIAL_WINDOW_SIZE, 0)])
     c.window_auto = False
     c.headers(1, c.req("/big"))
@@ -695,7 +686,7 @@ def _(connect):
     # the overflow, and nothing would be wrong any more.
     c.send(frame(WINDOW_UPDATE, 0, 1, u32(0x7FFFFFFF)) +
            frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1))))
-    c.stream_error(1, FLOW_CONTROL_ERROR, allow_response=True)
+    c.conn_error(FLOW_CONTROL_ERROR)
 
 
 # ---- §6.10 CONTINUATION ----------------------------------------------------------------------------

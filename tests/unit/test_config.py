@@ -240,7 +240,7 @@ def test_defaults_filled(tmp_path):
         (16384, 100, 8192, 10 << 20)
     assert (lim.header_timeout, lim.keepalive_timeout, lim.send_timeout) == (10.0, 75.0, 60.0)
     assert lim.body_timeout == 60.0
-    assert (lim.keepalive_requests, lim.max_connections) == (1000, 10000)
+    assert (lim.keepalive_requests, lim.max_connections) == (10000, 10000)
     (listen,) = cfg.sites[0].listen
     assert (listen.kind, listen.host, listen.port, listen.default, listen.backlog) == \
         ("tcp", "0.0.0.0", 8080, False, 511)

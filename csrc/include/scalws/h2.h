@@ -1,13 +1,14 @@
-/* scalws/h2.h — the HTTP/2 connection protocol (csrc/http/h2.c), beside
+/* scalws/h2.h — the HTTP/2 connection protocol (csrc/http/h2/), beside
  * HTTP/1 on the same request view and response interface.
  *
  * Owns: a client connection's HTTP/2 state (h2conn_t, which begins with
- * net's sws_conn_t): one libnghttp2 server session per connection, the
- * streams (h2s_t, one per request, each an implementation of sws_resp_t),
- * their request bodies and response queues, GOAWAY on the graceful stop.
- * libnghttp2 does frames, HPACK, stream states and flow-control
- * arithmetic; we do the socket I/O (through the connection's transport and
- * net's output batch), the request view, the handlers and the access log.
+ * net's sws_conn_t): one protocol session per connection (session.h:
+ * frames, HPACK, stream states, flow control, ours), the streams (h2s_t,
+ * one per request, each an implementation of sws_resp_t), their request
+ * bodies and response queues, GOAWAY on the graceful stop. The files
+ * around the session do the socket I/O (through the connection's
+ * transport and net's output batch), the request view, the handlers and
+ * the access log.
  *
  * How a connection becomes HTTP/2: its listener was added with HTTP/2
  * allowed (listener_t.alt = &sws_h2_proto); on a TLS listener ALPN chose
@@ -15,10 +16,10 @@
  * first (prior knowledge, `h2c` in the listen string; h1.c sees it). Net
  * then switches the connection's protocol (conn_switch) and calls our open.
  *
- * Output: frames are serialized by nghttp2 (nghttp2_session_mem_send) into
- * net's batch; DATA payloads are never copied by nghttp2
- * (NGHTTP2_DATA_FLAG_NO_COPY): send_data puts the frame header in the
- * batch and then references the handler's bytes (SWS_REF: the proxy's
+ * Output: the session's serialized frames (control frames and header
+ * blocks) are copied into net's batch; DATA payloads are never copied by
+ * the session: h2_data_send puts the frame header in the batch and then
+ * references the handler's bytes (SWS_REF: the proxy's
  * read buffer, a cached file's memory, a respond body), copies small
  * copied pieces, or preads a file segment straight into the batch. What a
  * batch references stays alive until the connection has written it
@@ -28,7 +29,7 @@
  * arrives, while it wants them; what it does not want yet waits in the
  * stream (at most the stream window we advertised), and WINDOW_UPDATE
  * gives the client room only for what the handler took
- * (nghttp2_option_set_no_auto_window_update + nghttp2_session_consume).
+ * (sws_h2sess_consume).
  * Each stream the client owes body to has its own timer (TL_BODY,
  * body_timeout, restarted by its DATA and by the window we give back);
  * a client without window to send in is never timed out by it. Run out:
@@ -43,7 +44,7 @@
  * interim :status 100 once a handler that reads the body took the request.
  *
  * May call: net (bytes in and out, holds), the router, the handlers, the
- * access log, the core; libnghttp2. Handlers reach it only through
+ * access log, the core. Handlers reach it only through
  * sws_resp_t.
  */
 #ifndef SCALWS_H2_H
@@ -56,9 +57,7 @@
 #include "scalws/response.h"
 #include "scalws/router.h"
 
-struct nghttp2_session;
-struct nghttp2_session_callbacks;
-struct nghttp2_option;
+struct sws_h2sess;
 
 /* Defaults (docs/configuration.md, "http2"; docs/adr/0016-h2-dos-budgets.md). */
 #define SWS_H2_MAX_STREAMS 128          /* SETTINGS_MAX_CONCURRENT_STREAMS */
@@ -68,10 +67,9 @@ struct nghttp2_option;
 #define SWS_H2_CONTINUATIONS 8          /* CONTINUATION frames after one HEADERS */
 #define SWS_H2_UNSENT (16 * 1024)       /* TCP_NOTSENT_LOWAT: output the kernel holds unsent (ADR 0019) */
 #define SWS_H2_RESET_BURST 1000         /* RST_STREAM from the client: a bucket of 1000 ... */
-#define SWS_H2_RESET_RATE 33            /* ... refilled by 33 a second (nghttp2's own defaults) */
+#define SWS_H2_RESET_RATE 33            /* ... refilled by 33 a second (as nghttp2's defaults) */
 #define SWS_H2_FRAME_BURST 1000         /* frames that ask nothing of a handler (budget_frame) */
 #define SWS_H2_FRAME_RATE 100
-#define SWS_H2_RST_KEEP 32              /* recently reset streams remembered */
 #define SWS_H2_EARLY_PRI 8              /* PRIORITY_UPDATEs for streams not yet opened, remembered */
 #define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
 
@@ -95,18 +93,15 @@ typedef struct {
 
 typedef struct {
     sws_conn_t c;              /* first: net's part */
-    sws_engine_t *e;           /* for nghttp2's callbacks */
-    struct nghttp2_session *sess;
+    sws_engine_t *e;           /* for the session's callbacks */
+    struct sws_h2sess *sess;
     const sws_vhosts_t *vh;
     h2s_t *streams;            /* every stream object, open or waiting for its handler */
     h2s_t *hdr_s;              /* the stream whose header block is being read (on_header) */
     uint32_t n_streams;
     uint32_t n_live;           /* streams whose handler answers later and has not finished */
     uint32_t in_op;            /* a handler's flush, finish or close is on the stack */
-    int32_t max_sid;           /* the highest stream a HEADERS frame named */
-    int32_t skip_lo, skip_hi;  /* the latest ids below it the client skipped (never opened) */
-    int32_t rst[SWS_H2_RST_KEEP]; /* streams we reset lately: their trailers may still come */
-    uint32_t n_rst;
+    uint32_t n_taken;          /* streams taken (limits.keepalive_requests) */
     struct {                   /* PRIORITY_UPDATEs that came before their HEADERS (RFC 9218 §7.1) */
         int32_t id;            /* 0: a free entry */
         uint8_t got, u, i;     /* as sws_parse_priority gave them */
@@ -116,7 +111,7 @@ typedef struct {
     uint32_t frame_tokens;
     uint32_t budget_at;        /* monotonic ms the buckets were last filled (mod 2^32) */
     uint64_t cwin_at;          /* monotonic ms the receive window last opened again from 0 */
-    unsigned busy : 1,         /* inside nghttp2 (mem_recv or mem_send): no re-entry */
+    unsigned busy : 1,         /* inside the session (recv or send): no re-entry */
         send_due : 1,          /* a send was asked for while busy */
         room_blocked : 1,      /* send_data waited for room in the batch */
         dead : 1,              /* to close at the next event (an error while a handler ran) */
@@ -130,10 +125,8 @@ typedef struct {
 /* HTTP/2's part of the engine (e->h2). */
 typedef struct {
     char *path;                /* the normalized path of the current request */
-    struct nghttp2_session_callbacks *cbs;
-    struct nghttp2_option *opt;
     sws_h2_conf_t conf;        /* max_header_list resolved */
-    void *nva;                 /* commit's nghttp2_nv array (nghttp2 copies it) */
+    void *nva;                 /* h2_commit's field array (encoded at once) */
     size_t nva_cap;
 } sws_h2_t;
 

@@ -1,0 +1,668 @@
+/* HTTP/2's response interface (sws_resp_t; csrc/http/h2/h2_int.h): a
+ * handler's head, body pieces, holds and end, turned into the stream's
+ * HEADERS (h2_commit) and queued body (DATA, streams.c). */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/h2/h2_int.h"
+#include "scalws/priority.h"
+
+/* ---- the response interface ---------------------------------------------------------- */
+
+/* Room for n more bytes in the head's field lines. */
+static int hb_room(h2s_t *s, size_t n)
+{
+    if (s->submitted)
+        return -1; /* the head went already */
+    if (s->hb_len + n > s->hb_cap) {
+        size_t cap = s->hb_cap ? s->hb_cap * 2 : 512;
+        while (cap < s->hb_len + n)
+            cap *= 2;
+        char *nb = realloc(s->hb, cap);
+        if (!nb)
+            return -1;
+        s->hb = nb;
+        s->hb_cap = cap;
+    }
+    return 0;
+}
+
+static int hb_put(h2s_t *s, const char *p, size_t n)
+{
+    if (hb_room(s, n) < 0)
+        return -1;
+    memcpy(s->hb + s->hb_len, p, n);
+    s->hb_len += n;
+    return 0;
+}
+
+/* The head's lines are dropped (out of memory): commit answers without them. */
+static void hb_lost(h2s_t *s)
+{
+    s->hb_len = 0;
+    s->hb_lines = 0;
+}
+
+
+static void h2_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
+                    size_t reason_len)
+{
+    h2s_t *s = H2S(r);
+    /* A head starts a response: nothing of one described and discarded
+     * before it carries over. HTTP/2 has no reason phrase. */
+    if (s->ws && status >= 200 && status < 300)
+        status = 502; /* not a 101: a 2xx would tell the client its WebSocket is open */
+    s->status = (uint16_t)status;
+    hb_lost(s);
+    s->head_ready = 0;
+    s->sent = 0;
+    s->no_body = s->head_only || status == 204 || status == 304 || status < 200;
+    memcpy(s->date, r->date ? r->date : e->core.date, SWS_HTTP_DATE_LEN);
+    r->date = NULL;
+}
+
+static void h2_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t nl,
+                     const char *value, size_t vl)
+{
+    h2s_t *s = H2S(r);
+    if (hb_room(s, nl + vl + 4) < 0) {
+        hb_lost(s);
+        return;
+    }
+    char *p = s->hb + s->hb_len; /* the name lowercased here (HTTP/2), not again by commit */
+    for (size_t i = 0; i < nl; i++)
+        p[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    p += nl;
+    *p++ = ':';
+    *p++ = ' ';
+    memcpy(p, value, vl);
+    p += vl;
+    *p++ = '\r';
+    *p++ = '\n';
+    s->hb_len = (size_t)(p - s->hb);
+    s->hb_lines++;
+}
+
+static void h2_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t len)
+{
+    h2s_t *s = H2S(r);
+    if (!len)
+        return;
+    if (hb_put(s, lines, len) < 0) {
+        hb_lost(s);
+        return;
+    }
+    /* Each line's name lowercased here (HTTP/2), as h2_field does. A
+     * handler may give a line in pieces (a redirect's Location): a piece
+     * that does not start a line starts in a value, which stays as it is. */
+    char *p = s->hb + s->hb_len - len, *end = s->hb + s->hb_len;
+    if (p > s->hb && p[-1] != '\n') {
+        char *eol = memchr(p, '\n', (size_t)(end - p));
+        p = eol ? eol + 1 : end;
+    }
+    while (p < end) {
+        s->hb_lines++;
+        for (; p < end && *p != ':' && *p != '\n'; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p + 32);
+        char *eol = memchr(p, '\n', (size_t)(end - p));
+        p = eol ? eol + 1 : end;
+    }
+}
+
+static void h2_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len)
+{
+    h2s_t *s = H2S(r);
+    s->head_ready = 1;
+    switch (kind) {
+    case SWS_BODY_LENGTH:
+        if (s->status >= 200 && s->status != 204) { /* RFC 9110 §8.6 */
+            char num[24];
+            char *p = num + sizeof num;
+            uint64_t v = len;
+            do
+                *--p = (char)('0' + v % 10);
+            while (v /= 10);
+            h2_field(e, r, "content-length", 14, p, (size_t)(num + sizeof num - p));
+        }
+        if (len == 0)
+            s->no_body = 1;
+        break;
+    case SWS_BODY_STREAM:
+        break;
+    case SWS_BODY_TUNNEL:
+        /* The upstream's 101 to an extended CONNECT (RFC 8441 §5): a 2xx
+         * opens the tunnel, and the stream's DATA frames carry it. */
+        s->status = 200;
+        s->no_body = 0;
+        s->tunnel = 1;
+        break;
+    default:
+        s->no_body = 1;
+        break;
+    }
+}
+
+static void h2_data(sws_engine_t *e, sws_resp_t *r, const char *p, size_t n, int flags)
+{
+    h2s_t *s = H2S(r);
+    if (s->no_body || !n)
+        return;
+    qitem_t *q = h2_q_push(s, flags & SWS_REF ? Q_REF : Q_COPY, flags & SWS_REF ? 0 : n);
+    if (!q) {
+        h2_fail(e, s->hc); /* a body with a hole must not look complete */
+        return;
+    }
+    if (flags & SWS_REF) {
+        q->p = p;
+    } else {
+        memcpy(q->data, p, n);
+        q->p = q->data;
+    }
+    q->len = n;
+    s->q_bytes += n;
+    s->sent += n;
+}
+
+static void h2_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off, uint64_t len,
+                    size_t chunk)
+{
+    h2s_t *s = H2S(r);
+    if (s->no_body || len == 0) {
+        sws_filecache_release(e->net.fc, f);
+        return;
+    }
+    if (f->mem) { /* the cache's copy: referenced, the entry held until written */
+        h2_data(e, r, f->mem + off, (size_t)len, SWS_REF);
+        r->ops->hold_file(e, r, f);
+        return;
+    }
+    qitem_t *q = h2_q_push(s, Q_FILE, 0);
+    if (!q) {
+        sws_filecache_release(e->net.fc, f);
+        h2_fail(e, s->hc);
+        return;
+    }
+    q->f = f;
+    q->fc = e->net.fc;
+    q->off = off;
+    q->len = len;
+    s->q_bytes += len;
+    s->sent += len;
+}
+
+static void marker(sws_engine_t *e, h2s_t *s, int kind, sws_file_t *f, char *heap, sws_hold_t *h)
+{
+    qitem_t *q = h2_q_push(s, kind, 0);
+    if (!q) {
+        /* Nothing reads it once the connection is dead (stream_gone_log). */
+        h2_fail(e, s->hc);
+        if (f)
+            sws_filecache_release(e->net.fc, f);
+        free(heap);
+        if (h)
+            conn_hold(&s->hc->c, h);
+        return;
+    }
+    q->f = f;
+    q->fc = e->net.fc;
+    q->heap = heap;
+    q->hold = h;
+}
+
+static void h2_hold_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f)
+{
+    marker(e, H2S(r), Q_HOLD_FILE, f, NULL, NULL);
+}
+
+static void h2_hold_heap(sws_engine_t *e, sws_resp_t *r, char *buf)
+{
+    marker(e, H2S(r), Q_HOLD_HEAP, NULL, buf, NULL);
+}
+
+static void h2_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h)
+{
+    marker(e, H2S(r), Q_HOLD, NULL, NULL, h);
+}
+
+static void h2_done(sws_engine_t *e, sws_resp_t *r) { H2S(r)->body_done = 1; }
+
+/* Connection-specific fields have no place in HTTP/2 (RFC 9113 §8.2.2). */
+static int conn_specific(const char *n, size_t nl)
+{
+    switch (nl) {
+    case 2: return memcmp(n, "te", 2) == 0;
+    case 7: return memcmp(n, "upgrade", 7) == 0;
+    case 10: return memcmp(n, "connection", 10) == 0 || memcmp(n, "keep-alive", 10) == 0;
+    case 16: return memcmp(n, "proxy-connection", 16) == 0;
+    case 17: return memcmp(n, "transfer-encoding", 17) == 0;
+    default: return 0;
+    }
+}
+
+/* h[0..nh) as fields to encode, in one allocation, `extra` empty slots
+ * first, names lowercased, connection-specific ones left out (*n: the
+ * slots used). NULL when out of memory. */
+static sws_h2field_t *fields_copy(const sws_header_t *h, size_t nh, size_t extra, size_t *n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < nh; i++)
+        bytes += h[i].name_len + h[i].value_len;
+    sws_h2field_t *fa = malloc((extra + nh) * sizeof *fa + bytes + 1);
+    if (!fa)
+        return NULL;
+    uint8_t *p = (uint8_t *)(fa + extra + nh);
+    *n = extra;
+    for (size_t i = 0; i < nh; i++) {
+        sws_h2field_t *f = &fa[*n];
+        uint8_t *name = p;
+        for (size_t k = 0; k < h[i].name_len; k++)
+            *p++ = (uint8_t)(h[i].name[k] >= 'A' && h[i].name[k] <= 'Z' ? h[i].name[k] + 32
+                                                                        : h[i].name[k]);
+        if (conn_specific((const char *)name, h[i].name_len)) {
+            p = name;
+            continue;
+        }
+        memcpy(p, h[i].value, h[i].value_len);
+        *f = (sws_h2field_t){name, p, (uint32_t)h[i].name_len, (uint32_t)h[i].value_len, 0};
+        p += h[i].value_len;
+        (*n)++;
+    }
+    return fa;
+}
+
+/* An informational response: a HEADERS without END_STREAM before the
+ * final one (RFC 9113 §8.1). Its frame may sit in pending output, so the
+ * handler waits on it as on referenced bytes (refs_out): an upstream's
+ * 1xx do not pile up for a client that does not read. */
+static void h2_interim(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
+                       size_t reason_len, const sws_header_t *h, size_t nh)
+{
+    h2s_t *s = H2S(r);
+    size_t n;
+    if (!s->open || s->submitted || s->hc->dead || status < 102 || status > 199)
+        return;
+    sws_h2field_t *fa = fields_copy(h, nh, 1, &n);
+    if (!fa)
+        return; /* a hint lost, not the answer */
+    char st[3] = {'1', (char)('0' + status / 10 % 10), (char)('0' + status % 10)};
+    fa[0] = (sws_h2field_t){(const uint8_t *)":status", (const uint8_t *)st, 7, 3, 0};
+    if (sws_h2sess_headers(s->hc->sess, s->id, fa, n, SWS_H2H_COPY) == 0)
+        s->refs_out = 1;
+    free(fa);
+}
+
+/* Kept until the body's last DATA went (h2_trailers_due): the trailing
+ * HEADERS follow it. */
+static void h2_trailers(sws_engine_t *e, sws_resp_t *r, const sws_header_t *h, size_t nh)
+{
+    h2s_t *s = H2S(r);
+    if (s->no_body || s->tunnel || s->tr)
+        return;
+    s->tr = fields_copy(h, nh, 0, &s->ntr); /* NULL: dropped, as an HTTP/1 client may see them */
+    if (s->tr && !s->ntr) {
+        free(s->tr);
+        s->tr = NULL;
+    }
+}
+
+static void field_set(sws_h2field_t *f, const char *n, size_t nl, const char *v, size_t vl)
+{
+    /* Encoded at once (h2_commit): nothing is kept. Names are lowercase already. */
+    *f = (sws_h2field_t){(const uint8_t *)n, (const uint8_t *)v, (uint32_t)nl, (uint32_t)vl, 0};
+}
+
+/* The stream's priority for the scheduler (RFC 9218 §8): each parameter
+ * the response gave, else the client's (its request field, or its latest
+ * PRIORITY_UPDATE), else the default. */
+void h2_pri_set(h2conn_t *hc, h2s_t *s)
+{
+    int u = 3, inc = 0;
+    if (s->pri_cli & SWS_PRI_U)
+        u = s->cli_u;
+    if (s->pri_cli & SWS_PRI_I)
+        inc = s->cli_i;
+    if (s->pri_rsp & SWS_PRI_U)
+        u = s->rsp_u;
+    if (s->pri_rsp & SWS_PRI_I)
+        inc = s->rsp_i;
+    sws_h2sess_priority(hc->sess, s->id, u, inc);
+}
+
+/* A Priority field value of the client's (a request field line, or a
+ * PRIORITY_UPDATE: `whole`, which replaces what the client said before). */
+int h2_pri_client(h2s_t *s, const uint8_t *v, size_t n, int whole)
+{
+    int u = 0, i = 0;
+    int got = sws_parse_priority((const char *)v, n, &u, &i);
+    if (got < 0)
+        return got;
+    if (whole)
+        s->pri_cli = 0;
+    s->pri_cli |= (uint8_t)got;
+    if (got & SWS_PRI_U)
+        s->cli_u = (uint8_t)u;
+    if (got & SWS_PRI_I)
+        s->cli_i = (uint8_t)i;
+    return got;
+}
+
+/* A PRIORITY_UPDATE for a stream the client has not opened yet (RFC 9218
+ * §7.1): kept for the stream when it opens. Up to SWS_H2_EARLY_PRI wait;
+ * past that a new one replaces one in turn, whose stream keeps the
+ * default. */
+void h2_pri_early_keep(h2conn_t *hc, int32_t id, const uint8_t *v, size_t n)
+{
+    int u = 0, i = 0;
+    int got = sws_parse_priority((const char *)v, n, &u, &i);
+    if (got < 0)
+        return; /* one that cannot be read is ignored (§7.1) */
+    uint32_t k = 0, free_k = SWS_H2_EARLY_PRI;
+    for (; k < SWS_H2_EARLY_PRI && hc->early_pri[k].id != id; k++)
+        if (!hc->early_pri[k].id && free_k == SWS_H2_EARLY_PRI)
+            free_k = k;
+    if (k == SWS_H2_EARLY_PRI) /* not there: a free entry, else one in turn */
+        k = free_k < SWS_H2_EARLY_PRI ? free_k : hc->n_early_pri % SWS_H2_EARLY_PRI;
+    hc->n_early_pri++;
+    hc->early_pri[k].id = id;
+    hc->early_pri[k].got = (uint8_t)got;
+    hc->early_pri[k].u = (uint8_t)u;
+    hc->early_pri[k].i = (uint8_t)i;
+}
+
+/* The new stream s takes the PRIORITY_UPDATE that came before it, if any. */
+void h2_pri_early_take(h2conn_t *hc, h2s_t *s)
+{
+    for (uint32_t k = 0; k < SWS_H2_EARLY_PRI; k++) {
+        if (hc->early_pri[k].id != s->id)
+            continue;
+        s->pri_cli = hc->early_pri[k].got;
+        s->cli_u = hc->early_pri[k].u;
+        s->cli_i = hc->early_pri[k].i;
+        s->pri_early = 1;
+        hc->early_pri[k].id = 0;
+        return;
+    }
+}
+
+/* Field lines of buf[0..len) into nva (names already lowercase). */
+static size_t parse_lines(char *buf, size_t len, sws_h2field_t *nva, size_t n, size_t max)
+{
+    char *p = buf, *end = buf + len;
+    while (p < end && n < max) {
+        char *eol = memchr(p, '\n', (size_t)(end - p));
+        char *le = eol ? eol : end;
+        char *next = eol ? eol + 1 : end;
+        if (le > p && le[-1] == '\r')
+            le--;
+        char *colon = memchr(p, ':', (size_t)(le - p));
+        if (colon && colon > p) {
+            char *v = colon + 1;
+            while (v < le && (*v == ' ' || *v == '\t'))
+                v++;
+            char *ve = le;
+            while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            size_t nl = (size_t)(colon - p);
+            if (!conn_specific(p, nl)) {
+                field_set(&nva[n], p, nl, v, (size_t)(ve - v));
+                /* A value new with every answer (the proxy's and FastCGI's
+                 * request id) would push the connection's useful entries
+                 * out of both HPACK tables, one answer at a time (ADR 0022;
+                 * the encoder knows the name too) */
+                if (nl == 12 && memcmp(p, "x-request-id", 12) == 0)
+                    nva[n].flags |= SWS_HPACK_NEVER;
+                n++;
+            }
+        }
+        p = next;
+    }
+    return n;
+}
+
+/* Hands the described head to the session (HEADERS, encoded now; the
+ * body follows through h2_data_read). -1 when it could not be. */
+int h2_commit(sws_engine_t *e, h2s_t *s)
+{
+    h2conn_t *hc = s->hc;
+    if (s->submitted || !s->head_ready)
+        return 0;
+    if (hc->c.tls && s->site) { /* Strict-Transport-Security */
+        size_t n;
+        const char *f = sws_site_tls_fields(s->site, &n);
+        if (n && (h2_fields(e, &s->resp, f, n), !s->hb_len)) {
+            s->submitted = 1;
+            return -1;
+        }
+    }
+    s->submitted = 1;
+    size_t max = 3 + s->hb_lines; /* :status, server, date, the lines */
+    if (max > e->h2.nva_cap) {
+        size_t cap = e->h2.nva_cap ? e->h2.nva_cap : 32;
+        while (cap < max)
+            cap *= 2;
+        sws_h2field_t *nv = realloc(e->h2.nva, cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        e->h2.nva = nv;
+        e->h2.nva_cap = cap;
+    }
+    sws_h2field_t *nva = e->h2.nva;
+    s->st[0] = (char)('0' + s->status / 100 % 10);
+    s->st[1] = (char)('0' + s->status / 10 % 10);
+    s->st[2] = (char)('0' + s->status % 10);
+    size_t n = 0;
+    field_set(&nva[n++], ":status", 7, s->st, 3);
+    const char *sl = e->h1.server_line;
+    size_t sll = e->h1.server_line_len;
+    if (sll > 10) /* "Server: x\r\n" */
+        field_set(&nva[n++], "server", 6, sl + 8, sll - 10);
+    field_set(&nva[n++], "date", 4, s->date, SWS_HTTP_DATE_LEN);
+    size_t fields = n;
+    n = parse_lines(s->hb, s->hb_len, nva, n, max);
+    if (s->tunnel) { /* RFC 8441 §5: the handshake's proof is HTTP/1's, not ours to pass on */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!(nva[i].nl == 20 && memcmp(nva[i].name, "sec-websocket-accept", 20) == 0))
+                nva[k++] = nva[i];
+        n = k;
+    }
+    for (size_t k = fields; k < n; k++) { /* the response's own priority (RFC 9218 §8) */
+        int u = 0, i = 0, got;
+        if (nva[k].nl != 8 || memcmp(nva[k].name, "priority", 8) != 0 ||
+            (got = sws_parse_priority((const char *)nva[k].value, nva[k].vl, &u, &i)) <= 0)
+            continue;
+        s->pri_rsp |= (uint8_t)got;
+        if (got & SWS_PRI_U)
+            s->rsp_u = (uint8_t)u;
+        if (got & SWS_PRI_I)
+            s->rsp_i = (uint8_t)i;
+    }
+    if (s->pri_rsp)
+        h2_pri_set(hc, s); /* before any DATA goes at the old urgency */
+    /* the names and values stay where they are (hb, st, date) until the
+     * block is encoded: hb until the first DATA, the END_STREAM or the free */
+    int rv = sws_h2sess_headers(hc->sess, s->id, nva, n,
+                                SWS_H2H_FINAL | (s->no_body ? 0 : SWS_H2H_BODY));
+    if (rv != 0) {
+        elog_folded(e, "h2 submit", 0, SWS_L_ERROR, "HTTP/2: cannot submit a response");
+        return -1;
+    }
+    return 0;
+}
+
+/* The body's next piece may go: the data provider waited. */
+static void resume(h2s_t *s)
+{
+    if (s->submitted && s->deferred && s->open && (s->q_bytes || s->body_done)) {
+        s->deferred = 0;
+        sws_h2sess_resume(s->hc->sess, s->id);
+    }
+}
+
+static void h2_attach(sws_engine_t *e, sws_resp_t *r, const sws_resp_hooks_t *hooks, void *ctx)
+{
+    h2s_t *s = H2S(r);
+    s->hooks = hooks;
+    s->ctx = ctx;
+}
+
+/* This stream's own output waits: bytes queued, or referenced bytes framed
+ * into output the socket has not taken. Other streams' output does not
+ * count: a proxied answer on a connection busy with a large file would
+ * otherwise wait on it, and its handler for a drained nobody marked due (a
+ * stall the soak found). A handler told so waits for drained, so the
+ * answer marks it due; h2_work delivers it once both are gone. */
+static int h2_backed_up(const sws_resp_t *r)
+{
+    h2s_t *s = (h2s_t *)((const char *)r - offsetof(h2s_t, resp));
+    int backed = s->q_bytes > 0 || (s->refs_out && s->hc->c.pend != NULL);
+    if (backed)
+        s->drain_due = 1;
+    return backed;
+}
+
+static int h2_flush(sws_engine_t *e, sws_resp_t *r)
+{
+    h2s_t *s = H2S(r);
+    h2conn_t *hc = s->hc;
+    if (s->gone_due) { /* the client reset the stream while the handler worked */
+        h2s_gone(e, s);
+        if (!s->open)
+            h2s_free(e, s);
+        return -1;
+    }
+    s->commit_seq = s->q_seq;
+    if (!s->open || hc->dead)
+        return 0; /* sent nowhere; gone comes with the close */
+    if (s->head_ready && !s->submitted && h2_commit(e, s) < 0) {
+        h2_rst(hc, s->id, H2_INTERNAL_ERROR);
+    }
+    resume(s);
+    hc->in_op++;
+    h2_send(e, hc);
+    hc->in_op--;
+    if (s->gone_due) {
+        h2s_gone(e, s);
+        if (!s->open)
+            h2s_free(e, s);
+        return -1;
+    }
+    h2_backed_up(r); /* drained comes when what it gave is out */
+    return 0;
+}
+
+static void h2_want_body(sws_engine_t *e, sws_resp_t *r, int on)
+{
+    h2s_t *s = H2S(r);
+    s->want_body = on;
+    if (on && (s->bin_len || (s->req_done && !s->fin_given)))
+        h2_wake(e, s->hc); /* h2_work hands it over */
+}
+
+/* A marker dropped before its body was framed: nothing references it. */
+static void q_release_now(qitem_t *q)
+{
+    if (q->kind == Q_HOLD) {
+        q->hold->release(q->hold);
+        free(q);
+    } else {
+        h2_q_release(&q->h);
+    }
+}
+
+/* Drops the queue from the first piece whose seq is `from` on. */
+void h2_q_cut(h2s_t *s, uint64_t from)
+{
+    qitem_t **pp = &s->qh, *last = NULL;
+    while (*pp && (*pp)->seq < from) {
+        last = *pp;
+        pp = &(*pp)->next;
+    }
+    qitem_t *q = *pp;
+    *pp = NULL;
+    s->qt = last;
+    while (q) {
+        qitem_t *next = q->next;
+        if (h2_q_is_data(q)) {
+            s->q_bytes -= q->len;
+            s->sent -= q->len;
+            h2_q_drop(q);
+        } else {
+            q_release_now(q);
+        }
+        q = next;
+    }
+}
+
+static void h2_discard(sws_engine_t *e, sws_resp_t *r)
+{
+    h2s_t *s = H2S(r);
+    if (!s->submitted) {
+        s->hb_len = 0;
+        s->head_ready = 0;
+    }
+    h2_q_cut(s, s->commit_seq); /* what was given since the last flush */
+    s->body_done = 0;
+    free(s->tr);
+    s->tr = NULL;
+}
+
+static void h2_finish(sws_engine_t *e, sws_resp_t *r, int how)
+{
+    h2s_t *s = H2S(r);
+    h2conn_t *hc = s->hc;
+    h2s_log(e, s, &s->log, s->status);
+    s->live = 0;
+    s->hooks = NULL;
+    hc->n_live--;
+    if (!s->open) {
+        h2s_free(e, s); /* the client had all of it, or reset the stream */
+        h2_wake(e, hc);    /* an idle connection's timer, or its end after GOAWAY */
+        return;
+    }
+    if (how == SWS_FIN_ABORT || !s->head_ready || (!s->body_done && !s->no_body)) {
+        /* cut short: the client must see it, never a complete-looking body */
+        h2_rst(hc, s->id, H2_INTERNAL_ERROR);
+    } else {
+        if (!s->submitted && h2_commit(e, s) < 0)
+            h2_rst(hc, s->id, H2_INTERNAL_ERROR);
+        resume(s);
+    }
+    if (s->bin_len) { /* request body the handler never took */
+        h2_consume(hc, s->id, s->bin_len);
+        s->bin_len = 0;
+        h2s_body_timer(e, s); /* read past, with its window back */
+    }
+    hc->in_op++;
+    h2_send(e, hc); /* s may be freed here (its stream closed) */
+    hc->in_op--;
+    h2_wake(e, hc); /* timers, an idle connection after GOAWAY */
+}
+
+static void h2_close(sws_engine_t *e, sws_resp_t *r)
+{
+    h2s_t *s = H2S(r);
+    h2conn_t *hc = s->hc;
+    if (!s->live)
+        return;
+    if (s->open)
+        h2_rst(hc, s->id, H2_INTERNAL_ERROR);
+    h2s_gone(e, s);
+    if (!s->open) {
+        h2s_free(e, s);
+    } else if (s->bin_len) {
+        h2_consume(hc, s->id, s->bin_len);
+        s->bin_len = 0;
+    }
+    hc->in_op++;
+    h2_send(e, hc);
+    hc->in_op--;
+}
+
+const sws_resp_ops_t h2_resp_ops = {
+    h2_head, h2_field, h2_fields, h2_start_body, h2_data, h2_file, h2_hold_file, h2_hold_heap,
+    h2_done, h2_attach, h2_flush, h2_backed_up, h2_want_body, h2_discard, h2_finish, h2_close,
+    h2_hold, h2_interim, h2_trailers,
+};
