@@ -21,6 +21,8 @@ static void stats_gauges(sws_engine_t *e)
 
 static void after_pass(sws_engine_t *e)
 {
+    if (e->h2.due)
+        sws_h2_after_pass(e);
     sws_alog_maybe_flush(e);
     stats_gauges(e);
 }

@@ -177,6 +177,7 @@ static int run_pass(sws_engine_t *e, int n)
 {
     update_time(e);
     int total = 0;
+    e->core.in_pass = 1;
     for (int round = 0; round < RUN_ROUNDS; round++) {
         if (round > 0 || n < 0)
             n = epoll_wait(e->core.epfd, e->core.ev, EV_BATCH, 0);
@@ -189,6 +190,7 @@ static int run_pass(sws_engine_t *e, int n)
     }
     e->core.last_events = total;
     e->core.after_pass(e);
+    e->core.in_pass = 0;
     return total;
 }
 

@@ -5,11 +5,11 @@
  * Re-entry, the rule these files are built around: the session must not
  * be entered from inside its own callbacks (hc->busy), and a handler's hooks
  * (gone, body, drained) run only where no other handler is on the stack:
- * from the connection's own events (h2_event, h2_work) or, for a stream's
- * own handler, from the operation it called (flush, close). What happens
- * while a handler runs an operation (hc->in_op) and concerns another
- * stream, or the whole connection, is marked and done by h2_work, which
- * the core's ready list calls soon after (h2_wake). */
+ * from the connection's own events (h2_event, h2_work), which is also the
+ * only place the session runs. A handler's operations (flush, finish,
+ * close) only queue and mark: the connection's output goes at the end of
+ * the pass (h2_send_soon, sws_h2_after_pass), so no stream closes under a
+ * handler that is running. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@
 const uint8_t h2_stop_ping[8] = {'s', 'w', 's', '-', 's', 't', 'o', 'p'};
 
 static void h2_event(sws_engine_t *e, void *obj, uint32_t events);
+static void h2_event_run(sws_engine_t *e, h2conn_t *hc, uint32_t events);
 
 /* Brings h2_event back soon (through the core's ready list): work that was
  * marked while a handler ran. */
@@ -32,15 +33,70 @@ void h2_wake(sws_engine_t *e, h2conn_t *hc)
 /* The connection cannot go on: marked dead and closed from its next event
  * (h2_event, through the ready list; h2_settle and h2_expire close a dead
  * one at once when they are that event). Never closed here: closing runs
- * every stream's gone hook, and a handler may be on the stack even outside
- * in_op -- a proxy's data, file or hold op called from its upstream's
- * event, whose gone hook would free the exchange under it. */
+ * every stream's gone hook, and a handler may be on the stack -- a proxy's
+ * data, file or hold op called from its upstream's event, whose gone hook
+ * would free the exchange under it. */
 void h2_fail(sws_engine_t *e, h2conn_t *hc)
 {
     if (hc->c.fd < 0 || hc->closing)
         return; /* closing: never back on the ready list */
     hc->dead = 1;
     h2_wake(e, hc);
+}
+
+/* Output a handler gave (flush, finish, close) goes at the end of the
+ * pass (sws_h2_after_pass): the answers of every upstream event of the pass
+ * leave in one write, one run of TLS records, instead of one write each.
+ * Inside the connection's own event nothing is listed: it writes at its end. */
+void h2_send_soon(sws_engine_t *e, h2conn_t *hc)
+{
+    if (hc->due || hc->in_event || hc->c.fd < 0 || hc->closing)
+        return;
+    if (!e->core.in_pass) {
+        /* outside a pass (a timer's handler, the engine's tick): the
+         * connection's event, through the ready list */
+        h2_wake(e, hc);
+        return;
+    }
+    hc->due = 1;
+    hc->due_next = e->h2.due;
+    e->h2.due = hc;
+}
+
+/* A closing connection leaves the list. */
+static void due_remove(sws_engine_t *e, h2conn_t *hc)
+{
+    for (h2conn_t **pp = &e->h2.due; *pp; pp = &(*pp)->due_next)
+        if (*pp == hc) {
+            *pp = hc->due_next;
+            break;
+        }
+    hc->due = 0;
+}
+
+void sws_h2_after_pass(sws_engine_t *e)
+{
+    /* A connection's event may list others (a hook's flush): a few rounds,
+     * then the rest through the ready list, for the next pass */
+    for (int round = 0; round < 4 && e->h2.due; round++) {
+        h2conn_t *hc = e->h2.due;
+        e->h2.due = NULL;
+        while (hc) {
+            h2conn_t *next = hc->due_next;
+            hc->due = 0;
+            hc->due_next = NULL;
+            if (hc->c.fd >= 0)
+                h2_event(e, hc, 0);
+            hc = next;
+        }
+    }
+    while (e->h2.due) {
+        h2conn_t *hc = e->h2.due;
+        e->h2.due = hc->due_next;
+        hc->due = 0;
+        hc->due_next = NULL;
+        h2_wake(e, hc);
+    }
 }
 
 /* Copies n serialized bytes into the batch, writing it out when full. */
@@ -116,12 +172,6 @@ again:
     for (h2s_t *s = hc->streams; s; s = s->next) {
         if (c->fd < 0 || hc->dead)
             return;
-        if (s->gone_due && s->live) {
-            h2s_gone(e, s);
-            if (!s->open)
-                h2s_free(e, s);
-            goto again;
-        }
         if (s->live && s->want_body && s->hooks && (s->bin_len || (s->req_done && !s->fin_given))) {
             h2_body_to_handler(e, s);
             goto again;
@@ -275,6 +325,14 @@ static void h2_read(sws_engine_t *e, h2conn_t *hc)
 static void h2_event(sws_engine_t *e, void *obj, uint32_t events)
 {
     h2conn_t *hc = obj;
+    hc->in_event = 1;
+    h2_event_run(e, hc, events);
+    if (hc->c.fd >= 0)
+        hc->in_event = 0; /* (a closed one is freed after the batch) */
+}
+
+static void h2_event_run(sws_engine_t *e, h2conn_t *hc, uint32_t events)
+{
     sws_conn_t *c = &hc->c;
     if (hc->dead) {
         conn_close(e, c);
@@ -451,6 +509,8 @@ static void h2_closing(sws_engine_t *e, sws_conn_t *c)
     h2conn_t *hc = (h2conn_t *)c;
     hc->closing = 1;
     sws_ready_remove(e, &c->ev);
+    if (hc->due)
+        due_remove(e, hc);
     while (hc->streams) {
         h2s_t *s = hc->streams;
         if (s->live)

@@ -92,7 +92,6 @@ struct h2s {
         end_sent : 1,          /* our END_STREAM went out */
         live : 1,              /* a handler that answers later holds resp */
         want_body : 1,
-        gone_due : 1,          /* the gone hook is to run (h2_work) */
         drain_due : 1,         /* the handler saw backed_up and waits for drained */
         refs_out : 1,          /* referenced bytes were framed (may sit in pending output) */
         cl_known : 1,          /* the request had a content-length */
@@ -123,6 +122,7 @@ extern const sws_h2cb_t h2_callbacks;
 SWS_INTERNAL void h2_wake(sws_engine_t *e, h2conn_t *hc);
 SWS_INTERNAL void h2_fail(sws_engine_t *e, h2conn_t *hc);
 SWS_INTERNAL void h2_send(sws_engine_t *e, h2conn_t *hc);
+SWS_INTERNAL void h2_send_soon(sws_engine_t *e, h2conn_t *hc);
 SWS_INTERNAL void h2_goaway(sws_engine_t *e, h2conn_t *hc);
 SWS_INTERNAL void h2_goaway_notice(sws_engine_t *e, h2conn_t *hc);
 SWS_INTERNAL void h2_calm(sws_engine_t *e, h2conn_t *hc, const char *what);

@@ -324,12 +324,8 @@ static void on_close(void *u, void *su, int32_t id, uint32_t code)
         s->bin_len = 0;
     }
     if (s->live && !s->end_sent) {
-        /* reset before the answer was complete: the handler lets go */
-        if (hc->in_op) {
-            s->gone_due = 1;
-            h2_wake(e, hc);
-            return;
-        }
+        /* reset before the answer was complete: the handler lets go (no
+         * handler runs: the session runs only from the connection's event) */
         h2s_gone(e, s);
     }
     if (!s->live)

@@ -527,12 +527,6 @@ static int h2_flush(sws_engine_t *e, sws_resp_t *r)
 {
     h2s_t *s = H2S(r);
     h2conn_t *hc = s->hc;
-    if (s->gone_due) { /* the client reset the stream while the handler worked */
-        h2s_gone(e, s);
-        if (!s->open)
-            h2s_free(e, s);
-        return -1;
-    }
     s->commit_seq = s->q_seq;
     if (!s->open || hc->dead)
         return 0; /* sent nowhere; gone comes with the close */
@@ -540,15 +534,7 @@ static int h2_flush(sws_engine_t *e, sws_resp_t *r)
         h2_rst(hc, s->id, H2_INTERNAL_ERROR);
     }
     resume(s);
-    hc->in_op++;
-    h2_send(e, hc);
-    hc->in_op--;
-    if (s->gone_due) {
-        h2s_gone(e, s);
-        if (!s->open)
-            h2s_free(e, s);
-        return -1;
-    }
+    h2_send_soon(e, hc); /* at the end of the pass, with the other streams' output */
     h2_backed_up(r); /* drained comes when what it gave is out */
     return 0;
 }
@@ -609,6 +595,31 @@ static void h2_discard(sws_engine_t *e, sws_resp_t *r)
     s->tr = NULL;
 }
 
+/* The handler lets go of what its queued pieces reference (its read
+ * buffer) when it finishes: they are copied, to go at the end of the pass.
+ * NULL-safe: a piece that cannot be copied fails the connection. */
+static void refs_copied(sws_engine_t *e, h2s_t *s)
+{
+    for (qitem_t **pp = &s->qh; *pp; pp = &(*pp)->next) {
+        qitem_t *q = *pp;
+        if (q->kind != Q_REF || !q->len)
+            continue;
+        qitem_t *c = malloc(sizeof *c + q->len);
+        if (!c) {
+            h2_fail(e, s->hc);
+            return;
+        }
+        *c = *q;
+        c->kind = Q_COPY;
+        memcpy(c->data, q->p, q->len);
+        c->p = c->data;
+        if (s->qt == q)
+            s->qt = c;
+        *pp = c;
+        free(q);
+    }
+}
+
 static void h2_finish(sws_engine_t *e, sws_resp_t *r, int how)
 {
     h2s_t *s = H2S(r);
@@ -635,10 +646,11 @@ static void h2_finish(sws_engine_t *e, sws_resp_t *r, int how)
         s->bin_len = 0;
         h2s_body_timer(e, s); /* read past, with its window back */
     }
-    hc->in_op++;
-    h2_send(e, hc); /* s may be freed here (its stream closed) */
-    hc->in_op--;
-    h2_wake(e, hc); /* timers, an idle connection after GOAWAY */
+    if (!s->submitted || s->qh)
+        refs_copied(e, s);
+    h2_send_soon(e, hc); /* and the connection's timers, its end after GOAWAY */
+    if (hc->in_event)
+        h2_wake(e, hc);
 }
 
 static void h2_close(sws_engine_t *e, sws_resp_t *r)
@@ -656,9 +668,7 @@ static void h2_close(sws_engine_t *e, sws_resp_t *r)
         h2_consume(hc, s->id, s->bin_len);
         s->bin_len = 0;
     }
-    hc->in_op++;
-    h2_send(e, hc);
-    hc->in_op--;
+    h2_send_soon(e, hc);
 }
 
 const sws_resp_ops_t h2_resp_ops = {

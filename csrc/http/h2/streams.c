@@ -143,7 +143,6 @@ void h2s_gone_log(sws_engine_t *e, h2s_t *s, int log, int why)
     h2conn_t *hc = s->hc;
     sws_conn_t *c = &hc->c;
     s->live = 0;
-    s->gone_due = 0;
     hc->n_live--;
     if (s->refs_out && c->fd >= 0 && !hc->closing && !hc->dead) {
         /* The handler frees what our pending output may still reference.

@@ -169,6 +169,7 @@ typedef struct {
     uint32_t up_inflight;      /* requests waiting on upstreams */
     uint64_t up_wait_ns;       /* moving average: request sent to response head */
     int last_events;           /* events handled by the previous pass; 0 after an empty wait */
+    int in_pass;               /* a pass runs: after_pass comes at its end */
     uint64_t spin_ns;          /* busy polling: how long the next idle wait polls first */
     /* busy_poll auto's measurement (sws_core_poll_tick, core/loop.c):
      * poll_off: no polling now (a window of the measurement without it, or

@@ -91,7 +91,7 @@ typedef struct {
     uint32_t frame_burst, frame_rate;  /* SETTINGS, PING, WINDOW_UPDATE, PRIORITY, empty DATA, ... */
 } sws_h2_conf_t;
 
-typedef struct {
+typedef struct h2conn {
     sws_conn_t c;              /* first: net's part */
     sws_engine_t *e;           /* for the session's callbacks */
     struct sws_h2sess *sess;
@@ -100,8 +100,8 @@ typedef struct {
     h2s_t *hdr_s;              /* the stream whose header block is being read (on_header) */
     uint32_t n_streams;
     uint32_t n_live;           /* streams whose handler answers later and has not finished */
-    uint32_t in_op;            /* a handler's flush, finish or close is on the stack */
     uint32_t n_taken;          /* streams taken (limits.keepalive_requests) */
+    struct h2conn *due_next;   /* e->h2.due: output to write at the end of the pass */
     struct {                   /* PRIORITY_UPDATEs that came before their HEADERS (RFC 9218 §7.1) */
         int32_t id;            /* 0: a free entry */
         uint8_t got, u, i;     /* as sws_parse_priority gave them */
@@ -119,15 +119,18 @@ typedef struct {
         closing : 1,           /* conn_close runs */
         hdr_open : 1,          /* a header block began and has not ended: its time is not renewed */
         data_out : 1,          /* DATA went out since the send timer was set */
-        calmed : 1;            /* over a budget: GOAWAY ENHANCE_YOUR_CALM given */
+        calmed : 1,            /* over a budget: GOAWAY ENHANCE_YOUR_CALM given */
+        due : 1,               /* on e->h2.due */
+        in_event : 1;          /* h2_event runs: it writes what is due at its end */
 } h2conn_t;
 
 /* HTTP/2's part of the engine (e->h2). */
 typedef struct {
     char *path;                /* the normalized path of the current request */
     sws_h2_conf_t conf;        /* max_header_list resolved */
-    void *nva;                 /* h2_commit's field array (encoded at once) */
+    void *nva;                 /* h2_commit's field array (the session copies it) */
     size_t nva_cap;
+    h2conn_t *due;             /* connections whose handlers gave output this pass */
 } sws_h2_t;
 
 extern const sws_proto_t sws_h2_proto;
@@ -144,5 +147,8 @@ SWS_INTERNAL void sws_h2_shutdown(sws_engine_t *e);
 /* Is buf[0..len) the start of the client connection preface (len >= 24:
  * all of it)? 1: all of it, 0: a proper prefix so far, -1: not it. */
 SWS_INTERNAL int sws_h2_preface(const char *buf, size_t len);
+/* The end of a loop pass: what handlers gave each HTTP/2 connection during
+ * the pass goes out, one write per connection (one run of TLS records). */
+SWS_INTERNAL void sws_h2_after_pass(sws_engine_t *e);
 
 #endif
