@@ -48,11 +48,12 @@ static uint32_t pow2_at_least(uint32_t v)
 
 /* One allocation: cap bytes, then the entries (extra bytes per entry slot
  * after those, for the encoder's hashes and links). An entry takes 32 of
- * the table's size at least, so cap / 32 entries fit at most. */
+ * the table's size at least, so cap / 32 entries fit at most (128 for
+ * 4096: 1 KiB of entries). */
 static int tab_init(sws_hpack_table_t *t, uint32_t cap, size_t extra_per_ent)
 {
     memset(t, 0, sizeof *t);
-    uint32_t slots = pow2_at_least(cap / SWS_HPACK_OVERHEAD + 1);
+    uint32_t slots = pow2_at_least(cap / SWS_HPACK_OVERHEAD);
     size_t at = ((size_t)cap + 7) & ~(size_t)7;
     t->bytes = malloc(at + slots * (sizeof(sws_hpack_ent_t) + extra_per_ent) + 1);
     if (!t->bytes)
