@@ -377,7 +377,7 @@ static void on_data(sws_h2sess_t *s, uint8_t flags, int32_t id, const uint8_t *p
         sws_h2sess_consume(s, 0, len); /* read past: the connection's window only */
         if (st && st->state == ST_HALF_REMOTE && !st->rst_queued)
             h2_conn_error(s, H2_STREAM_CLOSED, "DATA on a half-closed stream"); /* §5.1, §5.4 */
-        else if (!st && id > s->max_id)
+        else if (!st && (id > s->max_id || !(id & 1))) /* idle (§5.1): even ids are ours, never opened */
             h2_conn_error(s, H2_PROTOCOL_ERROR, "DATA on an idle stream");
         else if (!st && h2_closed_how(s, id) != CLOSED_BY_US)
             h2_stream_error(s, NULL, id, H2_STREAM_CLOSED); /* ended or reset by the client */
