@@ -566,6 +566,13 @@ int sws_h2_configure(sws_engine_t *e, const sws_h2_conf_t *conf)
 
 void sws_h2_free(sws_engine_t *e)
 {
+    while (e->h2.spare) {
+        h2s_t *s = e->h2.spare;
+        e->h2.spare = s->next;
+        free(s->rq);
+        free(s->hdr);
+        free(s);
+    }
     free(e->h2.path);
     free(e->h2.nva);
 }

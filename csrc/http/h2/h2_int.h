@@ -136,6 +136,7 @@ SWS_INTERNAL void h2_q_pop_markers(h2s_t *s);
 SWS_INTERNAL void h2_q_retire(h2conn_t *hc, qitem_t *q);
 SWS_INTERNAL void h2_q_release(sws_hold_t *h);
 SWS_INTERNAL void h2s_free(sws_engine_t *e, h2s_t *s);
+SWS_INTERNAL h2s_t *h2s_new(sws_engine_t *e);
 SWS_INTERNAL void h2s_log(sws_engine_t *e, h2s_t *s, const sws_request_t *r, int status);
 SWS_INTERNAL void h2s_body_timer(sws_engine_t *e, h2s_t *s);
 SWS_INTERNAL void h2_consume(h2conn_t *hc, int32_t id, size_t n);

@@ -102,7 +102,7 @@ static int on_begin(void *u, int32_t id)
 {
     h2conn_t *hc = u;
     sws_engine_t *e = hc->e;
-    h2s_t *s = calloc(1, sizeof *s);
+    h2s_t *s = h2s_new(e);
     if (!s)
         return -1; /* the stream is reset */
     s->hc = hc;

@@ -91,12 +91,41 @@ void h2s_free(sws_engine_t *e, h2s_t *s)
         else
             h2_q_retire(hc, q); /* bytes before it may sit in pending output */
     }
-    free(s->rq);
-    free(s->hdr);
     free(s->bin);
     free(s->hb);
     free(s->tr);
+    if (e->h2.n_spare < SWS_H2_SPARE && s->rq_cap <= 4096 && s->hcap <= 64) {
+        /* kept for the next stream, with its request buffers (h2s_new) */
+        char *rq = s->rq;
+        hoff_t *hdr = s->hdr;
+        size_t rq_cap = s->rq_cap, hcap = s->hcap;
+        memset(s, 0, sizeof *s);
+        s->rq = rq;
+        s->rq_cap = rq_cap;
+        s->hdr = hdr;
+        s->hcap = hcap;
+        s->next = e->h2.spare;
+        e->h2.spare = s;
+        e->h2.n_spare++;
+        return;
+    }
+    free(s->rq);
+    free(s->hdr);
     free(s);
+}
+
+/* A zeroed stream object: a spare one (its request buffers kept, empty),
+ * else a new one. Streams come and go by the thousand a second on a busy
+ * connection: five allocations each, otherwise. */
+h2s_t *h2s_new(sws_engine_t *e)
+{
+    h2s_t *s = e->h2.spare;
+    if (!s)
+        return calloc(1, sizeof *s);
+    e->h2.spare = s->next;
+    e->h2.n_spare--;
+    s->next = NULL;
+    return s;
 }
 
 /* The access-log line and counters of a stream's request. */

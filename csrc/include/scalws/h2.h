@@ -72,6 +72,7 @@ struct sws_h2sess;
 #define SWS_H2_FRAME_RATE 100
 #define SWS_H2_EARLY_PRI 8              /* PRIORITY_UPDATEs for streams not yet opened, remembered */
 #define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
+#define SWS_H2_SPARE 256                /* stream objects a worker keeps for reuse */
 
 typedef struct h2s h2s_t;
 
@@ -131,6 +132,8 @@ typedef struct {
     void *nva;                 /* h2_commit's field array (the session copies it) */
     size_t nva_cap;
     h2conn_t *due;             /* connections whose handlers gave output this pass */
+    h2s_t *spare;              /* stream objects kept for reuse (h2s_new), at most SWS_H2_SPARE */
+    uint32_t n_spare;
 } sws_h2_t;
 
 extern const sws_proto_t sws_h2_proto;
