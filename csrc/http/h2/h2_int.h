@@ -111,6 +111,7 @@ static inline void h2s_hb_release(h2s_t *s)
     free(s->hb);
     s->hb = NULL;
     s->hb_len = s->hb_cap = 0;
+    s->hb_lines = 0;
 }
 
 /* The PING of the graceful stop (h2_goaway_notice). */

@@ -24,11 +24,18 @@ sws_h2st_t *sws_h2sess_stream(const sws_h2sess_t *s, int32_t id)
     return NULL;
 }
 
+#define ST_SPARE 16 /* closed stream records a session keeps for its next streams */
+
 sws_h2st_t *h2st_open(sws_h2sess_t *s, int32_t id)
 {
-    sws_h2st_t *st = calloc(1, sizeof *st);
-    if (!st)
+    sws_h2st_t *st = s->st_spare;
+    if (st) {
+        s->st_spare = st->next;
+        s->n_st_spare--;
+        memset(st, 0, sizeof *st);
+    } else if (!(st = calloc(1, sizeof *st))) {
         return NULL;
+    }
     st->id = id;
     st->state = ST_OPEN;
     st->urgency = 3;
@@ -72,7 +79,13 @@ void h2st_close(sws_h2sess_t *s, sws_h2st_t *st, uint32_t code, int how)
     remember(s, st->id, how);
     void *su = st->su;
     int32_t id = st->id;
-    free(st);
+    if (s->n_st_spare < ST_SPARE) {
+        st->next = s->st_spare;
+        s->st_spare = st;
+        s->n_st_spare++;
+    } else {
+        free(st);
+    }
     if (s->cb->close)
         s->cb->close(s->u, su, id, code);
 }
@@ -198,6 +211,12 @@ void sws_h2sess_free(sws_h2sess_t *s)
         struct h2hq *q = s->hq;
         s->hq = q->next;
         free(q);
+    }
+    free(s->hq_spare);
+    while (s->st_spare) {
+        sws_h2st_t *st = s->st_spare;
+        s->st_spare = st->next;
+        free(st);
     }
     free(s->tab);
     free(s->blk);
@@ -352,9 +371,16 @@ static int hq_add(sws_h2sess_t *s, int32_t id, const sws_h2field_t *f, size_t n,
     if (copy)
         for (size_t i = 0; i < n; i++)
             bytes += f[i].nl + f[i].vl;
-    struct h2hq *q = malloc(sizeof *q + n * sizeof *f + bytes);
-    if (!q)
-        return -1;
+    size_t need = n * sizeof *f + bytes;
+    struct h2hq *q = s->hq_spare;
+    if (q && q->cap >= need) {
+        s->hq_spare = NULL;
+    } else {
+        q = malloc(sizeof *q + need);
+        if (!q)
+            return -1;
+        q->cap = need;
+    }
     q->next = NULL;
     q->id = id;
     q->flags = flags;
@@ -389,7 +415,10 @@ static void hq_encode(sws_h2sess_t *s)
                 ((q->flags & H2_F_END_STREAM) && ev_add(s, EV_END, q->id, 0) < 0))
                 h2_conn_error(s, H2_INTERNAL_ERROR, "out of memory for a header block");
         }
-        free(q);
+        if (!s->hq_spare && q->cap <= 4096)
+            s->hq_spare = q; /* most answers are one block at a time */
+        else
+            free(q);
     }
     s->hq_tail = &s->hq;
 }

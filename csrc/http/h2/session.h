@@ -155,6 +155,7 @@ struct h2hq {
     int32_t id;
     uint8_t flags;                  /* H2_F_END_STREAM */
     size_t n;
+    size_t cap;                     /* bytes allocated after the struct */
     sws_h2field_t f[];
 };
 
@@ -200,6 +201,9 @@ struct sws_h2sess {
     struct h2ev { int32_t id; uint8_t kind; uint32_t code; } *ev;
     size_t n_ev, ev_cap;
     struct h2hq *hq, **hq_tail; /* header blocks to encode, in order */
+    struct h2hq *hq_spare;     /* one encoded block's memory, for the next */
+    sws_h2st_t *st_spare;      /* closed stream records, for the next streams */
+    uint32_t n_st_spare;
     uint8_t *hbuf;             /* a header block being encoded */
     size_t hbuf_cap;
     uint32_t acks;             /* ACKs queued and not yet out */
