@@ -355,7 +355,7 @@ static void on_continuation(sws_h2sess_t *s, uint8_t flags, int32_t id, const ui
     if (blk_add(s, p, n) < 0)
         return;
     if (flags & H2_F_END_HEADERS)
-        block_end(s, s->blk, s->blk_len);
+        block_end(s, s->blk_len ? s->blk : (const uint8_t *)"", s->blk_len); /* empty: blk NULL */
 }
 
 static void on_data(sws_h2sess_t *s, uint8_t flags, int32_t id, const uint8_t *p, size_t n)
