@@ -15,7 +15,7 @@ ROOT=$PWD
 CLANG=${CLANG:-clang-14}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 OUT=${FUZZ_DIR:-/tmp/scalws-fuzz}
-ALL="http1 sni fcgi cachecc priority h2 hpack"
+ALL="http1 sni fcgi cachecc priority h2 hpack h2sess"
 command -v "$CLANG" >/dev/null || { echo "fuzz: $CLANG not found (make fuzz-deps)"; exit 2; }
 [ -f csrc/core/syscall_names.h ] || { echo "fuzz: csrc/core/syscall_names.h missing (make build)"; exit 2; }
 FLAGS="-g -O1 -DFUZZING -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Icsrc/include -Icsrc"
@@ -28,8 +28,9 @@ sources() {
         fcgi) echo "-msse4.2 tests/fuzz/fuzz_fcgi.c csrc/http/fcgi.c csrc/http/http1.c csrc/http/http1_chunked.c" ;;
         cachecc) echo "tests/fuzz/fuzz_cachecc.c csrc/http/cachecc.c csrc/http/sfv.c" ;;
         priority) echo "tests/fuzz/fuzz_priority.c csrc/http/priority.c csrc/http/sfv.c" ;;
-        h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c) csrc/engine.c -lssl -lcrypto -lnghttp2" ;;
+        h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c csrc/http/h2/*.c) csrc/engine.c -lssl -lcrypto" ;;
         hpack) echo "tests/fuzz/fuzz_hpack.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2 -lpthread" ;;
+        h2sess) echo "tests/fuzz/fuzz_h2sess.c csrc/http/h2/session.c csrc/http/h2/session_recv.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2" ;;
         *) return 1 ;;
     esac
 }
@@ -42,6 +43,7 @@ options() {
         priority) echo "-max_len=256" ;;
         h2) echo "-max_len=8192 -dict=$ROOT/tests/fuzz/h2.dict" ;;
         hpack) echo "-max_len=4096" ;;
+        h2sess) echo "-max_len=4096 -dict=$ROOT/tests/fuzz/h2.dict" ;;
     esac
 }
 
