@@ -1,6 +1,7 @@
 /*
- * fuzz_h2.c — fuzz driver for the HTTP/2 request path (csrc/http/h2.c on
- * libnghttp2), with the whole engine in-process.
+ * fuzz_h2.c — fuzz driver for the HTTP/2 request path (csrc/http/h2/: our
+ * session and HPACK under the protocol floor), with the whole engine
+ * in-process.
  *
  * One engine serves a unix listener with HTTP/2 allowed (h2c by prior
  * knowledge) and four routes: /r (respond, a 5-byte body), /big (respond,

@@ -42,6 +42,12 @@ sws_h2st_t *h2st_open(sws_h2sess_t *s, int32_t id)
     st->seq = ++s->seq;
     st->send_win = s->peer_window;
     st->recv_avail = (int32_t)s->conf.stream_window;
+    if (!s->settings_acked && s->conf.stream_window < H2_DEFAULT_WINDOW) {
+        /* the client may still count on the default window (RFC 9113
+         * §6.9.2): ours is in force from its ACK (on_settings) */
+        st->recv_avail = H2_DEFAULT_WINDOW;
+        st->pre_ack = 1;
+    }
     uint32_t k = slot(s, id);
     st->hnext = s->tab[k];
     s->tab[k] = st;

@@ -243,7 +243,8 @@ struct sws_h2st {
         regular : 1,           /* a regular field came (pseudo-headers must come before) */
         cl_known : 1,
         connect : 1,           /* :method CONNECT */
-        final_sent : 1;        /* a final (non-1xx) HEADERS was submitted */
+        final_sent : 1,        /* a final (non-1xx) HEADERS was submitted */
+        pre_ack : 1;           /* opened before the client acknowledged our SETTINGS */
 };
 
 SWS_INTERNAL int sws_h2sess_init(sws_h2sess_t *s, const sws_h2sess_conf_t *conf,

@@ -416,6 +416,11 @@ static void on_settings(sws_h2sess_t *s, uint8_t flags, int32_t id, const uint8_
             h2_conn_error(s, H2_FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload");
         } else if (!s->settings_acked) {
             s->settings_acked = 1;
+            for (sws_h2st_t *st = s->all; st; st = st->next) /* our smaller window, now */
+                if (st->pre_ack) {
+                    st->recv_avail -= (int32_t)(H2_DEFAULT_WINDOW - s->conf.stream_window);
+                    st->pre_ack = 0;
+                }
             if (s->conf.header_table < SWS_HPACK_DEFAULT_TABLE) /* our table, in force now */
                 sws_hpack_dec_set_limit(&s->dec, s->conf.header_table);
         }
