@@ -430,9 +430,12 @@ static const struct {
     /* the same for every answer of a second: a busy connection sends it as
      * one byte from its second answer of each second on (one entry a second) */
     {"date", P_INDEX},
+    /* the same for every answer of one resource (a static file's), new for
+     * another: indexed on a value's second sight */
+    {"content-length", P_REPEAT}, {"last-modified", P_REPEAT}, {"expires", P_REPEAT},
+    {"content-location", P_REPEAT},
     /* new on nearly every answer */
-    {"content-length", P_REPEAT}, {"last-modified", P_LITERAL},
-    {"location", P_LITERAL}, {"content-location", P_LITERAL}, {"expires", P_LITERAL},
+    {"location", P_LITERAL},
     {"age", P_LITERAL}, {"content-range", P_LITERAL}, {"retry-after", P_LITERAL},
     {"if-modified-since", P_LITERAL}, {"if-unmodified-since", P_LITERAL},
     {"if-none-match", P_LITERAL}, {"if-match", P_LITERAL}, {"if-range", P_LITERAL},

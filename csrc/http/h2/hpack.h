@@ -161,9 +161,10 @@ SWS_INTERNAL size_t sws_hpack_encode_bound(const sws_hpack_field_t *f, size_t n)
  * proxy-authorization and x-request-id (ADR 0022), as literals never
  * indexed; the fields that repeat on a connection (server, content-type,
  * cache-control, etag, vary, date, ... see hpack.c's policy list) with
- * incremental indexing; content-length and names we know nothing of only
- * on the second sight of the same value; last-modified, location,
- * expires, age, :path and the like without indexing. A literal's name is
+ * incremental indexing; content-length, last-modified, expires and names
+ * we know nothing of only on the second sight of the same value (a static
+ * file's answers repeat them); location, age, :path and the like without
+ * indexing. A literal's name is
  * indexed when a table has it; strings are Huffman-coded when shorter.
  */
 SWS_INTERNAL size_t sws_hpack_encode(sws_hpack_enc_t *e, const sws_hpack_field_t *f, size_t n,
