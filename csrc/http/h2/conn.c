@@ -427,7 +427,7 @@ static void body_stalled(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
         if (h2_commit(e, s) == 0)
             return;
     } else if (!live && !s->end_sent) {
-        s->body_late = 1; /* a whole answer still going out: on_frame_send resets */
+        s->body_late = 1; /* a whole answer still going out: h2_sent_end resets */
         return;
     }
     h2_rst(hc, s->id, code);
