@@ -118,7 +118,6 @@ static int on_begin(void *u, int32_t id)
         hc->streams->prev = s;
     hc->streams = s;
     hc->n_streams++;
-    hc->hdr_s = s;
     hc->hdr_open = 1; /* until on_request */
     if (hc->n_early_pri)
         h2_pri_early_take(hc, s);

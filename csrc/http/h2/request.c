@@ -149,21 +149,6 @@ static void ws_request(sws_engine_t *e, sws_request_t *r, sws_request_info_t *in
     info->expect_continue = 0;
 }
 
-/* Content-Length as 1*DIGIT (the session checks it against the DATA frames). */
-static int parse_cl(const char *v, size_t n, uint64_t *out)
-{
-    uint64_t x = 0;
-    if (!n || n > 19)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] < '0' || v[i] > '9')
-            return -1;
-        x = x * 10 + (uint64_t)(v[i] - '0');
-    }
-    *out = x;
-    return 0;
-}
-
 /* A request whose header block ended: the request view, the route, the
  * handler (HTTP/1's conn_process, without the framing). */
 void h2_dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
@@ -255,7 +240,7 @@ void h2_dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     int status = 0;
     const sws_header_t *cl = find_header(&r, "content-length", 14);
     if (cl) {
-        if (parse_cl(cl->value, cl->value_len, &info.content_length) < 0)
+        if (sws_h2_parse_cl((const uint8_t *)cl->value, cl->value_len, &info.content_length) < 0)
             status = 400;
         info.has_content_length = 1;
         s->cl_known = !status;

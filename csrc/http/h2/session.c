@@ -105,6 +105,8 @@ int h2_closed_how(const sws_h2sess_t *s, int32_t id)
     return CLOSED_NONE;
 }
 
+int32_t sws_h2sess_last_stream(const sws_h2sess_t *s) { return s->last_proc; }
+
 void sws_h2sess_set_user(sws_h2sess_t *s, int32_t id, void *su)
 {
     sws_h2st_t *st = sws_h2sess_stream(s, id);
@@ -112,7 +114,6 @@ void sws_h2sess_set_user(sws_h2sess_t *s, int32_t id, void *su)
         st->su = su;
 }
 
-int32_t sws_h2sess_last_stream(const sws_h2sess_t *s) { return s->last_proc; }
 
 /* ---- the control buffer --------------------------------------------------------------------- */
 

@@ -296,7 +296,10 @@ SWS_INTERNAL void sws_h2sess_set_user(sws_h2sess_t *s, int32_t id, void *su);
 SWS_INTERNAL sws_h2st_t *sws_h2sess_stream(const sws_h2sess_t *s, int32_t id);
 /* The windows the client may still send in (the connection's: id 0). */
 SWS_INTERNAL int32_t sws_h2sess_recv_window(const sws_h2sess_t *s, int32_t id);
+/* The highest stream the session took (GOAWAY's last-stream-id). */
 SWS_INTERNAL int32_t sws_h2sess_last_stream(const sws_h2sess_t *s);
+/* Content-Length as 1*DIGIT, at most 19 digits: 0, or -1. */
+SWS_INTERNAL int sws_h2_parse_cl(const uint8_t *v, size_t n, uint64_t *out);
 
 /* Inside the session (session.c and session_recv.c). */
 SWS_INTERNAL sws_h2st_t *h2st_open(sws_h2sess_t *s, int32_t id);

@@ -52,7 +52,7 @@ static int value_ok(const uint8_t *v, size_t n)
     return 1;
 }
 
-static int parse_cl(const uint8_t *v, size_t n, uint64_t *out)
+int sws_h2_parse_cl(const uint8_t *v, size_t n, uint64_t *out)
 {
     uint64_t x = 0;
     if (!n || n > 19)
@@ -109,7 +109,7 @@ static int field(void *ctx, const sws_hpack_field_t *f)
             st->said |= SAID_HOST;
         if (!bad && !b->trailers && is(n, nl, "content-length", 14)) {
             uint64_t cl = 0;
-            bad = parse_cl(v, vl, &cl) < 0 || (st->cl_known && st->cl != cl);
+            bad = sws_h2_parse_cl(v, vl, &cl) < 0 || (st->cl_known && st->cl != cl);
             st->cl = cl;
             st->cl_known = 1;
         }

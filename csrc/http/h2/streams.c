@@ -79,8 +79,6 @@ void h2s_free(sws_engine_t *e, h2s_t *s)
         s->next->prev = s->prev;
     hc->n_streams--;
     tl_unlink(e, &s->bt.tn);
-    if (hc->hdr_s == s)
-        hc->hdr_s = NULL;
     if (s->open && hc->sess)
         sws_h2sess_set_user(hc->sess, s->id, NULL);
     while (s->qh) {

@@ -98,7 +98,6 @@ typedef struct h2conn {
     struct sws_h2sess *sess;
     const sws_vhosts_t *vh;
     h2s_t *streams;            /* every stream object, open or waiting for its handler */
-    h2s_t *hdr_s;              /* the stream whose header block is being read (on_header) */
     uint32_t n_streams;
     uint32_t n_live;           /* streams whose handler answers later and has not finished */
     uint32_t n_taken;          /* streams taken (limits.keepalive_requests) */
