@@ -5,12 +5,13 @@
  *
  * A real engine serves a unix h2c listener whose only route proxies to an
  * upstream the test plays itself. Once the request reached the upstream,
- * the test answers it and makes every calloc fail while the engine handles
- * that answer: the proxy's upstream event hands the body to the stream
- * (h2_data), whose queue item cannot be allocated. The connection must die
- * from its own next event, not under the proxy: closing at once ran the
- * proxy's gone hook, which freed the exchange the proxy went on using
- * (ASan: heap-use-after-free in body_out). Built with -Wl,--wrap=calloc.
+ * the test answers it and makes every calloc and malloc fail while the
+ * engine handles that answer: the proxy's upstream event hands the body to
+ * the stream (h2_data), whose queue item cannot be allocated. The
+ * connection must die from its own next event, not under the proxy:
+ * closing at once ran the proxy's gone hook, which freed the exchange the
+ * proxy went on using (ASan: heap-use-after-free in body_out). Built with
+ * -Wl,--wrap=calloc,--wrap=malloc.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,6 +41,22 @@ void *__wrap_calloc(size_t n, size_t size)
         return NULL;
     }
     return __real_calloc(n, size);
+}
+
+/* malloc too: the body's queue item comes from malloc since the per-size
+ * cache counts (calloc skips glibc's). */
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
+
+void *__wrap_malloc(size_t size)
+{
+    if (calloc_fail) {
+        calloc_failed++;
+        if (getenv("TEST_H2_FAIL_VERBOSE"))
+            __sanitizer_print_stack_trace();
+        return NULL;
+    }
+    return __real_malloc(size);
 }
 
 /* ---- the setup ------------------------------------------------------------------- */

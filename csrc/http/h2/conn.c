@@ -375,6 +375,7 @@ static void h2_open(sws_engine_t *e, sws_conn_t *c, const void *conf)
         .max_header_list = cf->max_header_list,
         .header_table = cf->header_table,
         .max_continuations = cf->max_continuations,
+        .pool = e->h2.hq_pool,
     };
     hc->sess = malloc(sizeof *hc->sess);
     if (!hc->sess || sws_h2sess_init(hc->sess, &sc, &h2_callbacks, hc) != 0 ||
@@ -538,8 +539,10 @@ int sws_h2_preface(const char *buf, size_t len)
 int sws_h2_init(sws_engine_t *e)
 {
     e->h2.path = malloc(e->core.lim.max_uri_bytes + 512);
-    if (!e->h2.path)
+    e->h2.hq_pool = calloc(1, sizeof *e->h2.hq_pool);
+    if (!e->h2.path || !e->h2.hq_pool)
         return -ENOMEM;
+    e->h2.hq_pool->max = SWS_H2_SPARE;
     const sws_h2_conf_t defaults = {
         .max_streams = SWS_H2_MAX_STREAMS,
         .stream_window = SWS_H2_STREAM_WINDOW,
@@ -569,10 +572,15 @@ void sws_h2_free(sws_engine_t *e)
     while (e->h2.spare) {
         h2s_t *s = e->h2.spare;
         e->h2.spare = s->next;
+        free(s->hb);
         free(s->rq);
         free(s->hdr);
         free(s);
     }
+    if (e->h2.hq_pool)
+        sws_h2pool_free(e->h2.hq_pool);
+    free(e->h2.hq_pool);
+    e->h2.hq_pool = NULL;
     free(e->h2.path);
     free(e->h2.nva);
 }

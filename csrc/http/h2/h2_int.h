@@ -105,12 +105,17 @@ struct h2s {
 #define H2S(r) ((h2s_t *)((char *)(r) - offsetof(h2s_t, resp)))
 
 /* The head's lines, once the session encoded the HEADERS that point into
- * them: at the stream's first DATA, or the END_STREAM of a head alone. */
+ * them: at the stream's first DATA, or the END_STREAM of a head alone. The
+ * buffer stays with the stream (and its spare, h2s_free) up to this size. */
+#define H2S_HB_KEEP 2048
 static inline void h2s_hb_release(h2s_t *s)
 {
-    free(s->hb);
-    s->hb = NULL;
-    s->hb_len = s->hb_cap = 0;
+    if (s->hb_cap > H2S_HB_KEEP) {
+        free(s->hb);
+        s->hb = NULL;
+        s->hb_cap = 0;
+    }
+    s->hb_len = 0;
     s->hb_lines = 0;
 }
 

@@ -207,6 +207,29 @@ int sws_h2sess_init(sws_h2sess_t *s, const sws_h2sess_conf_t *conf, const sws_h2
     return 0;
 }
 
+/* A header block's memory back to the pool, or freed. */
+static void hq_put(sws_h2sess_t *s, struct h2hq *q)
+{
+    sws_h2pool_t *pool = s->conf.pool;
+    if (pool && pool->n < pool->max && q->cap == SWS_H2_HQ_MIN) {
+        q->next = pool->spare;
+        pool->spare = q;
+        pool->n++;
+    } else {
+        free(q);
+    }
+}
+
+void sws_h2pool_free(sws_h2pool_t *p)
+{
+    while (p->spare) {
+        struct h2hq *q = p->spare;
+        p->spare = q->next;
+        free(q);
+    }
+    p->n = 0;
+}
+
 void sws_h2sess_free(sws_h2sess_t *s)
 {
     while (s->all) { /* no callbacks: the owner is going too */
@@ -217,9 +240,8 @@ void sws_h2sess_free(sws_h2sess_t *s)
     while (s->hq) {
         struct h2hq *q = s->hq;
         s->hq = q->next;
-        free(q);
+        hq_put(s, q);
     }
-    free(s->hq_spare);
     while (s->st_spare) {
         sws_h2st_t *st = s->st_spare;
         s->st_spare = st->next;
@@ -379,14 +401,17 @@ static int hq_add(sws_h2sess_t *s, int32_t id, const sws_h2field_t *f, size_t n,
         for (size_t i = 0; i < n; i++)
             bytes += f[i].nl + f[i].vl;
     size_t need = n * sizeof *f + bytes;
-    struct h2hq *q = s->hq_spare;
-    if (q && q->cap >= need) {
-        s->hq_spare = NULL;
+    sws_h2pool_t *pool = s->conf.pool;
+    struct h2hq *q = pool ? pool->spare : NULL;
+    if (q && need <= SWS_H2_HQ_MIN) {
+        pool->spare = q->next;
+        pool->n--;
     } else {
-        q = malloc(sizeof *q + need);
+        size_t cap = pool && need < SWS_H2_HQ_MIN ? SWS_H2_HQ_MIN : need;
+        q = malloc(sizeof *q + cap);
         if (!q)
             return -1;
-        q->cap = need;
+        q->cap = cap;
     }
     q->next = NULL;
     q->id = id;
@@ -422,10 +447,7 @@ static void hq_encode(sws_h2sess_t *s)
                 ((q->flags & H2_F_END_STREAM) && ev_add(s, EV_END, q->id, 0) < 0))
                 h2_conn_error(s, H2_INTERNAL_ERROR, "out of memory for a header block");
         }
-        if (!s->hq_spare && q->cap <= 4096)
-            s->hq_spare = q; /* most answers are one block at a time */
-        else
-            free(q);
+        hq_put(s, q);
     }
     s->hq_tail = &s->hq;
 }

@@ -137,7 +137,21 @@ typedef struct {
     uint32_t max_header_list;  /* SETTINGS_MAX_HEADER_LIST_SIZE (what we announce) */
     uint32_t header_table;     /* SETTINGS_HEADER_TABLE_SIZE (our decoder), and our encoder's cap */
     uint32_t max_continuations; /* CONTINUATION frames after one HEADERS (they bound the block) */
+    struct sws_h2pool *pool;    /* header blocks' memory, shared (NULL: malloc and free each) */
 } sws_h2sess_conf_t;
+
+/* Header blocks' memory kept for the next ones, shared by the sessions of
+ * one thread (the owner's: a worker's). A busy connection queues a block
+ * per answer, several a pass (h2load -m10: ten), more than malloc's
+ * per-size cache holds (seven). Blocks of SWS_H2_HQ_MIN bytes are kept,
+ * `max` of them. */
+#define SWS_H2_HQ_MIN 1024
+typedef struct sws_h2pool {
+    struct h2hq *spare;
+    uint32_t n, max;
+} sws_h2pool_t;
+
+void sws_h2pool_free(sws_h2pool_t *p);
 
 /* One field of a header block we send. */
 typedef sws_hpack_field_t sws_h2field_t;
@@ -201,7 +215,6 @@ struct sws_h2sess {
     struct h2ev { int32_t id; uint8_t kind; uint32_t code; } *ev;
     size_t n_ev, ev_cap;
     struct h2hq *hq, **hq_tail; /* header blocks to encode, in order */
-    struct h2hq *hq_spare;     /* one encoded block's memory, for the next */
     sws_h2st_t *st_spare;      /* closed stream records, for the next streams */
     uint32_t n_st_spare;
     uint8_t *hbuf;             /* a header block being encoded */

@@ -55,9 +55,10 @@ void h2_q_pop_markers(h2s_t *s)
 
 qitem_t *h2_q_push(h2s_t *s, int kind, size_t extra)
 {
-    qitem_t *q = calloc(1, sizeof *q + extra);
+    qitem_t *q = malloc(sizeof *q + extra); /* not calloc: glibc's skips its per-size cache */
     if (!q)
         return NULL;
+    memset(q, 0, sizeof *q);
     q->kind = kind;
     q->seq = s->q_seq++;
     if (s->qt)
@@ -90,23 +91,26 @@ void h2s_free(sws_engine_t *e, h2s_t *s)
             h2_q_retire(hc, q); /* bytes before it may sit in pending output */
     }
     free(s->bin);
-    free(s->hb);
     free(s->tr);
-    if (e->h2.n_spare < SWS_H2_SPARE && s->rq_cap <= 4096 && s->hcap <= 64) {
-        /* kept for the next stream, with its request buffers (h2s_new) */
-        char *rq = s->rq;
+    if (e->h2.n_spare < SWS_H2_SPARE && s->rq_cap <= 4096 && s->hcap <= 64 &&
+        s->hb_cap <= H2S_HB_KEEP) {
+        /* kept for the next stream, with its request and head buffers (h2s_new) */
+        char *rq = s->rq, *hb = s->hb;
         hoff_t *hdr = s->hdr;
-        size_t rq_cap = s->rq_cap, hcap = s->hcap;
+        size_t rq_cap = s->rq_cap, hcap = s->hcap, hb_cap = s->hb_cap;
         memset(s, 0, sizeof *s);
         s->rq = rq;
         s->rq_cap = rq_cap;
         s->hdr = hdr;
         s->hcap = hcap;
+        s->hb = hb;
+        s->hb_cap = hb_cap;
         s->next = e->h2.spare;
         e->h2.spare = s;
         e->h2.n_spare++;
         return;
     }
+    free(s->hb);
     free(s->rq);
     free(s->hdr);
     free(s);
@@ -198,7 +202,7 @@ void h2s_gone_log(sws_engine_t *e, h2s_t *s, int log, int why)
 ssize_t h2_data_read(void *u, void *su, size_t max, int *flags)
 {
     h2s_t *s = su;
-    if (s->hb)
+    if (s->hb_len)
         h2s_hb_release(s); /* the HEADERS went before their DATA */
     h2_q_pop_markers(s);
     qitem_t *q = s->qh;

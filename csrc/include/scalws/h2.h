@@ -133,6 +133,7 @@ typedef struct {
     h2conn_t *due;             /* connections whose handlers gave output this pass */
     h2s_t *spare;              /* stream objects kept for reuse (h2s_new), at most SWS_H2_SPARE */
     uint32_t n_spare;
+    struct sws_h2pool *hq_pool; /* the sessions' header blocks kept for reuse (session.h) */
 } sws_h2_t;
 
 extern const sws_proto_t sws_h2_proto;
