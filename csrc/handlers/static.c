@@ -64,7 +64,9 @@ static void content_type(const sws_static_t *st, const char *p, size_t n, const 
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         const sws_mime_entry_t *m = &st->mime[mid];
-        int cmp = m->ext_len != el ? (m->ext_len < el ? -1 : 1) : memcmp(m->ext, ext, el);
+        int cmp = m->ext_len != el ? (m->ext_len < el ? -1 : 1) : 0;
+        for (size_t k = 0; k < el && !cmp; k++) /* a few bytes: no call to memcmp */
+            cmp = (unsigned char)m->ext[k] - (unsigned char)ext[k];
         if (cmp == 0) {
             *line = m->line;
             *line_len = m->line_len;

@@ -457,6 +457,30 @@ static known_t known[KNOWN_MAX];
 static uint8_t known_slot[KNOWN_SLOTS]; /* 1 + index into known[], 0: free */
 static pthread_once_t known_once = PTHREAD_ONCE_INIT;
 
+/* a[0..n) == b[0..n): header names and values are mostly short, and a
+ * hash already matched, so the answer is mostly yes; inline up to 16 bytes
+ * rather than a call to memcmp. */
+static inline int bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    uint64_t x, y, u, v;
+    if (n >= 8 && n <= 16) { /* two loads that may overlap */
+        memcpy(&x, a, 8), memcpy(&y, b, 8), memcpy(&u, a + n - 8, 8), memcpy(&v, b + n - 8, 8);
+        return ((x ^ y) | (u ^ v)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t p, q, r, t;
+        memcpy(&p, a, 4), memcpy(&q, b, 4), memcpy(&r, a + n - 4, 4), memcpy(&t, b + n - 4, 4);
+        return ((p ^ q) | (r ^ t)) == 0;
+    }
+    if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i])
+                return 0;
+        return 1;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
 #define HASH_SEED 2166136261u
 
 /* Eight bytes a step, a multiply and a shift each: a name is hashed once
@@ -471,10 +495,16 @@ static inline uint32_t hash_bytes(const uint8_t *s, size_t n, uint32_t h)
         x = (x ^ w) * 0x9e3779b97f4a7c15ull;
         x ^= x >> 29;
     }
-    if (n) {
-        uint64_t w = 0;
-        for (size_t i = 0; i < n; i++)
-            w |= (uint64_t)s[i] << (8 * i);
+    if (n) { /* 1..7 bytes: two loads that may overlap (n is in x already) */
+        uint64_t w;
+        if (n >= 4) {
+            uint32_t lo, hi;
+            memcpy(&lo, s, 4);
+            memcpy(&hi, s + n - 4, 4);
+            w = lo | (uint64_t)hi << 32;
+        } else {
+            w = s[0] | (uint64_t)s[n >> 1] << 8 | (uint64_t)s[n - 1] << 16;
+        }
         x = (x ^ w) * 0x9e3779b97f4a7c15ull;
         x ^= x >> 29;
     }
@@ -489,7 +519,7 @@ static known_t *known_find(uint32_t h, const uint8_t *name, size_t nl)
         if (!k)
             return NULL;
         known_t *e = &known[k - 1];
-        if (e->hash == h && e->nl == nl && memcmp(e->name, name, nl) == 0)
+        if (e->hash == h && e->nl == nl && bytes_eq(e->name, name, nl))
             return e;
     }
 }
@@ -641,9 +671,9 @@ static uint8_t *put_literal(uint8_t *o, uint8_t first, unsigned bits, uint32_t n
 static inline int ring_eq(const sws_hpack_table_t *t, uint32_t off, const uint8_t *s, uint32_t n)
 {
     if (t->cap - off >= n)
-        return memcmp(t->bytes + off, s, n) == 0;
+        return bytes_eq(t->bytes + off, s, n);
     uint32_t first = t->cap - off;
-    return memcmp(t->bytes + off, s, first) == 0 && memcmp(t->bytes, s + first, n - first) == 0;
+    return bytes_eq(t->bytes + off, s, first) && bytes_eq(t->bytes, s + first, n - first);
 }
 
 /* The dynamic index (1: newest) of the newest entry with f's name (by_value
@@ -662,10 +692,15 @@ static uint32_t enc_find(const sws_hpack_enc_t *e, const sws_hpack_field_t *f, u
         if (k == 0 || k > e->t.n)
             return 0;
         const sws_hpack_ent_t *en = &e->t.ent[slot];
-        if (hashes[slot] == h && en->nl == f->nl && ring_eq(&e->t, en->off, f->name, f->nl) &&
-            (!by_value || (en->vl == f->vl &&
-                           ring_eq(&e->t, (en->off + en->nl) % e->t.cap, f->value, f->vl))))
-            return k;
+        if (hashes[slot] == h && en->nl == f->nl && ring_eq(&e->t, en->off, f->name, f->nl)) {
+            if (!by_value)
+                return k;
+            uint32_t vo = en->off + en->nl; /* the value follows the name in the ring */
+            if (vo >= e->t.cap)
+                vo -= e->t.cap;
+            if (en->vl == f->vl && ring_eq(&e->t, vo, f->value, f->vl))
+                return k;
+        }
         q1 = links[slot];
     }
     return 0;
@@ -708,7 +743,7 @@ static uint8_t *encode_field(sws_hpack_enc_t *e, const sws_hpack_field_t *f, uin
         name_idx = k->first;
         if (pol != P_NEVER)
             for (uint32_t i = k->first; i < k->first + k->count; i++)
-                if (static_tab[i].vl == f->vl && memcmp(static_tab[i].value, f->value, f->vl) == 0)
+                if (static_tab[i].vl == f->vl && bytes_eq(static_tab[i].value, f->value, f->vl))
                     return put_int(o, 0x80, 7, i);
     }
     if (pol == P_INDEX || pol == P_REPEAT) {

@@ -46,7 +46,18 @@ static int value_ok(const uint8_t *v, size_t n)
 {
     if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
         return 0;
-    for (size_t i = 0; i < n; i++)
+    /* eight bytes a step: a byte of x is zero where the value has NUL, CR or LF */
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w, cr, lf;
+        memcpy(&w, v + i, 8);
+        cr = w ^ (ones * '\r');
+        lf = w ^ (ones * '\n');
+        if ((((w - ones) & ~w) | ((cr - ones) & ~cr) | ((lf - ones) & ~lf)) & highs)
+            return 0;
+    }
+    for (; i < n; i++)
         if (v[i] == 0 || v[i] == '\r' || v[i] == '\n')
             return 0;
     return 1;
