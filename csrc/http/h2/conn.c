@@ -327,8 +327,13 @@ static void h2_event(sws_engine_t *e, void *obj, uint32_t events)
     h2conn_t *hc = obj;
     hc->in_event = 1;
     h2_event_run(e, hc, events);
-    if (hc->c.fd >= 0)
-        hc->in_event = 0; /* (a closed one is freed after the batch) */
+    if (hc->c.fd >= 0) { /* (a closed one is freed after the batch) */
+        hc->in_event = 0;
+        if (hc->work_due) { /* marked after h2_work's last round */
+            hc->work_due = 0;
+            h2_wake(e, hc);
+        }
+    }
 }
 
 static void h2_event_run(sws_engine_t *e, h2conn_t *hc, uint32_t events)
@@ -355,10 +360,15 @@ static void h2_event_run(sws_engine_t *e, h2conn_t *hc, uint32_t events)
     h2_send(e, hc);
     if (c->fd < 0)
         return;
-    h2_work(e, hc);
-    if (c->fd < 0)
-        return;
-    h2_send(e, hc); /* what h2_work made: WINDOW_UPDATE for the body handlers took */
+    for (int round = 0;; round++) {
+        hc->work_due = 0;
+        h2_work(e, hc);
+        if (c->fd < 0)
+            return;
+        h2_send(e, hc); /* what h2_work made: WINDOW_UPDATE for the body handlers took */
+        if (c->fd < 0 || !hc->work_due || round == 3) /* more keeps coming: h2_event wakes it */
+            break;
+    }
     h2_settle(e, hc);
 }
 

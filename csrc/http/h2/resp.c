@@ -543,8 +543,16 @@ static void h2_want_body(sws_engine_t *e, sws_resp_t *r, int on)
 {
     h2s_t *s = H2S(r);
     s->want_body = on;
-    if (on && (s->bin_len || (s->req_done && !s->fin_given)))
-        h2_wake(e, s->hc); /* h2_work hands it over */
+    if (on && (s->bin_len || (s->req_done && !s->fin_given))) {
+        /* h2_work hands it over: later in the connection's own event
+         * (a handler started from its input: a proxy's GET), else at the
+         * end of the pass; not through the ready list (an eventfd write
+         * and a wake-up per proxied request) */
+        if (s->hc->in_event)
+            s->hc->work_due = 1;
+        else
+            h2_send_soon(e, s->hc);
+    }
 }
 
 /* A marker dropped before its body was framed: nothing references it. */

@@ -121,7 +121,8 @@ typedef struct h2conn {
         data_out : 1,          /* DATA went out since the send timer was set */
         calmed : 1,            /* over a budget: GOAWAY ENHANCE_YOUR_CALM given */
         due : 1,               /* on e->h2.due */
-        in_event : 1;          /* h2_event runs: it writes what is due at its end */
+        in_event : 1,          /* h2_event runs: it writes what is due at its end */
+        work_due : 1;          /* work marked during h2_event: h2_work again before its end */
 } h2conn_t;
 
 /* HTTP/2's part of the engine (e->h2). */
