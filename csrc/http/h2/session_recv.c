@@ -46,7 +46,7 @@ static int value_ok(const uint8_t *v, size_t n)
 {
     if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
         return 0;
-    /* eight bytes a step: a byte of x is zero where the value has NUL, CR or LF */
+    /* eight bytes a step: w, cr or lf has a zero byte where the value has NUL, CR or LF */
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
