@@ -4,7 +4,6 @@
  * tick, stop and free them. Contract in scalws/engine.h. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -28,21 +27,9 @@ static void after_pass(sws_engine_t *e)
     stats_gauges(e);
 }
 
-/* glibc's malloc gives the heap's top back to the kernel once 128 KiB of
- * it is free, and moves its mmap threshold with each free: a proxied or
- * FastCGI request's read buffer (buffer_size, 64 KiB) then cost an sbrk
- * down and up again, with its pages faulted in anew, every five requests
- * (proxy: 6 % of the worker's CPU per request). Fixed thresholds instead:
- * up to SWS_HEAP_KEEP of free heap stays the worker's, and blocks from
- * SWS_HEAP_MMAP up are mapped apart (docs/adr/0029-heap-thresholds.md). */
-#define SWS_HEAP_KEEP (4 << 20)
-#define SWS_HEAP_MMAP (1 << 20)
-
 sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *errors_,
                              int worker_id)
 {
-    mallopt(M_MMAP_THRESHOLD, SWS_HEAP_MMAP);
-    mallopt(M_TRIM_THRESHOLD, SWS_HEAP_KEEP);
     sws_engine_t *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
