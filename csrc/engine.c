@@ -57,7 +57,9 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
     return e;
 }
 
-int sws_engine_fd(const sws_engine_t *e) { return e->core.epfd; }
+int sws_engine_fd(const sws_engine_t *e) { return e->core.relay_fd; }
+
+int sws_engine_watch(sws_engine_t *e, int on) { return sws_core_watch(e, on); }
 
 void sws_engine_free(sws_engine_t *e)
 {

@@ -351,6 +351,7 @@ cdef extern from "scalws/engine.h" nogil:
                                  int worker_id)
     void sws_engine_free(sws_engine_t *e)
     int sws_engine_fd(const sws_engine_t *e)
+    int sws_engine_watch(sws_engine_t *e, int on)
     int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
                                 const sws_tls_listen_t *tls, int http2)
     void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys)

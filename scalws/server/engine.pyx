@@ -978,16 +978,17 @@ cdef class Engine:
     def _on_ready(self):
         # Handle what is ready, then keep waiting on the inner epoll alone
         # for up to SERVE_MS (ADR 0003); a signal or shutdown returns sooner.
-        # Meanwhile uvloop does not watch the inner epoll: while its fd is in
-        # uvloop's set, every event on a connection also runs uvloop's epoll
-        # callback, on the core of whoever sent the bytes (ADR 0004).
-        cdef int fd = sws_engine_fd(self.e)
-        self.loop.remove_reader(fd)
+        # Meanwhile the relay uvloop watches is disarmed: armed, every event
+        # on a connection would also run uvloop's epoll callback, on the core
+        # of whoever sent the bytes (ADR 0004). (Not remove_reader and
+        # add_reader: the kernel's checks on adding an epoll to an epoll walk
+        # every connection, at each serve call.)
+        sws_engine_watch(self.e, 0)
         sws_engine_serve(self.e, SERVE_MS)
         if self._stopping and sws_engine_counters(self.e).active == 0:
             self._drained()
         else:
-            self.loop.add_reader(fd, self._on_ready)
+            sws_engine_watch(self.e, 1)
 
     def run_blocking(self, double seconds):
         """Experiment (ADR 0001, bench/prototypes/cloop.py) and tests: the

@@ -143,6 +143,7 @@ typedef struct {
 /* The core's part of the engine (e->core). */
 typedef struct {
     int epfd;
+    int relay_fd;              /* what uvloop watches: an epoll holding epfd alone (sws_core_watch) */
     int worker_id;
     int shutting_down;
     sws_limits_t lim;
@@ -273,6 +274,9 @@ SWS_INTERNAL void sws_core_bury(sws_engine_t *e);
 SWS_INTERNAL int sws_ready_add(sws_engine_t *e, sws_evobj_t *obj, const uint32_t *mask);
 SWS_INTERNAL void sws_ready_remove(sws_engine_t *e, sws_evobj_t *obj);
 SWS_INTERNAL void sws_ready_wants(sws_engine_t *e, sws_evobj_t *obj);
+
+/* Arms (on) or disarms the relay entry: contract as sws_engine_watch. */
+SWS_INTERNAL int sws_core_watch(sws_engine_t *e, int on);
 
 /* core/loop.c: contracts as sws_engine_run / sws_engine_serve in engine.h. */
 SWS_INTERNAL int sws_core_run(sws_engine_t *e);

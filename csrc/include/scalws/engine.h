@@ -52,8 +52,17 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
                              int worker_id);
 void sws_engine_free(sws_engine_t *e);
 
-/* The inner epoll fd, to register with the outer loop as readable. */
+/* The fd to register with the outer loop as readable: a relay epoll that
+ * holds the inner epoll alone, readable while the inner one has events and
+ * the relay is armed. */
 int sws_engine_fd(const sws_engine_t *e);
+
+/* Disarms (on = 0) or arms again (on = 1) the relay: the worker disarms it
+ * while it serves, so that uvloop's epoll is not woken for events the
+ * serve call handles itself (docs/adr/0004-busy-poll.md), and arms it when
+ * it gives uvloop the loop back. One epoll_ctl, whatever the number of
+ * connections. Returns 0 or -errno. */
+int sws_engine_watch(sws_engine_t *e, int on);
 
 /* Adds a listening socket (non-blocking, already bound and listening) whose
  * requests are routed with `vhosts`; with `tls` (not NULL) its connections
