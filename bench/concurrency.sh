@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # G-WAN-style concurrency sweep: 1, 64, 1k, 10k, 20k, 40k concurrent
-# keep-alive clients on static-small and respond; rps and errors per step,
-# server RSS before/after each step, a PNG line chart.
+# keep-alive clients on static-small and respond; rps, CPU per request and
+# errors per step, the server tree's RSS and PSS mid-step, a PNG line chart;
+# RUNS sweeps (server order rotating), medians and ranges in the report.
 #
 #   SERVERS="scalws nginx" MODE=quick bench/concurrency.sh
+#   RUNS=3 MODE=release bench/concurrency.sh          # issue 35's figures
 #
 # The hard limit here is 20,000 open files per process (ulimit -Hn), so:
 # the server runs SERVER_WORKERS workers (default 4, all on CPU_SERVER, each
@@ -12,7 +14,8 @@
 # 127.0.0.<k+1> (N_ADDRS loopback addresses, default 8; the server listens on
 # all of them) so that no destination runs out of ephemeral ports (~28k each).
 #
-# Env: SERVERS, SCENARIOS (static-small respond), STEPS, MODE quick|release
+# Env: SERVERS, SCENARIOS (static-small respond; tls-static-small: HTTP/1.1
+# over TLS, each step's handshakes included), STEPS, RUNS (1), MODE quick|release
 # (5 s | 20 s per step; DURATION= overrides), WRK_TIMEOUT (default 5 s),
 # SERVER_WORKERS, CONNS_PER_WRK, N_ADDRS, NAME, RESULTS, CPU_SERVER, CPU_LOAD.
 # Output: results/<NAME>/concurrency.csv, concurrency.md, concurrency.png
@@ -30,6 +33,7 @@ SERVERS=${SERVERS:-scalws nginx}
 SCENARIOS=${SCENARIOS:-static-small respond}
 STEPS=${STEPS:-1 64 1000 10000 20000 40000}
 SERVER_WORKERS=${SERVER_WORKERS:-4}
+RUNS=${RUNS:-1}
 CONNS_PER_WRK=${CONNS_PER_WRK:-8000}
 N_ADDRS=${N_ADDRS:-8}
 WRK_TIMEOUT=${WRK_TIMEOUT:-5}
@@ -38,6 +42,7 @@ NAME=${NAME:-concurrency-$(date +%Y%m%d-%H%M%S)-$MODE}
 RESULTS=${RESULTS:-$REPO_DIR/results}
 DEST=$RESULTS/$NAME
 CSV=$DEST/concurrency.csv
+CONCLIB=$BENCH_DIR/lib/conclib.py
 
 HARD=$(ulimit -Hn)
 ulimit -n "$HARD"
@@ -63,61 +68,66 @@ read -r -a ADDR_ARR <<<"$ADDRS"
     v=""
     for s in $SERVERS; do v+="$s: $(srv_version "$s"); "; done
     echo "# versions: ${v}wrk: $($WRK -v 2>&1 | head -1 | awk '{print $2}')"
-    echo "# command: $(printf 'SERVERS="%s" SCENARIOS="%s" STEPS="%s" MODE=%s SERVER_WORKERS=%s CONNS_PER_WRK=%s N_ADDRS=%s bench/concurrency.sh' "$SERVERS" "$SCENARIOS" "$STEPS" "$MODE" "$SERVER_WORKERS" "$CONNS_PER_WRK" "$N_ADDRS")"
-    "$BENCH_PY" "$BENCHLIB" conc-columns
+    echo "# command: $(printf 'SERVERS="%s" SCENARIOS="%s" STEPS="%s" RUNS=%s MODE=%s SERVER_WORKERS=%s CONNS_PER_WRK=%s N_ADDRS=%s bench/concurrency.sh' "$SERVERS" "$SCENARIOS" "$STEPS" "$RUNS" "$MODE" "$SERVER_WORKERS" "$CONNS_PER_WRK" "$N_ADDRS")"
+    "$BENCH_PY" "$CONCLIB" columns
 } >"$CSV"
 
-row_na() {  # row_na SERVER SCENARIO STATUS REASON
-    printf '%s,%s,,,%s,,,,,,,,,,,,,,"%s"\n' "$1" "$2" "$3" "${4//\"/\'}" | tee -a /dev/stderr >>"$CSV"
+row_na() {  # row_na SERVER SCENARIO STATUS REASON RUN
+    printf '%s,%s,,,%s,,,,,,,,,,,,,,,,%s,"%s"\n' "$1" "$2" "$3" "$5" "${4//\"/\'}" | tee -a /dev/stderr >>"$CSV"
 }
 
-established() {  # server-side established connections on HTTP_PORT
-    ss -Htn state established "( sport = :$HTTP_PORT )" 2>/dev/null | wc -l
+established() {  # established PORT: server-side established connections on it
+    ss -Htn state established "( sport = :$1 )" 2>/dev/null | wc -l
 }
 
-step() {  # step SERVER SCENARIO PID CLIENTS
-    local srv=$1 scen=$2 pid=$3 c=$4 nw k conns outs=() wpids=() before mid after est
+step() {  # step SERVER SCENARIO PID CLIENTS RUN
+    local srv=$1 scen=$2 pid=$3 c=$4 run=$5 nw k conns outs=() wpids=() before mid mem after est
     nw=$(((c + CONNS_PER_WRK - 1) / CONNS_PER_WRK))
     before=$("$BENCH_PY" "$BENCHLIB" snapshot "$pid")
     for ((k = 0; k < nw; k++)); do
         conns=$((c / nw + (k < c % nw ? 1 : 0)))
-        outs+=("$RUN_DIR/$srv-$scen-$c-$k.txt")
+        outs+=("$RUN_DIR/$srv-$scen-$c-$run-$k.txt")
         "$WRK" -t1 -c"$conns" -d"${DURATION}s" --timeout "${WRK_TIMEOUT}s" -s "$BENCH_DIR/lib/report.lua" \
             "$(scen_url "$scen" "${ADDR_ARR[k % N_ADDRS]}")" >"${outs[k]}" 2>&1 &
         wpids+=("$!")
         BENCH_PIDS+=("$!")
     done
     sleep "$(awk -v d="$DURATION" 'BEGIN {print d * 0.6}')"
-    est=$(established)
+    est=$(established "$(scen_port "$scen")")
     mid=$("$BENCH_PY" "$BENCHLIB" snapshot "$pid")
+    mem=$("$BENCH_PY" "$CONCLIB" pss "$pid")
     for k in "${wpids[@]}"; do wait "$k" || true; stop_pid "$k"; done
     after=$("$BENCH_PY" "$BENCHLIB" snapshot "$pid")
-    "$BENCH_PY" "$BENCHLIB" conc-row --server "$srv" --scenario "$scen" --clients "$c" \
-        --established "$est" --before "$before" --mid "$mid" --after "$after" "${outs[@]}" |
+    "$BENCH_PY" "$CONCLIB" row --server "$srv" --scenario "$scen" --clients "$c" --run "$run" \
+        --established "$est" --before "$before" --mid "$mid" --mem "$mem" --after "$after" "${outs[@]}" |
         tee -a /dev/stderr >>"$CSV"
 }
 
-for scen in $SCENARIOS; do
-    for srv in $SERVERS; do
-        srv_reset_opts
-        S_ADDRS=$ADDRS S_WORKERS=$SERVER_WORKERS S_MAXCONN=$MAXCONN
-        if ! reason=$(srv_supports "$srv" "$scen"); then row_na "$srv" "$scen" n/a "$reason"; continue; fi
-        if ! srv_start "$srv" "$scen"; then row_na "$srv" "$scen" failed "did not start: $(srv_start_failure)"; continue; fi
-        pid=$LAST_PID
-        if ! reason=$(preflight "$scen" "${ADDR_ARR[N_ADDRS - 1]}"); then
+read -r -a SRV_ARR <<<"$SERVERS"
+for ((run = 1; run <= RUNS; run++)); do
+    for scen in $SCENARIOS; do
+        for ((j = 0; j < ${#SRV_ARR[@]}; j++)); do  # run r starts with server r-1, and so on
+            srv=${SRV_ARR[(j + run - 1) % ${#SRV_ARR[@]}]}
+            srv_reset_opts
+            S_ADDRS=$ADDRS S_WORKERS=$SERVER_WORKERS S_MAXCONN=$MAXCONN
+            if ! reason=$(srv_supports "$srv" "$scen"); then row_na "$srv" "$scen" n/a "$reason" "$run"; continue; fi
+            if ! srv_start "$srv" "$scen"; then row_na "$srv" "$scen" failed "did not start: $(srv_start_failure)" "$run"; continue; fi
+            pid=$LAST_PID
+            if ! reason=$(preflight "$scen" "${ADDR_ARR[N_ADDRS - 1]}"); then
+                stop_pid "$pid"
+                row_na "$srv" "$scen" failed "$reason" "$run"
+                continue
+            fi
+            lock_acquire
+            for c in $STEPS; do
+                log "run $run/$RUNS: $srv $scen: $c clients for ${DURATION}s"
+                step "$srv" "$scen" "$pid" "$c" "$run"
+                sleep "$STEP_PAUSE"
+            done
+            lock_release
             stop_pid "$pid"
-            row_na "$srv" "$scen" failed "$reason"
-            continue
-        fi
-        lock_acquire
-        for c in $STEPS; do
-            log "$srv $scen: $c clients for ${DURATION}s"
-            step "$srv" "$scen" "$pid" "$c"
-            sleep "$STEP_PAUSE"
         done
-        lock_release
-        stop_pid "$pid"
     done
 done
-"$BENCH_PY" "$BENCHLIB" conc-report "$CSV"
+"$BENCH_PY" "$CONCLIB" report "$CSV"
 echo "results: $DEST"

@@ -7,7 +7,7 @@ Subcommands (all called by the shell scripts):
   row ...                              one CSV result row from wrk/h2load output
   columns                              the CSV header line of run.sh
   aggregate DIR                        DIR/run-*.csv -> aggregate.csv/.md + charts
-  conc-row ...  / conc-report CSV      concurrency sweep rows, chart and table
+  (the concurrency sweep's rows and report: conclib.py)
   inst-report CSV                      instances table with efficiency
   hs-row ... / hs-report CSV           bench/handshakes.sh rows (tlshs output) and table
   zipf-row ... / zipf-report CSV       bench/cache_zipf.sh rows (zipf.lua output, /status, cache files)
@@ -508,112 +508,6 @@ def make_charts(d, agg, servers, scens):
         plt.close(fig)
         made.append(name)
     return made
-
-
-# --------------------------------------------------------------- concurrency
-CONC_COLUMNS = ["server", "scenario", "clients", "wrk_procs", "status", "rps", "p99_ms", "non2xx",
-                "socket_errors", "connect_err", "read_err", "write_err", "timeout_err",
-                "established", "rss_before_mib", "rss_after_mib", "peak_rss_mib",
-                "cpu_us_per_req", "reason"]
-
-
-def cmd_conc_columns(a):
-    print(",".join(CONC_COLUMNS))
-
-
-def cmd_conc_row(a):
-    req = non2xx = 0
-    errs = {"connect": 0, "read": 0, "write": 0, "timeout": 0}
-    dur = 0.0
-    p99 = 0.0
-    problems = []
-    for f in a.outs:
-        try:
-            r = parse_wrk(f)
-        except (ValueError, OSError, KeyError) as e:
-            problems.append(f"{os.path.basename(f)}: {e}"[:200].replace("\n", " "))
-            continue
-        req += r["requests"]
-        non2xx += r["non2xx"]
-        for k in errs:
-            errs[k] += r["errors"][k]
-        dur = max(dur, r["duration_s"])
-        p99 = max(p99, r["p99_ms"])
-    before, after, mid = kv(a.before), kv(a.after), kv(a.mid)
-    cpu_s = (int(after["ticks"]) - int(before["ticks"])) / CLK_TCK
-    serr = sum(errs.values())
-    if non2xx:
-        problems.append(f"{non2xx} non-2xx")
-    if serr:
-        problems.append("socket errors " + " ".join(f"{k}={v}" for k, v in errs.items() if v))
-    if a.established < a.clients:
-        problems.append(f"only {a.established} of {a.clients} connections established at mid-step")
-    d = {"server": a.server, "scenario": a.scenario, "clients": a.clients, "wrk_procs": len(a.outs),
-         "status": "invalid" if problems else "ok", "rps": req / dur if dur else 0.0,
-         "p99_ms": p99, "non2xx": non2xx, "socket_errors": serr,
-         "connect_err": errs["connect"], "read_err": errs["read"], "write_err": errs["write"],
-         "timeout_err": errs["timeout"], "established": a.established,
-         "rss_before_mib": int(before["rss_kib"]) / 1024.0,
-         "rss_after_mib": int(after["rss_kib"]) / 1024.0,
-         "peak_rss_mib": max(int(after["hwm_kib"]), int(mid.get("hwm_kib", 0))) / 1024.0,
-         "cpu_us_per_req": cpu_s * 1e6 / req if req else 0.0, "reason": "; ".join(problems)}
-    w = csv.DictWriter(sys.stdout, fieldnames=CONC_COLUMNS, lineterminator="\n")
-    w.writerow({k: fmt(v) for k, v in d.items()})
-
-
-def cmd_conc_report(a):
-    rows = read_csv(a.csv)
-    out_dir = os.path.dirname(os.path.abspath(a.csv))
-    md = ["# Concurrency sweep", "", "```"] + header_lines(a.csv) + ["```", "",
-          "| server | scenario | clients | established | rps | p99 ms | non-2xx | socket errors | RSS before / after / peak MiB | CPU µs/req | status |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if r["status"] in ("n/a", "failed"):
-            md.append(f"| {r['server']} | {r['scenario']} | {r['clients']} | | | | | | | | {r['status']}: {r['reason']} |")
-            continue
-        md.append(f"| {r['server']} | {r['scenario']} | {r['clients']} | {r['established']} | "
-                  f"{float(r['rps']):,.0f} | {r['p99_ms']} | {r['non2xx']} | {r['socket_errors']} "
-                  f"(c={r['connect_err']} r={r['read_err']} w={r['write_err']} t={r['timeout_err']}) | "
-                  f"{r['rss_before_mib']} / {r['rss_after_mib']} / {r['peak_rss_mib']} | "
-                  f"{r['cpu_us_per_req']} | {r['status']}{': ' + r['reason'] if r['reason'] else ''} |")
-    md += ["", "## Ceiling", ""]
-    groups = {}
-    for r in rows:
-        if r["status"] in ("ok", "invalid"):
-            groups.setdefault((r["server"], r["scenario"]), []).append(r)
-    for (srv, sc), rs in groups.items():
-        best = max(rs, key=lambda r: int(r["established"] or 0))
-        clean = [r for r in rs if r["status"] == "ok"]
-        top = max((int(r["clients"]) for r in clean), default=0)
-        md.append(f"- {srv} / {sc}: most connections held at once {best['established']} "
-                  f"(step {best['clients']}); highest step without errors: {top or 'none'}"
-                  + ("" if not [r for r in rs if r["status"] != "ok"] else
-                     "; first failing step: " + next(f"{r['clients']} ({r['reason']})" for r in rs if r["status"] != "ok")))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-        for (srv, sc), rs in groups.items():
-            xs = [int(r["clients"]) for r in rs]
-            ax1.plot(xs, [float(r["rps"]) for r in rs], marker="o", label=f"{srv} {sc}")
-            ax2.plot(xs, [int(r["socket_errors"]) + int(r["non2xx"]) for r in rs], marker="o",
-                     label=f"{srv} {sc}")
-        for ax, t in ((ax1, "requests per second"), (ax2, "socket errors + non-2xx")):
-            ax.set_xscale("log")
-            ax.set_xlabel("concurrent keep-alive clients")
-            ax.set_title(t)
-            ax.grid(True, alpha=0.3)
-        ax2.set_yscale("symlog")
-        ax1.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "concurrency.png"), dpi=110)
-        md += ["", "![concurrency](concurrency.png)"]
-    except ImportError:
-        md += ["", "(matplotlib missing: no chart)"]
-    with open(os.path.join(out_dir, "concurrency.md"), "w") as f:
-        f.write("\n".join(md) + "\n")
-    print(f"wrote {out_dir}/concurrency.md")
 
 
 # --------------------------------------------------------------- instances
@@ -1193,15 +1087,6 @@ def main():
         s.add_argument("--" + k, default="")
     s.set_defaults(f=cmd_row)
     s = sp.add_parser("aggregate"); s.add_argument("dir"); s.set_defaults(f=cmd_aggregate)
-    s = sp.add_parser("conc-columns"); s.set_defaults(f=cmd_conc_columns)
-    s = sp.add_parser("conc-row")
-    for k in ("server", "scenario", "before", "after", "mid"):
-        s.add_argument("--" + k, default="")
-    s.add_argument("--clients", type=int, required=True)
-    s.add_argument("--established", type=int, default=0)
-    s.add_argument("outs", nargs="*")
-    s.set_defaults(f=cmd_conc_row)
-    s = sp.add_parser("conc-report"); s.add_argument("csv"); s.set_defaults(f=cmd_conc_report)
     s = sp.add_parser("inst-columns"); s.set_defaults(f=cmd_inst_columns)
     s = sp.add_parser("inst-row")
     for k in ("server", "scenario", "before", "after", "instances", "quota_pct"):
