@@ -59,6 +59,7 @@ int sws_core_init(sws_engine_t *e, const sws_limits_t *limits, int worker_id)
 void sws_core_free(sws_engine_t *e)
 {
     sws_core_bury(e);
+    sws_rbuf_drain(e);
     if (e->core.ready_fd >= 0)
         close(e->core.ready_fd);
     free(e->core.ready);
@@ -66,6 +67,36 @@ void sws_core_free(sws_engine_t *e)
         close(e->core.relay_fd);
     if (e->core.epfd >= 0)
         close(e->core.epfd);
+}
+
+/* ---- upstream read buffers --------------------------------------------------------- */
+
+void *sws_rbuf_get(sws_engine_t *e, size_t size)
+{
+    sws_core_t *k = &e->core;
+    for (int i = k->n_rbuf - 1; i >= 0; i--) {
+        if (k->rbuf[i].size == size) {
+            void *p = k->rbuf[i].p;
+            k->rbuf[i] = k->rbuf[--k->n_rbuf];
+            return p;
+        }
+    }
+    return malloc(size);
+}
+
+void sws_rbuf_put(sws_engine_t *e, void *buf, size_t size)
+{
+    sws_core_t *k = &e->core;
+    if (buf && k->n_rbuf < RBUF_KEEP && !k->shutting_down)
+        k->rbuf[k->n_rbuf++] = (typeof(k->rbuf[0])){buf, size};
+    else
+        free(buf);
+}
+
+void sws_rbuf_drain(sws_engine_t *e)
+{
+    while (e->core.n_rbuf)
+        free(e->core.rbuf[--e->core.n_rbuf].p);
 }
 
 int sws_core_watch(sws_engine_t *e, int on)

@@ -428,13 +428,13 @@ static void unqueue(fx_t *x)
     x->queued = 0;
 }
 
-static void fx_free(fx_t *x)
+static void fx_free(sws_engine_t *e, fx_t *x)
 {
     free(x->params);
     free(x->head);
     free(x->w);
     free(x->body);
-    free(x->rbuf);
+    sws_rbuf_put(e, x->rbuf, x->rcap);
     free(x);
 }
 
@@ -472,15 +472,15 @@ int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
         x->hash = hash_bytes(k, kl);
     }
     x->rcap = f->buffer_size;
-    x->rbuf = malloc(x->rcap);
+    x->rbuf = sws_rbuf_get(e, x->rcap);
     int st = x->rbuf ? build_params(e, x, req) : -1;
     if (st) {
-        fx_free(x);
+        fx_free(e, x);
         return st < 0 ? 500 : st;
     }
     if (x->hold && !done) {
         if (n && (grow(&x->body, &x->body_cap, n) < 0 || !memcpy(x->body, body, n))) {
-            fx_free(x);
+            fx_free(e, x);
             return 500;
         }
         x->body_len = n;
@@ -493,7 +493,7 @@ int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     if (x->hold)
         x->body_len = n; /* the whole chunked body came with the head */
     if (frame_request(x, body, n, done) < 0) {
-        fx_free(x);
+        fx_free(e, x);
         return 500;
     }
     r->ops->attach(e, r, &fx_hooks, x);
@@ -506,7 +506,7 @@ int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
             unqueue(x);
             uc_close(e, x->uc);
         }
-        fx_free(x);
+        fx_free(e, x);
         return status;
     }
     e->core.up_inflight++;
@@ -1124,7 +1124,7 @@ static void fx_finish(sws_engine_t *e, fx_t *x, int how)
         r->ops->hold_heap(e, r, x->rbuf);
         x->rbuf = NULL;
     }
-    fx_free(x);
+    fx_free(e, x);
     r->ops->finish(e, r, how);
 }
 
@@ -1151,7 +1151,7 @@ static void fx_gone(sws_engine_t *e, void *ctx, int why)
         unqueue(x);
         uc_close(e, x->uc); /* the rest of its answer would be junk on a pooled connection */
     }
-    fx_free(x);
+    fx_free(e, x);
 }
 
 static const sws_resp_hooks_t fx_hooks = {fx_body, fx_drained, fx_gone};

@@ -106,12 +106,12 @@ static const char *fail_text(int kind)
     }
 }
 
-static void px_free(px_t *x)
+static void px_free(sws_engine_t *e, px_t *x)
 {
     free(x->tr);
     free(x->head);
     free(x->w);
-    free(x->rbuf);
+    sws_rbuf_put(e, x->rbuf, x->rcap);
     free(x);
 }
 
@@ -163,21 +163,21 @@ int sws_proxy_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
         x->hash = hash_bytes(k, kl);
     }
     x->rcap = p->buffer_size;
-    x->rbuf = malloc(x->rcap);
+    x->rbuf = sws_rbuf_get(e, x->rcap);
     /* The body that came with the head is held in head[] too when it is
      * the whole body: then a retry can send it again. */
     size_t room = n + 32;
     if (!x->rbuf ||
         build_head(e, x, req, req->info, req->path, req->path_len, req->raw_path, room) < 0) {
-        px_free(x);
+        px_free(e, x);
         return 500;
     }
     if (n && (x->req_chunked ? w_chunk(x, body, n) : w_put(x, body, n)) < 0) {
-        px_free(x);
+        px_free(e, x);
         return 500;
     }
     if (done && x->req_chunked && w_put(x, "0\r\n\r\n", 5) < 0) {
-        px_free(x);
+        px_free(e, x);
         return 500;
     }
     x->can_retry = x->req_done;
@@ -190,7 +190,7 @@ int sws_proxy_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     size_t body_so_far = x->wlen;
     char *nw = malloc(x->head_len + body_so_far + 1);
     if (!nw) {
-        px_free(x);
+        px_free(e, x);
         return 500;
     }
     memcpy(nw, x->head, x->head_len);
@@ -209,7 +209,7 @@ int sws_proxy_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
         int status = x->early_status;
         if (x->uc)
             uc_close(e, x->uc);
-        px_free(x);
+        px_free(e, x);
         return status;
     }
     e->core.up_inflight++;
@@ -773,7 +773,7 @@ static void px_finish(sws_engine_t *e, px_t *x, int how)
         r->ops->hold_heap(e, r, x->rbuf);
         x->rbuf = NULL;
     }
-    px_free(x);
+    px_free(e, x);
     r->ops->finish(e, r, how); /* may start the next request on this connection */
 }
 
@@ -806,7 +806,7 @@ static void px_gone(sws_engine_t *e, void *ctx, int why)
                         x->target_len, x->what + x->method_len);
         uc_close(e, x->uc); /* never reused: its response was not read to the end */
     }
-    px_free(x);
+    px_free(e, x);
 }
 
 static const sws_resp_hooks_t px_hooks = {px_body, px_drained, px_gone};

@@ -397,6 +397,8 @@ void conn_close(sws_engine_t *e, sws_conn_t *c)
     sws_core_defer_free(e, &c->ev);
     e->core.cnt.active--;
     e->core.cnt.handled++;
+    if (!e->core.cnt.active && e->core.n_rbuf)
+        sws_rbuf_drain(e); /* idle: the upstream read buffers kept go */
     if (e->net.accept_paused && !e->core.shutting_down &&
         e->core.cnt.active < e->core.lim.max_connections && e->net.accept_resume == 0)
         listeners_enable(e, 1);

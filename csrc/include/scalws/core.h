@@ -27,6 +27,7 @@
 #define SWS_INTERNAL __attribute__((visibility("hidden")))
 
 #define EV_BATCH 256          /* events per epoll_wait */
+#define RBUF_KEEP 32          /* upstream read buffers kept (sws_rbuf_put) */
 #define RUN_ROUNDS 4          /* epoll_wait rounds per pass */
 #define BATCH_MIN_INFLIGHT 4  /* upstream requests in flight for the batching window */
 #define BATCH_MIN_PASS 2      /* ... after a pass with at least this many events */
@@ -196,6 +197,9 @@ typedef struct {
     size_t n_ready, cap_ready;
     int ready_fd;
     sws_evobj_t ready_ev;
+    /* Upstream read buffers kept for the next exchanges (sws_rbuf_get). */
+    struct { void *p; size_t size; } rbuf[RBUF_KEEP];
+    int n_rbuf;
     /* Hooks of the floors above: an expired timeout-list entry, and the end
      * of each pass (the access log's periodic flush). */
     void (*on_expire)(sws_engine_t *e, sws_tnode_t *n, int which);
@@ -274,6 +278,19 @@ SWS_INTERNAL void sws_core_bury(sws_engine_t *e);
 SWS_INTERNAL int sws_ready_add(sws_engine_t *e, sws_evobj_t *obj, const uint32_t *mask);
 SWS_INTERNAL void sws_ready_remove(sws_engine_t *e, sws_evobj_t *obj);
 SWS_INTERNAL void sws_ready_wants(sws_engine_t *e, sws_evobj_t *obj);
+
+/* The read buffer of one upstream exchange (proxy, FastCGI: their
+ * `buffer_size`, 64 KiB by default): malloc(size), or one of the buffers of
+ * that size given back with sws_rbuf_put while other exchanges were in
+ * flight (at most RBUF_KEEP). Freed, the buffers of a pass's finished
+ * exchanges would make the heap's top free space exceed glibc's trim
+ * threshold: the heap shrank, and grew again for the next pass's requests
+ * (ADR 0030). When the worker's last client connection closes (conn_close)
+ * nothing is kept, so an idle worker holds no buffer. sws_rbuf_put takes
+ * NULL. */
+SWS_INTERNAL void *sws_rbuf_get(sws_engine_t *e, size_t size);
+SWS_INTERNAL void sws_rbuf_put(sws_engine_t *e, void *buf, size_t size);
+SWS_INTERNAL void sws_rbuf_drain(sws_engine_t *e);
 
 /* Arms (on) or disarms the relay entry: contract as sws_engine_watch. */
 SWS_INTERNAL int sws_core_watch(sws_engine_t *e, int on);
