@@ -3,8 +3,9 @@
  *
  * The engine owns an epoll instance ("inner epoll") holding the worker's
  * listening sockets, client connections and upstream connections. The
- * worker registers that one fd with its uvloop loop (loop.add_reader) and
- * calls sws_engine_serve() when it is readable, so a wake-up costs one
+ * worker registers one fd with its uvloop loop (loop.add_reader: a relay
+ * epoll holding the inner one, sws_engine_fd) and calls
+ * sws_engine_serve() when it is readable, so a wake-up costs one
  * Python callback however many connections are ready; bytes move with
  * recv/writev called from C on non-blocking sockets
  * (docs/adr/0001-connection-io.md, 0003-serve-loop.md).
