@@ -1,0 +1,98 @@
+#!/bin/bash
+# Instructions per answer of the worker's C loop, under callgrind.
+#
+#   bench/instr.sh [SCENARIO]        tls-h2-static-small (default),
+#                                    tls-h2-respond, static-small, respond
+#   SCALWSD=path/to/scalwsd          the build to probe (default: this tree's)
+#   N1=4000 N2=24000                 the two request counts
+#   KEEP=1                           keep the callgrind outputs (path printed)
+#
+# A fresh server (one worker, sandbox off, busy_poll 0) serves N1, then a
+# second fresh one N2 requests (h2load -c16 -m10, or --h1 for the HTTP/1
+# scenarios); the difference of the two totals over N2-N1 is the cost of an
+# answer without start-up and teardown. Only sws_core_serve and what it
+# calls is counted (--toggle-collect): the engine, HTTP, HPACK, TLS and
+# libc work of a pass, not uvloop or Python. Deterministic to a few
+# instructions per answer, so small changes show where the rate is noise.
+# For the same machine code in two builds, build both with
+# SCALWS_MARCH=x86-64 (the default -march=native differs between hosts).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+scen=${1:-tls-h2-static-small}
+SCALWSD=${SCALWSD:-$root/.venv/bin/scalwsd}
+N1=${N1:-4000}
+N2=${N2:-24000}
+command -v valgrind >/dev/null || { echo "instr.sh: valgrind is not installed" >&2; exit 2; }
+command -v h2load >/dev/null || { echo "instr.sh: h2load is not installed (nghttp2-client)" >&2; exit 2; }
+
+work=$(mktemp -d /tmp/scalws-instr.XXXXXX)
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/www"
+head -c 1024 /dev/zero | tr '\0' a > "$work/www/1k.html"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=localhost -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+case $scen in
+tls-h2-static-small) tls=1 route="static: {root: $work/www}" path=/1k.html ;;
+tls-h2-respond) tls=1 route='respond: {status: 200, body: "hello world"}' path=/respond ;;
+static-small) tls=0 route="static: {root: $work/www}" path=/1k.html ;;
+respond) tls=0 route='respond: {status: 200, body: "hello world"}' path=/respond ;;
+*) echo "instr.sh: unknown scenario $scen" >&2; exit 2 ;;
+esac
+if [ $tls = 1 ]; then
+    listen="\"127.0.0.1:$port tls\"" site_tls="    tls: {cert: $work/cert.pem, key: $work/key.pem}"
+    url=https://127.0.0.1:$port$path h2opt=
+else
+    listen="\"127.0.0.1:$port\"" site_tls= url=http://127.0.0.1:$port$path h2opt=--h1
+fi
+cat > "$work/site.yaml" <<EOF
+workers: 1
+sandbox: off
+busy_poll: 0
+user: $(id -un)
+pid: $work/scalwsd.pid
+sites:
+  - listen: $listen
+$site_tls
+    routes:
+      - path: /
+        $route
+EOF
+
+total() {   # the worker's instruction count from one callgrind output
+    awk '/^summary:/ {print $2}' "$1"
+}
+
+run() {     # $1: requests -> prints the worker's instructions
+    local n=$1 out=$work/cg.$1 pid
+    mkdir -p "$out"
+    valgrind --tool=callgrind --toggle-collect=sws_core_serve \
+        --callgrind-out-file="$out/cg.%p" "$SCALWSD" --config "$work/site.yaml" \
+        >"$out/log" 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do
+        curl -skf -o /dev/null "$url" && break
+        sleep 0.1
+    done
+    h2load $h2opt -c16 -m10 -n"$n" "$url" >"$out/h2load" 2>&1
+    grep -q "succeeded, 0 errored" "$out/h2load" || grep -q "$((n)) succeeded" "$out/h2load" ||
+        { cat "$out/h2load" >&2; kill "$pid"; exit 1; }
+    kill -TERM "$pid"
+    wait "$pid" || true
+    # the worker's file is the one with the largest count (the master ran no serve pass)
+    local best=0 f c
+    for f in "$out"/cg.*; do
+        [ -f "$f" ] || continue
+        c=$(total "$f"); c=${c:-0}
+        [ "$c" -gt "$best" ] && best=$c
+    done
+    echo "$best"
+}
+
+a=$(run "$N1")
+b=$(run "$N2")
+per=$(( (b - a) / (N2 - N1) ))
+echo "$scen: $per instructions per answer ($SCALWSD; $N1: $a, $N2: $b)"
+[ "${KEEP:-0}" = 1 ] && echo "callgrind outputs: $work/cg.$N2" || true
