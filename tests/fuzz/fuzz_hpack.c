@@ -37,7 +37,10 @@
  * the peer's SETTINGS_HEADER_TABLE_SIZE to SIZES[ctl & 15] (enc_peer_max,
  * and the nghttp2 inflater's change_table_size; fields are encoded only
  * when their block ends, so this is between blocks) and read no field;
- * bit 5: the name is NAMES[next byte]; bit 0: SWS_HPACK_NEVER. Each block our encoder writes must fit its bound and
+ * bit 5: the name is NAMES[next byte]; bit 0: SWS_HPACK_NEVER; bit 1: the
+ * field is the previous block's at this position (no more bytes read;
+ * ignored where that block had none); bit 4 with bit 6: the block that ends goes out
+ * twice (the encoder's memo of positions, hpack.h). Each block our encoder writes must fit its bound and
  * inflate in nghttp2 to exactly the list given, never-indexed where asked
  * (and for set-cookie, cookie, authorization, proxy-authorization,
  * x-request-id), with the same table size on both sides.
@@ -294,13 +297,17 @@ static void fuzz_encode(const uint8_t *p, size_t n, uint32_t peer, uint32_t cap)
         abort();
     sws_hpack_enc_peer_max(&e, peer);
     nghttp2_hd_inflate_change_table_size(inf, peer);
-    sws_hpack_field_t f[MAX_FIELDS];
-    size_t nf = 0, blk = 0;
+    static sws_hpack_field_t f[MAX_FIELDS], prev[MAX_FIELDS];
+    size_t nf = 0, nprev = 0, blk = 0;
     const uint8_t *end = p + n;
     while (p < end) {
         uint8_t ctl = *p++;
         if ((ctl & 0x40) || nf == MAX_FIELDS) {
             enc_block(&e, inf, f, nf, blk++);
+            if ((ctl & 0x50) == 0x50)
+                enc_block(&e, inf, f, nf, blk++);
+            memcpy(prev, f, nf * sizeof *f);
+            nprev = nf;
             nf = 0;
         }
         if (ctl & 0x80) {
@@ -309,6 +316,10 @@ static void fuzz_encode(const uint8_t *p, size_t n, uint32_t peer, uint32_t cap)
             continue;
         }
         sws_hpack_field_t *x = &f[nf];
+        if ((ctl & 2) && nf < nprev) {
+            *x = prev[nf++];
+            continue;
+        }
         if (ctl & 0x20) {
             const char *nm = NAMES[(p < end ? *p++ : 0) % N_NAMES];
             x->name = (const uint8_t *)nm;

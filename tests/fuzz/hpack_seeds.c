@@ -304,6 +304,52 @@ static void encoder(void)
     }
 }
 
+/* Encoder mode: the answers of one route on a connection, the same list
+ * again and again with a field changed now and then (a new date, another
+ * length, a request id), through the positions' memo (hpack.h): ctl bit 1
+ * copies the previous block's field, bit 4 with bit 6 sends a block twice. */
+static void repeats(void)
+{
+    static const uint8_t names[] = {0, 5, 8, 6, 7, 18, 15, 22}; /* NAMES[] of fuzz_hpack.c */
+    static const char *const vals[] = {"200", "scalws", "Sun, 06 Dec 2026 07:15:05 GMT",
+                                       "text/html", "1024", "Sat, 05 Dec 2026 10:00:00 GMT",
+                                       "\"65f2a1-400\"", "bytes"};
+    for (int s = 0; s < 6; s++) {
+        /* peer 4096 or 256; our cap 4096, 100, 256 */
+        start((uint8_t)(0x80 | (s % 2 ? 8 : 0)), (uint8_t[]){0, 7, 8}[s % 3]);
+        for (int b = 0; b < 6 + s; b++) {
+            if (b && s >= 4 && rnd() % 3 == 0) /* a peer size change between blocks */
+                seed[sn++] = (uint8_t)(0x80 | (rnd() % 16));
+            for (size_t i = 0; i < 8; i++) {
+                uint8_t first = i == 0 ? 0x40 | (rnd() % 3 == 0 ? 0x10 : 0) : 0;
+                if (b && rnd() % 4) { /* as before */
+                    seed[sn++] = (uint8_t)(first | 2);
+                    continue;
+                }
+                seed[sn++] = (uint8_t)(first | 0x20 | (s == 3 && i == 2)); /* s 3: a never-indexed date */
+                if (i == 4 && rnd() % 2) { /* a request id in place of the length */
+                    seed[sn++] = 13;
+                    put("\x10", 1);
+                    put("4bf92f3577b34da6", 16);
+                    continue;
+                }
+                seed[sn++] = names[i];
+                char v[40];
+                snprintf(v, sizeof v, "%s", vals[i]);
+                if (i == 2 || i == 4) /* another second, another length */
+                    v[i == 2 ? 23 : 0] = (char)('1' + rnd() % 8);
+                seed[sn++] = (uint8_t)strlen(v);
+                put(v, strlen(v));
+            }
+        }
+        seed[sn++] = 0x50; /* the last block twice */
+        put("\x20\x00\x03" "200", 6);
+        char nm[32];
+        snprintf(nm, sizeof nm, "repeats-%02d", s);
+        save(nm);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -316,5 +362,6 @@ int main(int argc, char **argv)
     wraps();
     deflated();
     encoder();
+    repeats();
     return 0;
 }

@@ -720,37 +720,51 @@ static void enc_add(sws_hpack_enc_t *e, const sws_hpack_field_t *f, uint32_t hn,
     *bn = *bf = q + 1;
 }
 
-/* Index-on-repeat: 1 when this field (by hash) was sent literal lately. */
+/* Index-on-repeat: 1 when this field (by hash) was sent literal lately.
+ * Two slots a field may take (by two parts of its hash), a free one
+ * first, else each in turn: with one, two fields of an answer that share
+ * it would clear each other's mark on every answer and never be indexed
+ * (24 names of one block lost 13 so). A field indexed frees its slot. */
 static int seen_again(sws_hpack_enc_t *e, uint32_t hf)
 {
-    uint32_t *s = &e->seen[(hf >> 7) % SWS_HPACK_SEEN], v = hf | 1;
-    if (*s == v) {
-        *s = 0;
+    uint32_t v = hf | 1, *a = &e->seen[(hf >> 7) % SWS_HPACK_SEEN],
+             *b = &e->seen[(hf >> 19) % SWS_HPACK_SEEN];
+    if (*a == v || *b == v) {
+        *(*a == v ? a : b) = 0;
         return 1;
     }
-    *s = v;
+    if (*a && (!*b || (e->seen_turn++ & 1)))
+        a = b;
+    *a = v;
     return 0;
 }
 
-static uint8_t *encode_field(sws_hpack_enc_t *e, const sws_hpack_field_t *f, uint8_t *o)
+/* *code: what the field went out as, for the memo (hpack.h). */
+static uint8_t *encode_field(sws_hpack_enc_t *e, const sws_hpack_field_t *f, uint8_t *o,
+                             uint32_t *code)
 {
     uint32_t hn = hash_bytes(f->name, f->nl, HASH_SEED), hf = 0, name_idx = 0;
     const known_t *k = f->nl <= 255 ? known_find(hn, f->name, f->nl) : NULL;
     int pol = k ? k->policy : unknown_policy(f->name, f->nl);
+    *code = 0;
     if (f->flags & SWS_HPACK_NEVER)
         pol = P_NEVER; /* and no indexed form either: the caller asked for a literal */
     if (k && k->first) {
         name_idx = k->first;
         if (pol != P_NEVER)
             for (uint32_t i = k->first; i < k->first + k->count; i++)
-                if (static_tab[i].vl == f->vl && bytes_eq(static_tab[i].value, f->value, f->vl))
+                if (static_tab[i].vl == f->vl && bytes_eq(static_tab[i].value, f->value, f->vl)) {
+                    *code = i;
                     return put_int(o, 0x80, 7, i);
+                }
     }
     if (pol == P_INDEX || pol == P_REPEAT) {
         hf = hash_bytes(f->value, f->vl, hn);
         uint32_t d = e->t.n ? enc_find(e, f, hf, 1) : 0;
-        if (d)
+        if (d) {
+            *code = SWS_HPACK_MEMO_DYN | (e->t.ins - d);
             return put_int(o, 0x80, 7, STATIC_N + d);
+        }
     }
     if (!name_idx && e->t.n) {
         uint32_t d = enc_find(e, f, hn, 0);
@@ -771,9 +785,43 @@ static uint8_t *encode_field(sws_hpack_enc_t *e, const sws_hpack_field_t *f, uin
         if ((uint64_t)f->nl + f->vl + SWS_HPACK_OVERHEAD > e->t.max)
             return put_literal(o, 0x00, 4, name_idx, f);
         o = put_literal(o, 0x40, 6, name_idx, f);
+        uint32_t q = e->t.ins;
         enc_add(e, f, hn, hf);
+        if (e->t.ins != q) /* added: the next block may find it by position */
+            *code = SWS_HPACK_MEMO_DYN | q;
         return o;
     }
+}
+
+/* f as the memo's code has it, or NULL: its index written at o when the
+ * static entry, or the dynamic entry of that insert number while it is
+ * still held, has f's name and value. The insert number loses its top bit
+ * to the tag: past 2^31 inserts a code may name no entry or another one,
+ * and the compare sends the index only for an entry equal to f. */
+static uint8_t *memo_put(const sws_hpack_enc_t *e, const sws_hpack_field_t *f, uint32_t code,
+                         uint8_t *o)
+{
+    if (f->flags & SWS_HPACK_NEVER)
+        return NULL;
+    if (!(code & SWS_HPACK_MEMO_DYN)) {
+        const static_ent_t *s = &static_tab[code];
+        if (s->nl != f->nl || s->vl != f->vl || !bytes_eq(s->name, f->name, f->nl) ||
+            !bytes_eq(s->value, f->value, f->vl))
+            return NULL;
+        return put_int(o, 0x80, 7, code);
+    }
+    uint32_t q = code & ~SWS_HPACK_MEMO_DYN, k = e->t.ins - q;
+    if (k == 0 || k > e->t.n)
+        return NULL;
+    const sws_hpack_ent_t *en = &e->t.ent[q & e->t.ent_mask];
+    if (en->nl != f->nl || en->vl != f->vl || !ring_eq(&e->t, en->off, f->name, f->nl))
+        return NULL;
+    uint32_t vo = en->off + en->nl;
+    if (vo >= e->t.cap)
+        vo -= e->t.cap;
+    if (!ring_eq(&e->t, vo, f->value, f->vl))
+        return NULL;
+    return put_int(o, 0x80, 7, STATIC_N + k);
 }
 
 size_t sws_hpack_encode(sws_hpack_enc_t *e, const sws_hpack_field_t *f, size_t n, uint8_t *out)
@@ -788,7 +836,19 @@ size_t sws_hpack_encode(sws_hpack_enc_t *e, const sws_hpack_field_t *f, size_t n
         tab_set_max(&e->t, e->pend_final);
         e->pending = 0;
     }
-    for (size_t i = 0; i < n; i++)
-        o = encode_field(e, &f[i], o);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t code;
+        if (i < SWS_HPACK_MEMO) {
+            uint8_t *p = e->memo[i] ? memo_put(e, &f[i], e->memo[i], o) : NULL;
+            if (p) {
+                o = p;
+                continue;
+            }
+            o = encode_field(e, &f[i], o, &code);
+            e->memo[i] = code;
+        } else {
+            o = encode_field(e, &f[i], o, &code);
+        }
+    }
     return (size_t)(o - out);
 }

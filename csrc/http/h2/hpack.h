@@ -126,6 +126,8 @@ SWS_INTERNAL int sws_hpack_decode(sws_hpack_dec_t *d, const uint8_t *p, size_t n
 
 #define SWS_HPACK_BUCKETS 64 /* hash chains into the encoder's table, by name and by field */
 #define SWS_HPACK_SEEN 64    /* fields seen once, for the index-on-repeat rule */
+#define SWS_HPACK_MEMO 16    /* positions of the last block whose index is remembered */
+#define SWS_HPACK_MEMO_DYN 0x80000000u
 
 typedef struct sws_hpack_enc {
     sws_hpack_table_t t;
@@ -133,6 +135,12 @@ typedef struct sws_hpack_enc {
     uint32_t *next;          /* per entry slot: chain links (insert numbers), by name then by field */
     uint32_t by_name[SWS_HPACK_BUCKETS], by_field[SWS_HPACK_BUCKETS]; /* newest insert number + 1 */
     uint32_t seen[SWS_HPACK_SEEN]; /* hashes of fields sent literal once */
+    uint32_t seen_turn;      /* which of a field's two seen[] slots a miss takes when both are used */
+    /* Per position of the last block, what its field went out as: 0 a
+     * literal, 1..61 a static index, SWS_HPACK_MEMO_DYN | an entry's insert
+     * number. A hint: the next block's field there is compared with that
+     * entry, and sent as its index only when name and value are the same. */
+    uint32_t memo[SWS_HPACK_MEMO];
     uint32_t cap_max;        /* the most our table uses (enc_init: 4096) */
     uint32_t pend_min, pend_final; /* size updates due at the next block, when pending */
     int pending;
@@ -166,6 +174,10 @@ SWS_INTERNAL size_t sws_hpack_encode_bound(const sws_hpack_field_t *f, size_t n)
  * file's answers repeat them); location, age, :path and the like without
  * indexing. A literal's name is
  * indexed when a table has it; strings are Huffman-coded when shorter.
+ * A field equal to the one at the same position of the previous block,
+ * when that one went out indexed and its entry is still in the table,
+ * takes that index without a look-up (answers of one kind repeat their
+ * list on a connection).
  */
 SWS_INTERNAL size_t sws_hpack_encode(sws_hpack_enc_t *e, const sws_hpack_field_t *f, size_t n,
                                      uint8_t *out);
