@@ -535,7 +535,14 @@ static int serve_path(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     }
     const char *ct;
     size_t ct_len;
-    content_type(st, path, path_len, &ct, &ct_len);
+    if (encoding) { /* f is a precompressed sibling: the type is the path's */
+        content_type(st, path, path_len, &ct, &ct_len);
+    } else if (f->ct_route == st) {
+        ct = f->ct, ct_len = f->ct_len;
+    } else {
+        content_type(st, path, path_len, &ct, &ct_len);
+        f->ct_route = st, f->ct = ct, f->ct_len = ct_len;
+    }
     head_ct(e, r, status, ct, ct_len);
     if (crange_len > 0)
         resp_field_lit(e, r, "Content-Range", crange, (size_t)crange_len);

@@ -55,6 +55,12 @@ typedef struct sws_file {
     size_t etag_len;
     const char *mem;         /* the content when size <= mem_max, else NULL */
     char last_modified[29];  /* mtime as an IMF-fixdate, for the header */
+    /* The static handler's memo: the Content-Type line it found for this
+     * entry's path under the route (ct_route); NULL until then. A path's
+     * type does not change when its file does, so a revalidation keeps it. */
+    const void *ct_route;
+    const char *ct;
+    size_t ct_len;
     /* private */
     uint64_t ino, dev;
     int64_t mtime_ns;
