@@ -587,6 +587,7 @@ void sws_h2_free(sws_engine_t *e)
         free(s->hdr);
         free(s);
     }
+    h2_q_spare_free(&e->h2);
     if (e->h2.hq_pool)
         sws_h2pool_free(e->h2.hq_pool);
     free(e->h2.hq_pool);

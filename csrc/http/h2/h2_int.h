@@ -18,6 +18,7 @@ enum { Q_COPY, Q_REF, Q_FILE, Q_HOLD_FILE, Q_HOLD_HEAP, Q_HOLD };
 typedef struct qitem {
     sws_hold_t h;              /* a marker that reached the wire: net releases it */
     struct qitem *next;
+    sws_h2_t *h2;              /* the engine's HTTP/2 part: its spare items (h2_q_free) */
     int kind;
     uint64_t seq;              /* for discard: pieces given since the last flush */
     const char *p;             /* Q_COPY, Q_REF: the bytes still to send */
@@ -141,6 +142,7 @@ SWS_INTERNAL void h2_q_cut(h2s_t *s, uint64_t from);
 SWS_INTERNAL void h2_q_pop_markers(h2s_t *s);
 SWS_INTERNAL void h2_q_retire(h2conn_t *hc, qitem_t *q);
 SWS_INTERNAL void h2_q_release(sws_hold_t *h);
+SWS_INTERNAL void h2_q_spare_free(sws_h2_t *h2);
 SWS_INTERNAL void h2s_free(sws_engine_t *e, h2s_t *s);
 SWS_INTERNAL h2s_t *h2s_new(sws_engine_t *e);
 SWS_INTERNAL void h2s_log(sws_engine_t *e, h2s_t *s, const sws_request_t *r, int status);

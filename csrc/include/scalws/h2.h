@@ -135,6 +135,8 @@ typedef struct {
     h2s_t *spare;              /* stream objects kept for reuse (h2s_new), at most SWS_H2_SPARE */
     uint32_t n_spare;
     struct sws_h2pool *hq_pool; /* the sessions' header blocks kept for reuse (session.h) */
+    struct qitem *q_spare;     /* queue items without data kept for reuse, at most SWS_H2_SPARE */
+    uint32_t n_q_spare;
 } sws_h2_t;
 
 extern const sws_proto_t sws_h2_proto;
