@@ -362,6 +362,38 @@ def test_precompressed_siblings(server, www):
     assert r.getheader("Content-Encoding") is None and body == text and r.getheader("Vary") is None
 
 
+def test_content_type_per_route_and_representation(server, www):
+    """The type a route finds for a file is kept with the file's cache
+    entry (static.c): another site's route over the same root with its
+    own types, and the sibling served in the original's place, each keep
+    their own type, in either order and on repeated answers."""
+    import gzip
+    (www / "doc.zzq").write_text("# doc\n")
+    (www / "app.js").write_bytes(b"x" * 300)
+    (www / "app.js.gz").write_bytes(gzip.compress(b"x" * 300))
+    srv = server("""
+        workers: 1
+        sites:
+          - listen: "127.0.0.1:{port1}"
+            routes:
+              - {{path: /, static: {{root: "%s", mime_types: {{zzq: text/x-zzq}}}}}}
+          - listen: "127.0.0.1:{port2}"
+            routes:
+              - {{path: /, static: {{root: "%s", default_type: text/x-unknown}}}}
+    """ % (www, www))
+    other = srv.ports[1]
+    for _ in range(3):
+        assert get(other, "/doc.zzq")[0].getheader("Content-Type") == "text/x-unknown"
+        assert get(srv.port, "/doc.zzq")[0].getheader("Content-Type") == "text/x-zzq"
+    for _ in range(3):
+        r, _ = get(srv.port, "/app.js", {"Accept-Encoding": "gzip"})
+        assert r.getheader("Content-Encoding") == "gzip"
+        assert r.getheader("Content-Type") == "text/javascript"
+        r, _ = get(srv.port, "/app.js.gz")  # the sibling asked for by its own name
+        assert r.getheader("Content-Encoding") is None
+        assert r.getheader("Content-Type") == "application/gzip"
+
+
 def test_try_files(server, www):
     (www / "spa").mkdir()
     (www / "spa" / "index.html").write_text("<app>")
