@@ -64,9 +64,10 @@ struct h2s {
     sws_header_t log_h[2];
     char rid[RID_MAX];
     /* the response */
-    char *hb;                  /* head fields as "Name: value\r\n" lines, until commit */
+    char *hb;                  /* the head's fields as records (resp.c), until encoded */
     size_t hb_len, hb_cap;
-    uint32_t hb_lines;         /* field lines in hb (names lowercased as they came) */
+    uint32_t hb_lines;         /* fields in hb, at most (names lowercased as they came) */
+    uint32_t hb_run;           /* 1 + where the last record's length is, when it is a run of lines */
     char date[SWS_HTTP_DATE_LEN];
     char st[3];                /* :status's digits */
     qitem_t *qh, *qt;
@@ -118,6 +119,7 @@ static inline void h2s_hb_release(h2s_t *s)
     }
     s->hb_len = 0;
     s->hb_lines = 0;
+    s->hb_run = 0;
 }
 
 /* The PING of the graceful stop (h2_goaway_notice). */

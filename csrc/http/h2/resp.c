@@ -10,7 +10,20 @@
 
 /* ---- the response interface ---------------------------------------------------------- */
 
-/* Room for n more bytes in the head's field lines. */
+/* The head's fields in s->hb, in the order given, as records: a field a
+ * handler gave by name and value (HB_FIELD, then its name's and value's
+ * lengths, 4 bytes each, then the name lowercased and the value, without
+ * the blanks around it), or field lines as a handler gave them (HB_LINES,
+ * then the length, 4 bytes, then "Name: value\r\n" with the names
+ * lowercased), parsed at commit. The pieces of one line (a redirect's
+ * Location) go into one run of lines. Commit reads the records where
+ * they are: the session keeps pointers into them until the block is
+ * encoded (h2s_hb_release). */
+enum { HB_FIELD = 1, HB_LINES = 2 };
+#define HB_FIELD_HEAD 9
+#define HB_LINES_HEAD 5
+
+/* Room for n more bytes in the head's records. */
 static int hb_room(h2s_t *s, size_t n)
 {
     if (s->submitted)
@@ -28,22 +41,58 @@ static int hb_room(h2s_t *s, size_t n)
     return 0;
 }
 
-static int hb_put(h2s_t *s, const char *p, size_t n)
-{
-    if (hb_room(s, n) < 0)
-        return -1;
-    memcpy(s->hb + s->hb_len, p, n);
-    s->hb_len += n;
-    return 0;
-}
-
-/* The head's lines are dropped (out of memory): commit answers without them. */
+/* The head's records are dropped (a new head, or out of memory: commit
+ * then answers without them). */
 static void hb_lost(h2s_t *s)
 {
     s->hb_len = 0;
     s->hb_lines = 0;
+    s->hb_run = 0;
 }
 
+/* x with A-Z lowercased in each byte: a byte is upper case when adding
+ * 0x3f to its low seven bits carries into bit 7 ('A' and up) and adding
+ * 0x25 does not ('Z' and below), and its own bit 7 is clear. */
+static inline uint64_t lower8(uint64_t x)
+{
+    uint64_t low = x & 0x7f7f7f7f7f7f7f7full;
+    uint64_t up = ((low + 0x3f3f3f3f3f3f3f3full) ^ (low + 0x2525252525252525ull)) & ~x &
+                  0x8080808080808080ull;
+    return x | up >> 2;
+}
+
+/* d[0..n) = s[0..n) lowercased, eight bytes a step; the tail (and a name
+ * of 4 to 7 bytes) by loads that overlap what is done already. */
+static inline void lower_copy(char *d, const char *s, size_t n)
+{
+    uint64_t x;
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&x, s + i, 8);
+            x = lower8(x);
+            memcpy(d + i, &x, 8);
+        }
+        if (i < n) {
+            memcpy(&x, s + n - 8, 8);
+            x = lower8(x);
+            memcpy(d + n - 8, &x, 8);
+        }
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        x = lower8(a | (uint64_t)b << 32);
+        a = (uint32_t)x, b = (uint32_t)(x >> 32);
+        memcpy(d + n - 4, &b, 4);
+        memcpy(d, &a, 4);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    }
+}
+
+static int conn_specific(const char *n, size_t nl);
 
 static void h2_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
                     size_t reason_len)
@@ -66,22 +115,27 @@ static void h2_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t nl
                      const char *value, size_t vl)
 {
     h2s_t *s = H2S(r);
-    if (hb_room(s, nl + vl + 4) < 0) {
+    while (vl && (*value == ' ' || *value == '\t'))
+        value++, vl--;
+    while (vl && (value[vl - 1] == ' ' || value[vl - 1] == '\t'))
+        vl--;
+    if (!nl || nl > UINT32_MAX || vl > UINT32_MAX)
+        return;
+    if (hb_room(s, HB_FIELD_HEAD + nl + vl) < 0) {
         hb_lost(s);
         return;
     }
-    char *p = s->hb + s->hb_len; /* the name lowercased here (HTTP/2), not again by commit */
-    for (size_t i = 0; i < nl; i++)
-        p[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
-    p += nl;
-    *p++ = ':';
-    *p++ = ' ';
-    memcpy(p, value, vl);
-    p += vl;
-    *p++ = '\r';
-    *p++ = '\n';
-    s->hb_len = (size_t)(p - s->hb);
+    char *p = s->hb + s->hb_len;
+    lower_copy(p + HB_FIELD_HEAD, name, nl); /* HTTP/2's names are lowercase */
+    if (conn_specific(p + HB_FIELD_HEAD, nl))
+        return; /* not HTTP/2's (RFC 9113 §8.2.2) */
+    uint32_t l[2] = {(uint32_t)nl, (uint32_t)vl};
+    p[0] = HB_FIELD;
+    memcpy(p + 1, l, 8);
+    memcpy(p + HB_FIELD_HEAD + nl, value, vl);
+    s->hb_len += HB_FIELD_HEAD + nl + vl;
     s->hb_lines++;
+    s->hb_run = 0;
 }
 
 static void h2_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t len)
@@ -89,15 +143,27 @@ static void h2_fields(sws_engine_t *e, sws_resp_t *r, const char *lines, size_t 
     h2s_t *s = H2S(r);
     if (!len)
         return;
-    if (hb_put(s, lines, len) < 0) {
+    if (len > UINT32_MAX || hb_room(s, len + HB_LINES_HEAD) < 0) {
         hb_lost(s);
         return;
     }
-    /* Each line's name lowercased here (HTTP/2), as h2_field does. A
-     * handler may give a line in pieces (a redirect's Location): a piece
-     * that does not start a line starts in a value, which stays as it is. */
-    char *p = s->hb + s->hb_len - len, *end = s->hb + s->hb_len;
-    if (p > s->hb && p[-1] != '\n') {
+    uint32_t run_len = 0;
+    if (!s->hb_run) { /* a new run of lines */
+        s->hb[s->hb_len] = HB_LINES;
+        s->hb_run = (uint32_t)s->hb_len + 1;
+        s->hb_len += HB_LINES_HEAD;
+    } else {
+        memcpy(&run_len, s->hb + s->hb_run, 4);
+    }
+    char *run = s->hb + s->hb_run + 4, *p = s->hb + s->hb_len;
+    memcpy(p, lines, len);
+    s->hb_len += len;
+    run_len += (uint32_t)len;
+    memcpy(s->hb + s->hb_run, &run_len, 4);
+    /* Each line's name lowercased here (HTTP/2). A piece that does not
+     * start a line starts in a value, which stays as it is. */
+    char *end = s->hb + s->hb_len;
+    if (p > run && p[-1] != '\n') {
         char *eol = memchr(p, '\n', (size_t)(end - p));
         p = eol ? eol + 1 : end;
     }
@@ -460,7 +526,22 @@ int h2_commit(sws_engine_t *e, h2s_t *s)
         field_set(&nva[n++], "server", 6, sl + 8, sll - 10);
     field_set(&nva[n++], "date", 4, s->date, SWS_HTTP_DATE_LEN);
     size_t fields = n;
-    n = parse_lines(s->hb, s->hb_len, nva, n, max);
+    for (char *p = s->hb, *end = s->hb + s->hb_len; p < end && n < max;) {
+        uint32_t l[2];
+        memcpy(l, p + 1, p[0] == HB_FIELD ? 8 : 4);
+        if (p[0] == HB_FIELD) {
+            const char *nm = p + HB_FIELD_HEAD;
+            field_set(&nva[n], nm, l[0], nm + l[0], l[1]);
+            /* the proxy's and FastCGI's request id: never indexed (parse_lines) */
+            if (l[0] == 12 && memcmp(nm, "x-request-id", 12) == 0)
+                nva[n].flags |= SWS_HPACK_NEVER;
+            n++;
+            p += HB_FIELD_HEAD + l[0] + l[1];
+        } else {
+            n = parse_lines(p + HB_LINES_HEAD, l[0], nva, n, max);
+            p += HB_LINES_HEAD + l[0];
+        }
+    }
     if (s->tunnel) { /* RFC 8441 §5: the handshake's proof is HTTP/1's, not ours to pass on */
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
@@ -594,7 +675,7 @@ static void h2_discard(sws_engine_t *e, sws_resp_t *r)
 {
     h2s_t *s = H2S(r);
     if (!s->submitted) {
-        s->hb_len = 0;
+        hb_lost(s);
         s->head_ready = 0;
     }
     h2_q_cut(s, s->commit_seq); /* what was given since the last flush */
