@@ -227,6 +227,15 @@ static void on_request(void *u, void *su, int end_stream)
     h2s_body_timer(e, s); /* the client owes its body from here, whoever answers */
 }
 
+/* A field of the request was over HPACK's 64 KiB: 431, as for a list
+ * over max_header_list_size (on_header never saw that field). */
+static void on_too_big(void *u, void *su)
+{
+    h2s_t *s = su;
+    if (s)
+        s->too_big = 1;
+}
+
 /* The client ended the request (END_STREAM on DATA or trailers). */
 static void on_end_stream(void *u, void *su)
 {
@@ -381,6 +390,7 @@ const sws_h2cb_t h2_callbacks = {
     .begin = on_begin,
     .header = on_header,
     .request = on_request,
+    .too_big = on_too_big,
     .data = on_data,
     .end_stream = on_end_stream,
     .close = on_close,

@@ -100,6 +100,11 @@ typedef struct {
                   size_t vl);
     /* The request's header block ended and was well formed. */
     void (*request)(void *u, void *su, int end_stream);
+    /* Called before request when a field of the block was over
+     * SWS_HPACK_FIELD_MAX: it and the fields after it were not passed to
+     * header (the list is incomplete: answer 431). May be NULL: the stream
+     * is reset INTERNAL_ERROR instead. */
+    void (*too_big)(void *u, void *su);
     /* Request body bytes (DATA's payload, padding off). -1: reset the
      * stream (INTERNAL_ERROR). The caller hands the window back
      * (sws_h2sess_consume) when it took them. */

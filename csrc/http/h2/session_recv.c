@@ -205,7 +205,10 @@ static void block_end(sws_h2sess_t *s, const uint8_t *p, size_t n)
     }
     if (!st)
         return;
-    if (b.failed || rc != SWS_HPACK_OK) {
+    /* a field over SWS_HPACK_FIELD_MAX in a request (the list limit is
+     * the caller's, counted in header): the caller answers 431 */
+    int too_big = rc == SWS_HPACK_TOO_BIG && kind == BLK_REQUEST && s->cb->too_big;
+    if (b.failed || (rc != SWS_HPACK_OK && !too_big)) {
         sws_h2sess_rst(s, id, H2_INTERNAL_ERROR);
         return;
     }
@@ -224,6 +227,8 @@ static void block_end(sws_h2sess_t *s, const uint8_t *p, size_t n)
         }
         st->state = ST_HALF_REMOTE;
     }
+    if (too_big)
+        s->cb->too_big(s->u, st->su);
     s->cb->request(s->u, st->su, end);
 }
 
