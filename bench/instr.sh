@@ -14,8 +14,8 @@
 # calls is counted (--toggle-collect): the engine, HTTP, HPACK, TLS and
 # libc work of a pass, not uvloop or Python. Deterministic to a few
 # instructions per answer, so small changes show where the rate is noise.
-# For the same machine code in two builds, build both with
-# SCALWS_MARCH=x86-64 (the default -march=native differs between hosts).
+# Builds on two hosts may differ (the default adds SSE4.2 where the CPU
+# has it): to compare figures across hosts, build with SCALWS_MARCH=x86-64.
 # The HTTP/1 scenarios need such a build: valgrind 3.19 does not decode
 # pcmpestri, which the SSE4.2 request parser uses (the worker dies of
 # SIGILL under it); the scalar parser it falls back to costs more
