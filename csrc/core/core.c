@@ -88,7 +88,7 @@ void sws_rbuf_put(sws_engine_t *e, void *buf, size_t size)
 {
     sws_core_t *k = &e->core;
     if (buf && k->n_rbuf < RBUF_KEEP && !k->shutting_down)
-        k->rbuf[k->n_rbuf++] = (typeof(k->rbuf[0])){buf, size};
+        k->rbuf[k->n_rbuf++] = (sws_rbuf_t){buf, size};
     else
         free(buf);
 }

@@ -141,6 +141,12 @@ typedef struct {
     uint32_t n;                /* entries: the idle-connections gauge reads TL_KEEPALIVE's */
 } tlist_t;
 
+/* An upstream read buffer kept for reuse (sws_rbuf_get). */
+typedef struct {
+    void *p;
+    size_t size;
+} sws_rbuf_t;
+
 /* The core's part of the engine (e->core). */
 typedef struct {
     int epfd;
@@ -198,7 +204,7 @@ typedef struct {
     int ready_fd;
     sws_evobj_t ready_ev;
     /* Upstream read buffers kept for the next exchanges (sws_rbuf_get). */
-    struct { void *p; size_t size; } rbuf[RBUF_KEEP];
+    sws_rbuf_t rbuf[RBUF_KEEP];
     int n_rbuf;
     /* Hooks of the floors above: an expired timeout-list entry, and the end
      * of each pass (the access log's periodic flush). */
