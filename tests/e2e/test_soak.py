@@ -1,5 +1,5 @@
 """The soak harness (bench/soak.py) shortened to 60 s, with its chaos
-compressed: a HUP every 15 s (3), a worker SIGKILL at 22 s and 52 s (one of
+compressed: a HUP every 15 s (3), a worker SIGKILL at 22 s and 42 s (one of
 each index), a rolling restart of the first upstream app and PHP-FPM pool at
 37 s. One run (about 80 s) serves every test of the module; its report is
 bench/soak.py's report.json.
@@ -14,7 +14,11 @@ the same connection (test_h2.py), and a pipe the master left open per reload
 The worker RSS bound (2 %) is the issue's: between the first quiet sample
 (after 8 s of warm-up, when a fresh worker's RSS has levelled off) and the
 last one (a worker of a later generation, 15 s old), the growth measured
-here was 0.0 to 1.5 %, all of it the load's noise.
+here was 0.0 to 1.5 %, all of it the load's noise. Both kills come before the
+last HUP, so that the workers compared at the end, like the first ones, never
+took over a killed sibling's clients: with a kill at 52 s, worker 0 of the
+last generation absorbed worker 1's reconnecting clients and its heap's high
+water once ended 2.4 % above the first sample's (CI, 2026-12-06).
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from tests.e2e.conftest import ROOT
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 ARGS = ["--duration", "60", "--warmup", "8", "--timeout", "6",
-        "--hup-every", "15", "--kill-every", "30", "--first-kill", "22",
+        "--hup-every", "15", "--kill-every", "20", "--first-kill", "22",
         "--upstream-every", "60", "--first-upstream", "37"]
 KINDS = ("static", "proxy", "cache-hit", "cache-miss", "php", "ws")
 
@@ -76,7 +80,7 @@ def test_every_kind_and_protocol_was_sent(report):
 
 def test_every_event_happened(report):
     events = report["events"]
-    assert [e["kind"] for e in events] == ["hup", "kill", "hup", "upstream", "hup", "kill"], events
+    assert [e["kind"] for e in events] == ["hup", "kill", "hup", "upstream", "kill", "hup"], events
     assert all(e["ok"] for e in events), events
     kills = [e for e in events if e["kind"] == "kill"]
     assert sorted(e["worker"] for e in kills) == [0, 1], kills
