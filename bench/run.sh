@@ -38,6 +38,7 @@ CONNS_1M=${CONNS_1M:-16}
 size_mib "$CACHE_SIZE" >/dev/null
 WRK_TIMEOUT=${WRK_TIMEOUT:-5}
 ROTATE=${ROTATE:-0}
+H2_LOG=${H2_LOG:-1}
 OUT=${OUT:-}
 PHP_CHILDREN=${PHP_CHILDREN:-$CONNS}  # one child per client connection: no queueing behind kept-alive FastCGI connections
 BENCH_COMMAND=${BENCH_COMMAND:-$(printf 'SERVERS="%s" SCENARIOS="%s" MODE=%s CPU_SERVER=%s CPU_LOAD=%s ROTATE=%s bench/run.sh' \
@@ -153,7 +154,7 @@ load_run() {  # load_run SCENARIO SECONDS OUTFILE [H2LOGFILE]
     case $scen in
         tls-h2-*)
             local extra=()
-            [ -n "$h2log" ] && extra=(--log-file "$h2log")
+            [ -n "$h2log" ] && [ "$H2_LOG" = 1 ] && extra=(--log-file "$h2log")
             "$H2LOAD" -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -D "$secs" "${extra[@]}" "$url" >"$out" 2>&1 & ;;
         *)
             local c=$CONNS

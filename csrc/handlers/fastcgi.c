@@ -305,23 +305,12 @@ static int build_params(sws_engine_t *e, fx_t *x, const sws_request_t *req)
         rc |= PARAM(x, "REMOTE_PORT", num, (size_t)k);
     }
     /* SERVER_ADDR / SERVER_PORT: the address the client connected to. */
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(x->conn->fd, (struct sockaddr *)&ss, &sl) == 0 &&
-        (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
-        char a[64];
-        unsigned port;
-        if (ss.ss_family == AF_INET) {
-            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-            inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a);
-            port = ntohs(s4->sin_port);
-        } else {
-            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-            inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
-            port = ntohs(s6->sin6_port);
-        }
-        rc |= PARAM(x, "SERVER_ADDR", a, strlen(a));
-        k = snprintf(num, sizeof num, "%u", port);
+    char la[64];
+    unsigned lport;
+    size_t lal = sws_conn_local_addr(x->conn, la, sizeof la, &lport);
+    if (lal) {
+        rc |= PARAM(x, "SERVER_ADDR", la, lal);
+        k = snprintf(num, sizeof num, "%u", lport);
         rc |= PARAM(x, "SERVER_PORT", num, (size_t)k);
     }
     /* SERVER_NAME: the Host without its port. */

@@ -1,5 +1,6 @@
 /* Listening sockets and accept; contract in scalws/net.h. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -41,6 +42,54 @@ void sws_net_free(sws_engine_t *e)
 
 static void do_accept(sws_engine_t *e, void *obj, uint32_t events);
 
+/* An IPv4 or IPv6 address as text, and its port; the length, 0 for other
+ * families. */
+static size_t sockaddr_text(const struct sockaddr_storage *ss, char *addr, size_t cap, uint16_t *port)
+{
+    const void *a;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+        a = &s4->sin_addr, *port = ntohs(s4->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+        a = &s6->sin6_addr, *port = ntohs(s6->sin6_port);
+    } else {
+        return 0;
+    }
+    if (!inet_ntop(ss->ss_family, a, addr, (socklen_t)cap))
+        return 0;
+    return strlen(addr);
+}
+
+/* Bound to every address of its family (0.0.0.0, ::) or not an IP socket:
+ * each connection's local address must be asked for. */
+static int sockaddr_is_wildcard(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return 1;
+}
+
+size_t sws_conn_local_addr(const sws_conn_t *c, char *addr, size_t cap, unsigned *port)
+{
+    const listener_t *l = c->lst;
+    if (l && l->local_len && cap > l->local_len) {
+        memcpy(addr, l->local_addr, (size_t)l->local_len + 1);
+        *port = l->local_port;
+        return l->local_len;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    uint16_t p = 0;
+    if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) < 0)
+        return 0;
+    size_t n = sockaddr_text(&ss, addr, cap, &p);
+    *port = p;
+    return n;
+}
+
 int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto,
                          const sws_proto_t *alt, const void *conf, const sws_tls_listen_t *tls)
 {
@@ -66,7 +115,10 @@ int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto,
     l->enabled = 1;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    l->is_unix = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_UNIX;
+    int named = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0;
+    l->is_unix = named && ss.ss_family == AF_UNIX;
+    if (named && !sockaddr_is_wildcard(&ss))
+        l->local_len = (unsigned char)sockaddr_text(&ss, l->local_addr, sizeof l->local_addr, &l->local_port);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
     if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         int err = errno;

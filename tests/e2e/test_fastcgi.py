@@ -495,6 +495,19 @@ def test_cgi_parameters_as_php_sees_them(server, php_fpm):
     assert "CONTENT_LENGTH" not in d10 or d10["CONTENT_LENGTH"] == ""
 
 
+def test_server_addr_on_a_wildcard_listener_is_the_address_each_client_reached(server, php_fpm):
+    """A listener bound to one address gives SERVER_ADDR without asking the
+    kernel; on 0.0.0.0 each connection's own local address is asked for, so
+    two clients reaching two loopback addresses see their own."""
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], listen="0.0.0.0:@PORT@"))
+    for addr in ("127.0.0.1", "127.0.0.3"):
+        c = http.client.HTTPConnection(addr, srv.port, timeout=10)
+        d = env(c)["server"]
+        c.close()
+        assert d["SERVER_ADDR"] == addr and d["SERVER_PORT"] == str(srv.port), d
+
+
 def test_remote_addr_from_a_trusted_proxy(server, php_fpm):
     fpm = php_fpm(children=2)
     srv = server(fcgi_yaml([fpm.addr]))

@@ -78,6 +78,11 @@ typedef struct {
     const void *conf;         /* the protocol's per-listener config (virtual hosts) */
     const sws_tls_listen_t *tls; /* NULL: plain */
     int is_unix;              /* one socket shared by the workers: nothing to steer */
+    /* The address connections reach when the socket is bound to one (not
+     * a wildcard): SERVER_ADDR without a getsockname per request. */
+    unsigned char local_len;  /* 0: a wildcard or unix socket: ask the connection */
+    uint16_t local_port;
+    char local_addr[46];      /* INET6_ADDRSTRLEN */
 } listener_t;
 
 /* Output the socket did not take: iov[idx..niov) still to write; iovecs
@@ -193,6 +198,10 @@ SWS_INTERNAL int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t
  * new one. */
 SWS_INTERNAL void conn_switch(sws_engine_t *e, sws_conn_t *c);
 SWS_INTERNAL void listeners_enable(sws_engine_t *e, int on);
+/* The address and port the client connected to, as text in addr (cap >= 46
+ * bytes): from the listener when it is bound to one address, else one
+ * getsockname. The text's length, or 0 (a unix socket, or an error). */
+SWS_INTERNAL size_t sws_conn_local_addr(const sws_conn_t *c, char *addr, size_t cap, unsigned *port);
 /* Stops accepting for good and closes this worker's copies of the listeners. */
 SWS_INTERNAL void sws_net_stop_listening(sws_engine_t *e);
 /* net/steer.c. sws_steer_init: this worker is index `index` of `n` (from
