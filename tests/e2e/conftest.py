@@ -19,13 +19,9 @@ import time
 
 import pytest
 
+from tests.e2e.ports import free_port  # noqa: F401  (re-exported: tests import it from here)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def free_port(host="127.0.0.1", family=socket.AF_INET) -> int:
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -37,16 +37,11 @@ import time
 
 import pytest
 
+from tests.e2e.ports import free_port  # noqa: F401  (re-exported)
 from tests.e2e.upstreams.faultproxy import FaultProxy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DIRECT = {"X-Test-Direct": "1"}
-
-
-def free_port(host="127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _read_log(path) -> str:
