@@ -676,7 +676,7 @@ static void up_read(sws_engine_t *e, px_t *x)
              * on (RFC 9110 §15.2), but 100: the client's expectation was
              * ours to meet (the protocol sent its 100, and the upstream got
              * no Expect), so the upstream's would be a second. */
-            if ((size_t)n > RESP_HEAD_MAX) {
+            if ((size_t)n > RESP_HEAD_MAX || ++x->n_interim > PX_INTERIM_MAX) {
                 px_fail(e, x, F_BAD_RESPONSE, 0);
                 return;
             }

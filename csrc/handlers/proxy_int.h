@@ -10,6 +10,10 @@
 
 #define RESP_HEADERS_MAX 128     /* upstream response fields; more: 502 */
 #define RESP_HEAD_MAX (24 * 1024) /* our rebuilt response head must fit the batch */
+/* Interim (1xx) answers taken per request; one more is a bad response
+ * (502): each read restarts the read timeout, so an upstream sending 1xx
+ * without end would hold the client, and fill its link, for ever. */
+#define PX_INTERIM_MAX 16
 #define CONN_TOKENS_MAX 16
 
 enum { RS_HEAD, RS_BODY, RS_DONE, RS_TUNNEL };
@@ -38,6 +42,7 @@ typedef struct px {
         cl_eof : 1,               /* tunnel: the client ended its side (HTTP/2 END_STREAM) */
         wr_shut : 1;              /* tunnel: the upstream was told (shutdown SHUT_WR) */
     int early_status;             /* the error sws_proxy_start returns */
+    uint32_t n_interim;           /* interim (1xx) heads read for this request, every attempt */
     uint32_t attempts;
     uint64_t t_sent;              /* CLOCK_MONOTONIC ns when the attempt began */
     uint64_t tried;               /* servers tried, by index (first 64) */

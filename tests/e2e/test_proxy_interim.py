@@ -196,6 +196,22 @@ def test_a_1xx_does_not_start_the_answer(srv):
     assert got[-1] == 502 and set(got[:-1]) == {103}, data[:500]
 
 
+def test_at_most_16_interim_answers_then_the_upstream_is_a_bad_one(srv):
+    """16 interim answers pass (15 of them 102, then a 103); a 17th is a bad
+    response, answered 502 at once, not when the upstream (which holds the
+    connection 20 s after its 17th) lets go."""
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"GET /16-interim HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        got = statuses(recv_to_close(s))
+    assert got == [102] * 15 + [103, 200], got
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"GET /17-interim HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        got = statuses(recv_to_close(s))
+    assert got == [102] * 16 + [502] and time.monotonic() - t0 < 5, got
+    assert "upstream sent an invalid response" in srv.log()
+
+
 # ---- 1xx over HTTP/2 --------------------------------------------------------------------
 
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "h2-tls"])

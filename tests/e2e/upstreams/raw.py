@@ -89,6 +89,12 @@ RESPONSES: dict[str, bytes] = {
             b"HTTP/1.1 103 Early Hints\r\nLink: </b.js>; rel=preload\r\n\r\n" + PAUSE +
             b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nContent-Type: text/plain\r\n"
             b"Cache-Control: max-age=60\r\n\r\nfinal " + RAW_MARKER[:4] + b"\n",
+    # 16 interim answers and a final one (as many as a proxy takes), and 17
+    # with no final one (one more than it takes: the upstream never ends).
+    "/16-interim": b"HTTP/1.1 102 Processing\r\n\r\n" * 15
+                   + b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+                   + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    "/17-interim": b"HTTP/1.1 102 Processing\r\n\r\n" * 17 + PAUSE * 50,
     # A 103, then the connection closes: no answer.
     "/103-then-close": b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n",
     # Other interim answers: 102 and 104 passed on, the upstream's 100 not.
