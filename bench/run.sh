@@ -8,7 +8,9 @@
 # quick|release (2+5 s | 10+30 s; WARMUP=/DURATION= override), CONNS (64),
 # CONNS_1M (16: cache-1m's connections), CACHE_SIZE (256m: the cache-*
 # scenarios' cache memory; CACHE_TMPFS, /dev/shm, holds nginx's files),
-# THREADS (1), H2_CONNS (64), H2_STREAMS (10), CPU_SERVER (0), CPU_LOAD (1),
+# THREADS (1), H2_CONNS (64), H2_STREAMS (10), H2_LOG (1: h2load writes a
+# per-request log for p50/p99; 0: none, which saves h2load a third of its
+# work), CPU_SERVER (0), CPU_LOAD (1),
 # PORT_BASE (18300), ROTATE (rotate server order by this many places),
 # OUT (CSV file; default stdout), KEEP_RUN_DIR=1, BENCH_LOCK (or "none"),
 # ONLY_WHERE=SERVER (scenarios SERVER cannot run are reported n/a for it and
