@@ -603,7 +603,7 @@ void h1_x_event(sws_engine_t *e, h1conn_t *hc, uint32_t events)
          * invalid chunked body"), then the connection ends. */
         int status = x->rdec.total > e->core.lim.max_body_bytes ? 413 : 400;
         hc->x = NULL;
-        x->hooks->gone(e, x->ctx, SWS_GONE_CLIENT);
+        x->hooks->gone(e, x->ctx, SWS_GONE_BODY_REFUSED);
         out_discard(e);
         h1_conn_error(e, hc, status, &x->log, x->log.method_id == SWS_M_HEAD);
         free(x);

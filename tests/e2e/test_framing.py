@@ -205,6 +205,22 @@ def test_broken_framing_before_the_proxy_answers_is_400(srv, upstream_app):
         data = read_to_close(s)
     assert statuses(data) == [400]
     assert access_statuses(srv, "/px/upload") == [400]
+    # The proxy let go of its upstream side without saying the client left.
+    assert "client closed the connection" not in srv.log(), srv.log()
+
+
+def test_chunked_body_outgrowing_the_limit_at_the_proxy_is_413(srv):
+    # As above, the head and a sound chunk went upstream first; then the
+    # body passes max_body_bytes (1k): 413, and no "client closed" line.
+    with connect(srv) as s:
+        s.sendall(b"POST /px/upload HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"3\r\nabc\r\n")
+        nothing_within(s, 0.3)
+        s.sendall(b"".join(b"100\r\n" + b"x" * 256 + b"\r\n" for _ in range(5)))
+        data = read_to_close(s)
+    assert statuses(data) == [413]
+    assert access_statuses(srv, "/px/upload") == [413]
+    assert "client closed the connection" not in srv.log(), srv.log()
 
 
 # ---- heads already at fault: answered at once, whatever the split -------------------------

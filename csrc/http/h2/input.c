@@ -280,7 +280,7 @@ static int on_data(void *u, void *su, int32_t id, const uint8_t *data, size_t le
         h2_consume(hc, id, len + s->bin_len);
         s->bin_len = 0;
         int started = s->submitted;
-        h2s_gone_log(e, s, started, SWS_GONE_CLIENT);
+        h2s_gone_log(e, s, started, SWS_GONE_BODY_REFUSED);
         if (!started) {
             h2_q_cut(s, 0); /* nothing of it was framed */
             s->body_done = 0;

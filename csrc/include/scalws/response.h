@@ -112,9 +112,12 @@ typedef struct sws_resp sws_resp_t;
 /* Why a protocol lets go of a waiting handler (hooks->gone). */
 enum {
     SWS_GONE_CLIENT,       /* the client left (closed, reset the stream), or the connection failed */
-    SWS_GONE_BODY_TIMEOUT  /* the request body stalled for body_timeout: the protocol answers 408
+    SWS_GONE_BODY_TIMEOUT, /* the request body stalled for body_timeout: the protocol answers 408
                               (or ends the connection, or the stream, once an answer began) and
                               logs it; the handler abandons its upstream side without a line */
+    SWS_GONE_BODY_REFUSED  /* the request body grew past max_body_bytes (413), or its chunked
+                              framing broke (400): the protocol answers (the access log says
+                              which); the handler lets go without a line, the client is there */
 };
 
 /* A waiting handler's side. body: request body bytes in order, already
