@@ -1132,7 +1132,7 @@ static void fx_gone(sws_engine_t *e, void *ctx, int why)
     fx_t *x = ctx;
     e->core.up_inflight--;
     if (x->uc) {
-        if (!x->started && why == SWS_GONE_CLIENT) /* a body timeout: the protocol's line */
+        if (!x->started && why == SWS_GONE_CLIENT) /* else the protocol answered (408, 413, 400) */
             elog_folded(e, "client closed", (uintptr_t)x->uc->srv, SWS_L_INFO,
                  "client closed the connection before the FastCGI application %s "
                  "answered \"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,
