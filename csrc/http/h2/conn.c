@@ -497,9 +497,7 @@ static void h2_expire(sws_engine_t *e, sws_conn_t *c, int which)
             conn_close(e, c);
         return;
     }
-    if (which == TL_HEADER || which == TL_SEND)
-        e->core.cnt.timeouts++;
-    char peer[48];
+    char peer[48]; /* (counted in timeouts by sws_core_expire, as every expiry) */
     *put_peer(peer, c) = 0;
     elog_folded(e, "h2 timeout", (uint64_t)which, SWS_L_INFO,
                 "HTTP/2: client timed out %s, client: %s",
