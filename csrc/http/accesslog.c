@@ -152,7 +152,9 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
         p += SWS_LOG_TIME_LEN;
         memcpy(p, "] \"", 3);
         p += 3;
-        if (r) {
+        if (r && r->head_refused) { /* as nginx's $request: the line as it came */
+            p = esc_combined(p, r->method, ml);
+        } else if (r) {
             p = esc_combined(p, r->method, ml);
             *p++ = ' ';
             p = esc_combined(p, r->target, tl);
@@ -177,16 +179,20 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
         p += sprintf(p, "{\"time\":\"%.*s\",\"remote_addr\":\"", SWS_ISO_TIME_LEN, e->core.iso_time);
         p = put_peer(p, c);
         p += sprintf(p, "\",\"request_id\":\"%.*s\",\"method\":\"", rid_len, ridtxt);
-        if (r)
+        int refused = r && r->head_refused; /* uri: the first line as it came */
+        if (r && !refused)
             p = sws_json_escape(p, r->method, ml);
         memcpy(p, "\",\"uri\":\"", 9);
         p += 9;
         if (r)
-            p = sws_json_escape(p, r->target, tl);
-        p += sprintf(p, "\",\"protocol\":\"HTTP/%d.%d\",\"status\":%d,\"body_bytes_sent\":%zu,"
-                        "\"request_time\":%s,\"host\":\"",
-                     r && r->http2 ? 2 : 1, r ? (r->http2 ? 0 : r->minor) : 1, status, body_bytes,
-                     reqt);
+            p = refused ? sws_json_escape(p, r->method, ml) : sws_json_escape(p, r->target, tl);
+        if (refused)
+            p += sprintf(p, "\",\"protocol\":\"");
+        else
+            p += sprintf(p, "\",\"protocol\":\"HTTP/%d.%d", r && r->http2 ? 2 : 1,
+                         r ? (r->http2 ? 0 : r->minor) : 1);
+        p += sprintf(p, "\",\"status\":%d,\"body_bytes_sent\":%zu,\"request_time\":%s,\"host\":\"",
+                     status, body_bytes, reqt);
         if (r && r->host)
             p = sws_json_escape(p, r->host, hl);
         memcpy(p, "\",\"referer\":\"", 13);

@@ -48,6 +48,28 @@ void h1_conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_
     e->core.cnt.errors_4xx_close++;
 }
 
+/* A head refused before it parsed (or timed out unfinished): answered as
+ * h1_conn_error does, and logged with its first line as it came (nginx's
+ * $request), cut at REFUSED_LINE_MAX bytes; raw may be empty. */
+#define REFUSED_LINE_MAX 256
+static void head_refused(sws_engine_t *e, h1conn_t *hc, int status, const char *raw, size_t len,
+                         int head_only)
+{
+    sws_request_t r;
+    memset(&r, 0, sizeof r);
+    const char *nl = len ? memchr(raw, '\n', len) : NULL;
+    size_t n = nl ? (size_t)(nl - raw) : len;
+    if (n && raw[n - 1] == '\r')
+        n--;
+    r.method = raw;
+    r.method_len = n < REFUSED_LINE_MAX ? n : REFUSED_LINE_MAX;
+    r.target = "";
+    r.minor = 1;
+    r.conn = &hc->c;
+    r.head_refused = 1;
+    h1_conn_error(e, hc, status, &r, head_only);
+}
+
 /* Absolute-form target (RFC 9112 §3.2.2): the authority replaces Host. */
 static void split_target(sws_request_t *r, const char **path, size_t *path_len)
 {
@@ -157,7 +179,7 @@ static size_t conn_process(sws_engine_t *e, h1conn_t *hc, char *buf, size_t len,
         if (n < 0) {
             int status = head_fault(e, hc, buf + off, avail, prev, n);
             if (status) {
-                h1_conn_error(e, hc, status, NULL, !!(hc->hs.flags & SWS_HC_HEAD));
+                head_refused(e, hc, status, buf + off, avail, !!(hc->hs.flags & SWS_HC_HEAD));
                 return len;
             }
             /* header_timeout runs from the head's first byte (from the accept
@@ -511,7 +533,8 @@ static void h1_expire(sws_engine_t *e, sws_conn_t *c, int which)
             elog_folded(e, "request head timeout", 0, SWS_L_INFO,
                         "client timed out reading the request head");
         tl_unlink(e, &c->tn);
-        h1_conn_error(e, hc, status ? status : 408, NULL, status && (hc->hs.flags & SWS_HC_HEAD));
+        head_refused(e, hc, status ? status : 408, c->stash, c->stash ? c->stash_len : 0,
+                     status && (hc->hs.flags & SWS_HC_HEAD));
         if (out_flush(e, c) < 0) {
             conn_close(e, c);
             return;

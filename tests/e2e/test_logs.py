@@ -134,6 +134,43 @@ def test_combined_format(server, tmp_path):
     assert len({p["rid"] for p in parsed}) == 3  # a distinct id per request
 
 
+def refused_heads(port):
+    """Three heads refused before they parse, each on its own connection:
+    a version we do not speak, TLS bytes on a plain port, and a head cut
+    short by header_timeout (1 s here). Returns their statuses."""
+    got = []
+    for data in (b"GET /v HTTP/5.6\r\nHost: a\r\n\r\n",
+                 b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\"q\r\nrest",
+                 b"GET /slow HTTP/1.1\r\nHost: a\r\n"):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(data)
+            got.append(read_response(s)[0])
+    return got
+
+
+def test_a_refused_head_is_logged_with_its_first_line_as_it_came(server, tmp_path):
+    """nginx's $request for a request it could not parse: the line as
+    received, escaped (no method, target and version of our own making)."""
+    log, jlog = tmp_path / "access.log", tmp_path / "access.json"
+    srv = server(logged(f"{{{{access: {log}, format: combined, flush: 100ms}}}}",
+                        extra="limits: {{header_timeout: 1s}}"))
+    assert refused_heads(srv.port) == [505, 400, 408]
+    got = [COMBINED.match(line).groupdict() for line in wait_lines(log, 3)]
+    assert [(g["request"], g["status"]) for g in got] == [
+        ("GET /v HTTP/5.6", "505"),
+        (r"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\x22q", "400"),
+        ("GET /slow HTTP/1.1", "408")], got
+    srv.stop()
+    srv = server(logged(f"{{{{access: {jlog}, format: json, flush: 100ms}}}}",
+                        extra="limits: {{header_timeout: 1s}}"))
+    assert refused_heads(srv.port) == [505, 400, 408]
+    recs = [json.loads(line) for line in wait_lines(jlog, 3)]
+    assert [(r["method"], r["uri"], r["protocol"], r["status"]) for r in recs] == [
+        ("", "GET /v HTTP/5.6", "", 505),
+        ("", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\"q", "", 400),
+        ("", "GET /slow HTTP/1.1", "", 408)], recs
+
+
 # ---- 10. json ----------------------------------------------------------------
 
 FIELDS = ["time", "remote_addr", "request_id", "method", "uri", "protocol", "status",

@@ -80,7 +80,9 @@ typedef struct {
     uint32_t peer_only;           /* > 0: the peers' proxy sends to server peer_only - 1 alone */
     uint32_t peers_purged;        /* a PURGE: the peers it was sent to (its answer says) */
     unsigned peer : 1,            /* it came from a peer (its marker checked): served here */
-             peer_https : 1;      /* the scheme the first node saw (the marker says) */
+             peer_https : 1,      /* the scheme the first node saw (the marker says) */
+             head_refused : 1;    /* a head refused before it parsed (the access log's view
+                                     alone): method is its first line as it came, cut */
 } sws_request_t;
 
 static inline const sws_header_t *find_header(const sws_request_t *r, const char *name, size_t len)
