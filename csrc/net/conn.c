@@ -58,8 +58,26 @@ ssize_t conn_recv(sws_conn_t *c, char *buf, size_t len) { return c->tr->recv(c, 
 
 /* ---- the output batch ------------------------------------------------------------ */
 
+/* A caller put more in the batch than out_room granted it (a bug): the
+ * worker stops (the master starts another) rather than write past the
+ * batch, which is beside the engine's other state. */
+__attribute__((noreturn, cold)) static void out_overflow(sws_engine_t *e, size_t n)
+{
+    elog(e, SWS_L_CRIT, "output batch overflow: %zu more bytes after %zu, %d iovecs of %d; "
+         "stopping this worker", n, e->net.out_len, e->net.niov, OUT_IOV);
+    abort();
+}
+
+#define OUT_CHECK(e, n, copied)                                                               \
+    do {                                                                                      \
+        if (__builtin_expect((e)->net.niov >= OUT_IOV ||                                      \
+                                 ((copied) && (e)->net.out_len + (n) > OUT_BUF), 0))          \
+            out_overflow(e, n);                                                               \
+    } while (0)
+
 void out_copy(sws_engine_t *e, const char *p, size_t n)
 {
+    OUT_CHECK(e, n, 1);
     sws_net_t *t = &e->net;
     struct iovec *last = t->niov ? &t->iov[t->niov - 1] : NULL;
     char *dst = t->out + t->out_len;
@@ -78,6 +96,7 @@ char *out_space(sws_engine_t *e) { return e->net.out + e->net.out_len; }
 
 void out_commit(sws_engine_t *e, size_t n)
 {
+    OUT_CHECK(e, n, 1);
     sws_net_t *t = &e->net;
     struct iovec *last = t->niov ? &t->iov[t->niov - 1] : NULL;
     char *dst = t->out + t->out_len;
@@ -93,6 +112,7 @@ void out_commit(sws_engine_t *e, size_t n)
 
 void out_ref(sws_engine_t *e, const char *p, size_t n)
 {
+    OUT_CHECK(e, n, 0);
     sws_net_t *t = &e->net;
     t->iov[t->niov].iov_base = (void *)p;
     t->iov[t->niov].iov_len = n;

@@ -14,10 +14,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include "context.h"
 #include "guard.h"
@@ -735,6 +737,35 @@ static void test_every_split(const char *dir)
     t_end();
 }
 
+/* A caller that adds past the batch without asking out_room stops the
+ * process (SIGABRT) instead of writing past it: bytes past OUT_BUF, and
+ * an iovec past OUT_IOV. Up to the bounds, nothing happens. */
+static void test_output_past_the_batch_aborts(void)
+{
+    for (int kind = 0; kind < 2; kind++) {
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            sws_engine_t *e = engine();
+            static char big[OUT_BUF];
+            if (kind == 0) {
+                out_copy(e, big, OUT_BUF - 1);
+                out_copy(e, "x", 1); /* full: allowed */
+                out_copy(e, "y", 1);
+            } else {
+                for (int i = 0; i < OUT_IOV; i++)
+                    out_ref(e, big + 2 * i, 1); /* one iovec each: not adjacent */
+                out_ref(e, big, 1);
+            }
+            _exit(0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "kind %d: status %#x", kind, st);
+    }
+    t_end();
+}
+
 int main(void)
 {
     char dir[] = "/tmp/test_h1.XXXXXX";
@@ -759,6 +790,7 @@ int main(void)
     test_pipelined_answers_in_order(dir);
     test_refused_proxy_request(dir);
     test_every_split(dir);
+    test_output_past_the_batch_aborts();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

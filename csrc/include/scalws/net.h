@@ -230,7 +230,10 @@ SWS_INTERNAL void out_u64(sws_engine_t *e, uint64_t v);
  * the batch as out_copy would have. */
 SWS_INTERNAL char *out_space(sws_engine_t *e);
 SWS_INTERNAL void out_commit(sws_engine_t *e, size_t n);
-/* Room for `need` more copied bytes and a few iovecs? */
+/* Room for `need` more copied bytes and a few iovecs? Callers ask before
+ * they add; out_copy, out_ref and out_commit check again, and a caller that
+ * did not ask stops the worker (abort, a crit line) instead of writing
+ * past the batch. */
 SWS_INTERNAL int out_room(const sws_engine_t *e, size_t need);
 SWS_INTERNAL int out_flush(sws_engine_t *e, sws_conn_t *c);
 /* Forgets what the batch holds (nothing of it was written). */
