@@ -41,7 +41,7 @@ void h1_conn_error(sws_engine_t *e, h1conn_t *hc, int status, const sws_request_
         return; /* output backed up: close after it without this answer */
     h1_resp_begin(hc, r ? r->minor : 1, head_only, 0);
     sws_respond_answer(e, &hc->resp, resp);
-    uint64_t ms = hc->in_head || r ? e->core.now - hc->req_start : 0;
+    uint64_t ms = hc->in_head || (r && !r->head_refused) ? e->core.now - hc->req_start : 0;
     access_log(e, &hc->c, r, resp->status, hc->r_sent, ms);
     sws_stats_request(&e->core, 0, resp->status, ms);
     e->core.cnt.requests++;

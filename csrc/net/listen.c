@@ -75,6 +75,8 @@ static int sockaddr_is_wildcard(const struct sockaddr_storage *ss)
 size_t sws_conn_local_addr(const sws_conn_t *c, char *addr, size_t cap, unsigned *port)
 {
     const listener_t *l = c->lst;
+    if (l && l->is_unix)
+        return 0;
     if (l && l->local_len && cap > l->local_len) {
         memcpy(addr, l->local_addr, (size_t)l->local_len + 1);
         *port = l->local_port;

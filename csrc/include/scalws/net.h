@@ -231,9 +231,9 @@ SWS_INTERNAL void out_u64(sws_engine_t *e, uint64_t v);
 SWS_INTERNAL char *out_space(sws_engine_t *e);
 SWS_INTERNAL void out_commit(sws_engine_t *e, size_t n);
 /* Room for `need` more copied bytes and a few iovecs? Callers ask before
- * they add; out_copy, out_ref and out_commit check again, and a caller that
- * did not ask stops the worker (abort, a crit line) instead of writing
- * past the batch. */
+ * they add; out_copy and out_ref check again, and a caller that did not ask
+ * stops the worker (abort, a crit line) instead of writing past the batch
+ * (out_commit checks too, after the caller wrote into out_space). */
 SWS_INTERNAL int out_room(const sws_engine_t *e, size_t need);
 SWS_INTERNAL int out_flush(sws_engine_t *e, sws_conn_t *c);
 /* Forgets what the batch holds (nothing of it was written). */
