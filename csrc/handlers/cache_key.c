@@ -192,8 +192,87 @@ ssize_t req_field(const sws_request_t *r, const char *name, size_t nl, char *buf
     return len;
 }
 
+/* The list-based fields of RFC 9110 §12.5 a response commonly varies on;
+ * those after accept have case-insensitive values (content-codings,
+ * charsets, language tags). */
+static const struct { const char *name; size_t len; int lower; } LISTS[] = {
+    {"accept", 6, 0}, {"accept-encoding", 15, 1}, {"accept-language", 15, 1},
+    {"accept-charset", 14, 1}};
+
+/* One field line's value appended to buf as RFC 9111 §4.1 lets a cache
+ * compare it: a list's members without the whitespace around them, empty
+ * ones dropped, joined by ","; lowercased where the values are
+ * case-insensitive; quoted strings as they are. Returns the new length, or
+ * -2 when it does not fit cap. */
+static ssize_t list_put(char *buf, size_t at, size_t cap, const char *v, size_t n, int lower)
+{
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        if (i == n)
+            break;
+        if (at && buf[at - 1] != ',') {
+            if (at >= cap)
+                return -2;
+            buf[at++] = ',';
+        }
+        size_t keep = at; /* the member's end without trailing whitespace */
+        int quoted = 0;
+        for (; i < n && (quoted || v[i] != ','); i++) {
+            char ch = v[i];
+            if (ch == '"' && (i == 0 || v[i - 1] != '\\'))
+                quoted = !quoted;
+            if (lower && !quoted && ch >= 'A' && ch <= 'Z')
+                ch = (char)(ch + 32);
+            if (at >= cap)
+                return -2;
+            buf[at++] = ch;
+            if (quoted || (ch != ' ' && ch != '\t'))
+                keep = at;
+        }
+        at = keep;
+    }
+    return (ssize_t)at;
+}
+
+/* Does a quoted string of v end before v does? */
+static int quotes_closed(const char *v, size_t n)
+{
+    int quoted = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == '"' && (i == 0 || v[i - 1] != '\\'))
+            quoted = !quoted;
+    return !quoted;
+}
+
+ssize_t vary_value(const sws_request_t *r, const char *name, size_t nl, char *buf, size_t cap)
+{
+    int list = -1;
+    for (size_t k = 0; k < sizeof LISTS / sizeof LISTS[0]; k++)
+        if (LISTS[k].len == nl && memcmp(LISTS[k].name, name, nl) == 0)
+            list = (int)k;
+    /* A line whose quoted string does not end is no list: compared as it came. */
+    for (size_t i = 0; list >= 0 && i < r->nh; i++)
+        if (name_eq(&r->h[i], name, nl) && !quotes_closed(r->h[i].value, r->h[i].value_len))
+            list = -1;
+    if (list < 0)
+        return req_field(r, name, nl, buf, cap);
+    ssize_t len = -1;
+    for (size_t i = 0; i < r->nh; i++) {
+        if (!name_eq(&r->h[i], name, nl))
+            continue;
+        len = list_put(buf, len < 0 ? 0 : (size_t)len, cap, r->h[i].value, r->h[i].value_len,
+                       LISTS[list].lower);
+        if (len == -2)
+            return -2;
+    }
+    return len;
+}
+
 /* Vary values as stored: per field, "name\0" then '-' (absent) or '+'
- * and the value, then "\0". Does the request select this entry? */
+ * and the value (vary_value's), then "\0". Does the request select this
+ * entry? */
 int vary_matches(const sws_cent_t *ent, const sws_request_t *r)
 {
     const char *p = ent_vary(ent), *end = p + ent->vary_len;
@@ -203,7 +282,7 @@ int vary_matches(const sws_cent_t *ent, const sws_request_t *r)
         const char *name = p;
         p += nl + 1;
         size_t vl = strlen(p);
-        ssize_t got = req_field(r, name, nl, buf, sizeof buf);
+        ssize_t got = vary_value(r, name, nl, buf, sizeof buf);
         if (got == -2)
             return 0;
         if (p[0] == '-' ? got != -1 : (got < 0 || (size_t)got != vl - 1 || memcmp(buf, p + 1, vl - 1)))

@@ -601,7 +601,7 @@ static void commit(tee_t *t)
         size_t nl = strlen(name);
         i += nl + 1;
         char val[VARY_MAX];
-        ssize_t got = req_field(&t->req, name, nl, val, sizeof val);
+        ssize_t got = vary_value(&t->req, name, nl, val, sizeof val);
         if (got == -2 || vlen + nl + (got > 0 ? (size_t)got : 0) + 4 > sizeof vary) {
             free(head);
             return;

@@ -164,6 +164,32 @@ def test_vary_keeps_a_variant_per_value(server, origin):
     assert origin.count(t) == 3
 
 
+def test_vary_values_compare_as_rfc9111_lets_a_cache(server, origin):
+    """RFC 9111 §4.1: values that differ only in the whitespace around list
+    members, in the case of case-insensitive ones (content-codings), in empty
+    members, or in being one field line or two, select the same variant;
+    another order or another member does not (no reordering is assumed)."""
+    s = server(cache_yaml(origin.port))
+    t = "/vn" + q(cc="max-age=100", vary="Accept-Encoding")
+    assert "stored" in req(s.port, t, headers={"Accept-Encoding": "gzip, br"}).cs
+    for same in ("gzip,br", " GZIP ,\tBr ", "gzip,, br,"):
+        r = req(s.port, t, headers={"Accept-Encoding": same})
+        assert "hit" in r.cs, (same, r.cs)
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=20)
+    c.putrequest("GET", t, skip_accept_encoding=True)
+    c.putheader("Accept-Encoding", "gzip")
+    c.putheader("Accept-Encoding", "br")
+    c.endheaders()
+    r = c.getresponse()
+    r.read()
+    c.close()
+    assert "hit" in (r.getheader("Cache-Status") or ""), r.getheaders()
+    for other in ("br, gzip", "gzip", "gzip, br;q=0.5"):
+        r = req(s.port, t, headers={"Accept-Encoding": other})
+        assert "hit" not in r.cs, (other, r.cs)
+    assert origin.count(t) == 4
+
+
 def test_authorization_requests_use_only_public_responses(server, origin):
     s = server(cache_yaml(origin.port))
     t = "/priv" + q(cc="max-age=100")

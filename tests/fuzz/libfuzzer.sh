@@ -15,7 +15,7 @@ ROOT=$PWD
 CLANG=${CLANG:-clang-14}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 OUT=${FUZZ_DIR:-/tmp/scalws-fuzz}
-ALL="http1 sni fcgi cachecc priority h2 hpack h2sess"
+ALL="http1 sni fcgi cachecc vary priority h2 hpack h2sess"
 command -v "$CLANG" >/dev/null || { echo "fuzz: $CLANG not found (make fuzz-deps)"; exit 2; }
 [ -f csrc/core/syscall_names.h ] || { echo "fuzz: csrc/core/syscall_names.h missing (make build)"; exit 2; }
 FLAGS="-g -O1 -DFUZZING -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Icsrc/include -Icsrc"
@@ -27,6 +27,7 @@ sources() {
         sni) echo "tests/fuzz/fuzz_sni.c csrc/net/sni.c" ;;
         fcgi) echo "-msse4.2 tests/fuzz/fuzz_fcgi.c csrc/http/fcgi.c csrc/http/http1.c csrc/http/http1_chunked.c" ;;
         cachecc) echo "tests/fuzz/fuzz_cachecc.c csrc/http/cachecc.c csrc/http/sfv.c" ;;
+        vary) echo "tests/fuzz/fuzz_vary.c csrc/handlers/cache_key.c csrc/http/cachecc.c csrc/http/sfv.c" ;;
         priority) echo "tests/fuzz/fuzz_priority.c csrc/http/priority.c csrc/http/sfv.c" ;;
         h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c csrc/http/h2/*.c) csrc/engine.c -lssl -lcrypto" ;;
         hpack) echo "tests/fuzz/fuzz_hpack.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2 -lpthread" ;;
@@ -40,6 +41,7 @@ options() {
         sni) echo "-max_len=600" ;;
         fcgi) echo "-max_len=2048" ;;
         cachecc) echo "-max_len=512" ;;
+        vary) echo "-max_len=512" ;;
         priority) echo "-max_len=256" ;;
         h2) echo "-max_len=8192 -dict=$ROOT/tests/fuzz/h2.dict" ;;
         hpack) echo "-max_len=4096" ;;
