@@ -150,11 +150,11 @@ SWS_INTERNAL uint64_t key_hash(const char *k, size_t n);
 SWS_INTERNAL ssize_t req_field(const sws_request_t *r, const char *name, size_t nl, char *buf,
                                size_t cap);
 /* The request's value of a field a response varies on, as RFC 9111 §4.1
- * lets a cache compare it: for accept, accept-encoding, accept-language and
- * accept-charset, the list's members without surrounding whitespace, empty
- * ones dropped, joined by "," across lines, lowercased but for accept's
- * (quoted strings as they are); for other fields, and a line with a quoted
- * string that does not end, req_field's. Lengths as req_field's. */
+ * lets a cache compare it: read as a list, its members without the
+ * whitespace around them, empty ones dropped, joined by "," across lines,
+ * quoted strings as they are; lowercased for accept-encoding,
+ * accept-language and accept-charset. A line with a quoted string that does
+ * not end: req_field's value. Lengths as req_field's. */
 SWS_INTERNAL ssize_t vary_value(const sws_request_t *r, const char *name, size_t nl, char *buf,
                                 size_t cap);
 /* Does the request select this entry (its stored Vary values)? */

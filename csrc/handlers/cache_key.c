@@ -192,12 +192,10 @@ ssize_t req_field(const sws_request_t *r, const char *name, size_t nl, char *buf
     return len;
 }
 
-/* The list-based fields of RFC 9110 §12.5 a response commonly varies on;
- * those after accept have case-insensitive values (content-codings,
- * charsets, language tags). */
-static const struct { const char *name; size_t len; int lower; } LISTS[] = {
-    {"accept", 6, 0}, {"accept-encoding", 15, 1}, {"accept-language", 15, 1},
-    {"accept-charset", 14, 1}};
+/* Fields whose values are case-insensitive (RFC 9110 §12.5: content-codings,
+ * language tags, charsets). */
+static const struct { const char *name; size_t len; } LOWER[] = {
+    {"accept-encoding", 15}, {"accept-language", 15}, {"accept-charset", 14}};
 
 /* One field line's value appended to buf as RFC 9111 §4.1 lets a cache
  * compare it: a list's members without the whitespace around them, empty
@@ -248,22 +246,18 @@ static int quotes_closed(const char *v, size_t n)
 
 ssize_t vary_value(const sws_request_t *r, const char *name, size_t nl, char *buf, size_t cap)
 {
-    int list = -1;
-    for (size_t k = 0; k < sizeof LISTS / sizeof LISTS[0]; k++)
-        if (LISTS[k].len == nl && memcmp(LISTS[k].name, name, nl) == 0)
-            list = (int)k;
+    int lower = 0;
+    for (size_t k = 0; k < sizeof LOWER / sizeof LOWER[0]; k++)
+        lower |= LOWER[k].len == nl && memcmp(LOWER[k].name, name, nl) == 0;
     /* A line whose quoted string does not end is no list: compared as it came. */
-    for (size_t i = 0; list >= 0 && i < r->nh; i++)
+    for (size_t i = 0; i < r->nh; i++)
         if (name_eq(&r->h[i], name, nl) && !quotes_closed(r->h[i].value, r->h[i].value_len))
-            list = -1;
-    if (list < 0)
-        return req_field(r, name, nl, buf, cap);
+            return req_field(r, name, nl, buf, cap);
     ssize_t len = -1;
     for (size_t i = 0; i < r->nh; i++) {
         if (!name_eq(&r->h[i], name, nl))
             continue;
-        len = list_put(buf, len < 0 ? 0 : (size_t)len, cap, r->h[i].value, r->h[i].value_len,
-                       LISTS[list].lower);
+        len = list_put(buf, len < 0 ? 0 : (size_t)len, cap, r->h[i].value, r->h[i].value_len, lower);
         if (len == -2)
             return -2;
     }
