@@ -45,7 +45,9 @@ A failure is *expected* only when it was in flight on a killed worker. The
 harness stops the worker (SIGSTOP: it accepts and answers nothing more),
 reads the client connections it holds (its socket inodes in /proc/PID/fd,
 matched in /proc/net/tcp to the client's port), calls Load.mark_victims,
-which marks the live connections with those ports, then SIGKILLs it. So
+which marks the live connections with those ports (and keeps the others
+for a connect the worker accepted before this loop saw it complete: it is
+marked as it registers), then SIGKILLs it. So
 the rule is: a transport error (not a status or a body), on a connection
 that the killed worker held at the kill, seen after the kill. That covers
 the requests waiting for an answer and those sent on such a connection
@@ -184,6 +186,8 @@ class Stats:
 
 # ---- connections ------------------------------------------------------------
 
+KILLED_PORT_S = 2.0  # how long a killed worker's unclaimed client port waits for its connect
+
 class Registry:
     """The live connections, for Load.mark_victims."""
 
@@ -191,6 +195,11 @@ class Registry:
         self.live = set()
         self.readers = set()  # HTTP/2 reader tasks
         self.seq = 0
+        # Client ports a killed worker held that no live connection had yet:
+        # port -> (kill number, when). A connect the worker accepted before
+        # the SIGSTOP whose completion this loop had not run yet registers
+        # after the kill (_connect takes its entry).
+        self.killed = {}
 
     def next_id(self):
         self.seq += 1
@@ -212,6 +221,9 @@ async def _connect(target, tls_ctx, reg, conn):
     conn.port = sock.getsockname()[1]
     conn.opened = time.monotonic()
     reg.live.add(conn)
+    killed = reg.killed.pop(conn.port, None)
+    if killed is not None and conn.opened - killed[1] < KILLED_PORT_S:
+        conn.victim, conn.victim_t = killed
     try:
         if tls_ctx is None:
             return await asyncio.open_connection(sock=sock, limit=1 << 20)
@@ -720,13 +732,19 @@ class Load:
 
     def mark_victims(self, ports, kill_no, now):
         """The connections of the worker about to be killed (by client port);
-        returns how many live connections were marked."""
+        returns how many live connections were marked. A port no live
+        connection has is kept a moment: its connect completed in the kernel
+        (the worker accepted it) but not yet in this loop."""
         n = 0
+        seen = set()
         for conn in self.reg.live:
             if conn.port in ports and conn.victim is None:
                 conn.victim = kill_no
                 conn.victim_t = now
                 n += 1
+            seen.add(conn.port)
+        for port in set(ports) - seen:
+            self.reg.killed[port] = (kill_no, now)
         return n
 
     # -- pacing --
