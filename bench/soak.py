@@ -253,7 +253,7 @@ def children(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             return [int(p) for p in f.read().split()]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return []
 
 
@@ -297,8 +297,8 @@ def workers_by_index(master, cpus):
         allowed = st.get("Cpus_allowed_list", "")
         try:
             t = start_time(pid)
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # gone since the list was read (a killed worker reaped meanwhile)
         if allowed.isdigit() and int(allowed) in cpus and len(cpus) > 1:
             found[cpus.index(int(allowed))].append((t, pid))
         else:
