@@ -145,16 +145,13 @@ SWS_INTERNAL int expand(const sws_cktmpl_t *t, const sws_request_t *r, const cha
  * other than "" and "0". */
 SWS_INTERNAL int condition(const sws_cktmpl_t *t, size_t n, const sws_request_t *r);
 SWS_INTERNAL uint64_t key_hash(const char *k, size_t n);
-/* The request's value of a field, lines joined with ", " into buf: its
- * length, -1 when the request has none, -2 when it does not fit cap. */
-SWS_INTERNAL ssize_t req_field(const sws_request_t *r, const char *name, size_t nl, char *buf,
-                               size_t cap);
 /* The request's value of a field a response varies on, as RFC 9111 §4.1
  * lets a cache compare it: read as a list, its members without the
  * whitespace around them, empty ones dropped, joined by "," across lines,
  * quoted strings as they are; lowercased for accept-encoding,
  * accept-language and accept-charset. A line with a quoted string that does
- * not end: req_field's value. Lengths as req_field's. */
+ * not end: the lines as sent, joined with ", ". Its length, -1 when the
+ * request has no such field, -2 when it does not fit cap. */
 SWS_INTERNAL ssize_t vary_value(const sws_request_t *r, const char *name, size_t nl, char *buf,
                                 size_t cap);
 /* Does the request select this entry (its stored Vary values)? */

@@ -171,8 +171,8 @@ uint64_t key_hash(const char *k, size_t n)
 }
 
 /* The request's value of a field, lines joined with ", " into buf: its
- * length, or -1 when the request has none. */
-ssize_t req_field(const sws_request_t *r, const char *name, size_t nl, char *buf, size_t cap)
+ * length, -1 when the request has none, -2 when it does not fit cap. */
+static ssize_t req_field(const sws_request_t *r, const char *name, size_t nl, char *buf, size_t cap)
 {
     ssize_t len = -1;
     for (size_t i = 0; i < r->nh; i++) {
