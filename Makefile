@@ -3,12 +3,15 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-SYSPKGS := curl wrk nghttp2-client libnghttp2-dev php-fpm nginx-light nodejs strace gcc make libssl-dev openssl testssl.sh iproute2 man-db libjemalloc2 libmimalloc2.0 prometheus
+# What building needs (the engine's C: OpenSSL, and for HTTP/3 ngtcp2 with its
+# GnuTLS helper, nghttp3, GnuTLS); `make build` and `make run` install them when root.
+BUILDPKGS := gcc make libssl-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev
+SYSPKGS := $(BUILDPKGS) ngtcp2-client curl wrk nghttp2-client libnghttp2-dev php-fpm nginx-light nodejs strace gcc make libssl-dev openssl testssl.sh iproute2 man-db libjemalloc2 libmimalloc2.0 prometheus
 STAMP_VENV := $(VENV)/.deps-stamp
 STAMP_RUN  := $(VENV)/.run-deps-stamp
 STAMP_EDIT := $(VENV)/.editable-stamp
 
-.PHONY: all build build-run run test ctest pytest h2spec sysdeps clean bench-quick bench-deps debdeps deb pkgtest fuzz fuzz-deps \
+.PHONY: all build build-run builddeps run test ctest pytest h2spec sysdeps clean bench-quick bench-deps debdeps deb pkgtest fuzz fuzz-deps \
         image imagedeps imagetest \
         cache-conformance cache-conformance-deps
 
@@ -46,11 +49,23 @@ sysdeps:
 
 build: $(STAMP_VENV) build-run
 
+# The -dev packages the C needs, when root and missing (a fresh machine's
+# `make run`); without root, setup.py builds without HTTP/3 if its headers
+# are absent (a quic listener is then refused, naming the packages).
+builddeps:
+	@missing=""; for p in $(BUILDPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else echo "not root: missing build packages:$$missing"; fi; \
+	fi
+
 # The native modules (build_ext compiles only what changed, and writes
 # scalws/_buildinfo.py with the commit every time) and, once per
 # virtual environment or when the project's metadata changes, the editable
 # install that makes .venv/bin/scalwsd: a second `make run` starts at once.
-build-run: $(STAMP_RUN)
+build-run: builddeps $(STAMP_RUN)
 	$(PY) setup.py -q build_ext --inplace -j 2
 	@if [ ! $(STAMP_EDIT) -nt pyproject.toml ] || [ ! $(STAMP_EDIT) -nt setup.py ] || \
 	    [ ! -x $(VENV)/bin/scalwsd ]; then \

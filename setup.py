@@ -135,13 +135,13 @@ def ldflags():
     return flags
 
 
-def ext(name, sources):
+def ext(name, sources, libraries=()):
     return Extension(
         name, sources,
         include_dirs=["csrc/include", "csrc"],
         extra_compile_args=cflags(),
         extra_link_args=ldflags(),
-        libraries=["ssl", "crypto"],   # Debian's libssl (OpenSSL 3): TLS
+        libraries=["ssl", "crypto"] + list(libraries),   # Debian's libssl (OpenSSL 3): TLS
     )
 
 
@@ -516,13 +516,24 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/handlers/cache_reval.c",
           "csrc/engine.c"]
 
+# HTTP/3 (csrc/http/h3/) with Debian's libngtcp2 (+ its GnuTLS crypto helper),
+# libnghttp3 and GnuTLS: `make build` installs their -dev packages when root.
+# Without their headers the engine is built without it (csrc/http/h3/none.c)
+# and a `quic` listener is refused with the packages' names.
+H3_HEADERS = ["/usr/include/ngtcp2/ngtcp2_crypto_gnutls.h", "/usr/include/nghttp3/nghttp3.h",
+              "/usr/include/gnutls/gnutls.h"]
+HAVE_H3 = all(os.path.exists(h) for h in H3_HEADERS) and os.environ.get("SCALWS_NO_H3") != "1"
+H3_C = (["csrc/http/h3/quic.c", "csrc/http/h3/conn.c", "csrc/http/h3/request.c",
+         "csrc/http/h3/resp.c", "csrc/http/h3/tls.c"] if HAVE_H3 else ["csrc/http/h3/none.c"])
+H3_LIBS = ["ngtcp2_crypto_gnutls", "ngtcp2", "nghttp3", "gnutls"] if HAVE_H3 else []
+
 # csrc/core/sandbox.c's system call names, from this machine's kernel headers.
 subprocess.run([sys.executable, os.path.join(HERE, "tools", "gen_syscall_names.py")], check=True)
 
 extensions = [
     ext("scalws.http.parser", ["scalws/http/parser.pyx", "csrc/http/http1.c",
                                "csrc/http/http1_chunked.c"]),
-    ext("scalws.server.engine", ["scalws/server/engine.pyx"] + CORE_C),
+    ext("scalws.server.engine", ["scalws/server/engine.pyx"] + CORE_C + H3_C, H3_LIBS),
 ]
 
 def _trained_c_sources(exts):

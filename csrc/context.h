@@ -18,6 +18,7 @@
 #include "scalws/fastcgi.h"
 #include "scalws/h1.h"
 #include "scalws/h2.h"
+#include "scalws/h3.h"
 #include "scalws/net.h"
 #include "scalws/proxy.h"
 #include "scalws/respond.h"
@@ -35,7 +36,8 @@ struct sws_engine {
     sws_core_t core;           /* csrc/core/ */
     sws_net_t net;             /* csrc/net/ */
     sws_h1_t h1;               /* csrc/http/h1*.c */
-    sws_h2_t h2;               /* csrc/http/h2.c */
+    sws_h2_t h2;               /* csrc/http/h2/ */
+    sws_h3_t h3;               /* csrc/http/h3/ */
     sws_alog_t alog;           /* csrc/http/accesslog.c */
     sws_respond_state_t rsp;   /* csrc/handlers/respond.c */
     sws_static_state_t st;     /* csrc/handlers/static.c */

@@ -1,5 +1,5 @@
 /* The engine: one worker's data plane assembled from its floors (core,
- * net, the HTTP/1 and HTTP/2 protocols, the handlers, upstreams). This file is the
+ * net, the HTTP/1, HTTP/2 and HTTP/3 protocols, the handlers, upstreams). This file is the
  * composition root: the only one that calls into every floor, to build,
  * tick, stop and free them. Contract in scalws/engine.h. */
 #define _GNU_SOURCE
@@ -23,6 +23,8 @@ static void after_pass(sws_engine_t *e)
 {
     if (e->h2.due)
         sws_h2_after_pass(e);
+    if (e->h3.due)
+        sws_h3_after_pass(e);
     sws_alog_maybe_flush(e);
     stats_gauges(e);
 }
@@ -48,6 +50,7 @@ sws_engine_t *sws_engine_new(const sws_limits_t *limits, const sws_respond_t *er
         seed = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
     sws_alog_init(e, seed);
     if (sws_net_init(e) < 0 || sws_h1_init(e) < 0 || sws_h2_init(e) < 0 ||
+        sws_h3_init(e) < 0 ||
         sws_static_init(e, seed) < 0) {
         sws_engine_free(e);
         errno = ENOMEM;
@@ -72,6 +75,7 @@ void sws_engine_free(sws_engine_t *e)
     sws_net_free(e);
     sws_h1_free(e);
     sws_h2_free(e);
+    sws_h3_free(e);
     sws_static_free(e);
     sws_core_free(e);
     free(e);
@@ -88,6 +92,20 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
         }
     }
     return sws_net_add_listener(e, fd, &sws_h1_proto, http2 ? &sws_h2_proto : NULL, vhosts, tls);
+}
+
+int sws_engine_add_quic_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
+                                 const sws_quic_certs_t *certs)
+{
+    return sws_h3_add_listener(e, fd, vhosts, certs);
+}
+
+int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf)
+{
+    if (!conf->max_streams || !conf->stream_window || !conf->conn_window || !conf->max_conns)
+        return -EINVAL;
+    e->h3.conf = *conf;
+    return 0;
 }
 
 void sws_engine_set_tickets(sws_engine_t *e, const sws_ticket_shm_t *keys) { e->net.tickets = keys; }
@@ -196,12 +214,14 @@ void sws_engine_shutdown(sws_engine_t *e)
     sws_up_shutdown(e); /* pooled upstream connections close; busy ones finish */
     sws_net_stop_listening(e);
     sws_h2_shutdown(e);
+    sws_h3_shutdown(e);
     sws_h1_shutdown(e);
 }
 
 void sws_engine_close_all(sws_engine_t *e)
 {
     sws_up_close_all(e); /* proxied clients are in no timeout list */
+    sws_h3_close_all(e); /* nor HTTP/3's: their timers are QUIC's */
     for (int which = 0; which < TL_COUNT; which++)
         while (e->core.tl[which].head)
             conn_close(e, CONN_OF_TNODE(e->core.tl[which].head));

@@ -30,7 +30,9 @@ FLOORS = [
     ("root", ["csrc/engine.c"]),
     ("protocol", ["csrc/http/h1.c", "csrc/http/h1_out.c", "csrc/http/accesslog.c",
                   "csrc/http/h2/conn.c", "csrc/http/h2/input.c", "csrc/http/h2/request.c",
-                  "csrc/http/h2/resp.c", "csrc/http/h2/streams.c"]),
+                  "csrc/http/h2/resp.c", "csrc/http/h2/streams.c",
+                  "csrc/http/h3/quic.c", "csrc/http/h3/conn.c", "csrc/http/h3/request.c",
+                  "csrc/http/h3/resp.c", "csrc/http/h3/tls.c", "csrc/http/h3/none.c"]),
     # The route's chain: the one file that starts or answers through a handler.
     ("dispatch", ["csrc/handlers/dispatch.c"]),
     ("handlers", ["csrc/handlers/respond.c", "csrc/handlers/static.c",
@@ -68,7 +70,7 @@ def handler_of(f: str) -> str:
 # The headers' floors: a header includes only headers of its floor and below.
 HEADERS = {
     "engine.h": "root",
-    "h1.h": "protocol", "h2.h": "protocol", "accesslog.h": "protocol",
+    "h1.h": "protocol", "h2.h": "protocol", "h3.h": "protocol", "accesslog.h": "protocol",
     "dispatch.h": "dispatch",
     "response.h": "handlers", "respond.h": "handlers", "static.h": "handlers",
     "proxy.h": "handlers", "fastcgi.h": "handlers", "cache.h": "handlers",

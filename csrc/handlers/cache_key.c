@@ -80,7 +80,7 @@ int expand(const sws_cktmpl_t *t, const sws_request_t *r, const char *uri, size_
         case SWS_CK_LIT: v = p->s; vl = p->n; break;
         case SWS_CK_SCHEME:
             /* a peer's request: the scheme its client used (dispatch.c) */
-            v = (r->peer ? r->peer_https : r->conn && r->conn->tls) ? "https" : "http";
+            v = (r->peer ? r->peer_https : r->conn && sws_conn_secure(r->conn)) ? "https" : "http";
             vl = strlen(v);
             break;
         case SWS_CK_HOST: {

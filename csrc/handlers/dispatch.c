@@ -62,7 +62,7 @@ static int peer_marked(sws_request_t *req, const sws_cache_peers_t *p)
 static void purge_peers(sws_engine_t *e, sws_request_t *req, const sws_handler_t *h)
 {
     const sws_cache_route_t *c = h->cache;
-    const sws_handler_t *fwd = &c->peer_fwd[req->conn && req->conn->tls];
+    const sws_handler_t *fwd = &c->peer_fwd[req->conn && sws_conn_secure(req->conn)];
     sws_upstream_t *up = c->peers->up;
     for (size_t i = 0; i < up->n_servers - up->n_removed; i++) {
         if (up->servers[i]->self)
@@ -123,7 +123,7 @@ static int to_owner(sws_engine_t *e, sws_request_t *req, const sws_handler_t **h
         return 0;
     }
     req->peer_hash = hash;
-    *hp = &c->peer_fwd[req->conn && req->conn->tls];
+    *hp = &c->peer_fwd[req->conn && sws_conn_secure(req->conn)];
     e->core.st->peer_forwarded++;
     return 1;
 }

@@ -189,7 +189,7 @@ static int param2(fx_t *x, const char *n, size_t nl, const char *a, size_t al, c
 
 /* ---- the parameters -------------------------------------------------------------- */
 
-static int is_tls(const sws_conn_t *c) { return c->tls != NULL; }
+static int is_tls(const sws_conn_t *c) { return sws_conn_secure(c); }
 
 /* HTTP_* for one request field: uppercase, '-' to '_'. Names with '_' are
  * skipped (they would alias a '-' name: nginx's underscores_in_headers off),

@@ -200,6 +200,8 @@ int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r, const sws_reque
     PUT("\r\nX-Forwarded-Proto: ");
     if (trusted && (v = hval(r, "x-forwarded-proto", 17, &vl)))
         PUTN(v, vl);
+    else if (sws_conn_secure(c))
+        PUT("https");
     else
         PUT("http");
     if (trusted && (v = hval(r, "x-forwarded-host", 16, &vl))) {

@@ -158,7 +158,9 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
             p = esc_combined(p, r->method, ml);
             *p++ = ' ';
             p = esc_combined(p, r->target, tl);
-            p += r->http2 ? sprintf(p, " HTTP/2.0") : sprintf(p, " HTTP/1.%d", r->minor);
+            p += r->http3   ? sprintf(p, " HTTP/3.0")
+                 : r->http2 ? sprintf(p, " HTTP/2.0")
+                            : sprintf(p, " HTTP/1.%d", r->minor);
         }
         p += sprintf(p, "\" %d %zu \"", status, body_bytes);
         if (ref)
@@ -189,7 +191,7 @@ void access_log(sws_engine_t *e, const sws_conn_t *c, const sws_request_t *r, in
         if (refused)
             p += sprintf(p, "\",\"protocol\":\"");
         else
-            p += sprintf(p, "\",\"protocol\":\"HTTP/%d.%d", r && r->http2 ? 2 : 1,
+            p += sprintf(p, "\",\"protocol\":\"HTTP/%d.%d", r && r->http3 ? 3 : r && r->http2 ? 2 : 1,
                          r ? (r->http2 ? 0 : r->minor) : 1);
         p += sprintf(p, "\",\"status\":%d,\"body_bytes_sent\":%zu,\"request_time\":%s,\"host\":\"",
                      status, body_bytes, reqt);

@@ -72,6 +72,16 @@ static int sockaddr_is_wildcard(const struct sockaddr_storage *ss)
     return 1;
 }
 
+void sws_listener_set_local(listener_t *l, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int named = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0;
+    l->is_unix = named && ss.ss_family == AF_UNIX;
+    if (named && !sockaddr_is_wildcard(&ss))
+        l->local_len = (unsigned char)sockaddr_text(&ss, l->local_addr, sizeof l->local_addr, &l->local_port);
+}
+
 size_t sws_conn_local_addr(const sws_conn_t *c, char *addr, size_t cap, unsigned *port)
 {
     const listener_t *l = c->lst;
@@ -115,12 +125,7 @@ int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t *proto,
     l->conf = conf;
     l->tls = tls;
     l->enabled = 1;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int named = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0;
-    l->is_unix = named && ss.ss_family == AF_UNIX;
-    if (named && !sockaddr_is_wildcard(&ss))
-        l->local_len = (unsigned char)sockaddr_text(&ss, l->local_addr, sizeof l->local_addr, &l->local_port);
+    sws_listener_set_local(l, fd);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
     if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         int err = errno;

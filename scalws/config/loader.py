@@ -42,7 +42,7 @@ from .directives import (HANDLERS, UNAVAILABLE_HANDLERS, app, cache, cache_peers
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .machine import busy_poll_auto, usable_cpus
-from .model import Config, Http2, Instances, Limits, Listen, LogConfig, Route, Site
+from .model import Config, Http2, Http3, Instances, Limits, Listen, LogConfig, Route, Site
 from .units import DURATION_HINT, SIZE_HINT, format_size, parse_duration, parse_size
 
 __all__ = ["load_config", "load_config_text", "default_config", "ConfigError"]
@@ -62,7 +62,7 @@ _NOT_AVAILABLE = "'{}' is not available in this version of scalws"
 
 
 TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout", "watch_config",
-            "pid", "log", "limits", "http2", "batch_window", "busy_poll", "trusted_proxies",
+            "pid", "log", "limits", "http2", "http3", "batch_window", "busy_poll", "trusted_proxies",
             "tls_tickets", "resolver", "upstreams", "cache_zones", "apps", "instances", "sites",
             "status")
 # Keys of the design (DESIGN.md) that this version does not implement yet
@@ -71,6 +71,7 @@ TOP_UNAVAILABLE: dict = {}
 LOG_KEYS = ("access", "format", "error", "error_format", "level", "buffer", "flush")
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
 HTTP2_KEYS = tuple(Http2.__dataclass_fields__)
+HTTP3_KEYS = tuple(Http3.__dataclass_fields__)
 SITE_KEYS = ("listen", "server_names", "tls", "routes")
 
 LOG_FORMATS = ("combined", "json")
@@ -625,6 +626,8 @@ def _walk_document(ctx: _Context, root) -> Config:
         _limits(ctx, keys["limits"][1], cfg.limits)
     if "http2" in keys:
         _http2(ctx, keys["http2"][1], cfg.http2)
+    if "http3" in keys:
+        _http3(ctx, keys["http3"][1], cfg.http3)
 
     if "trusted_proxies" in keys:
         cfg.trusted_proxies = proxy.compile_trusted_proxies(
@@ -980,6 +983,32 @@ def _http2(ctx, node, http2: Http2) -> None:
                 setattr(http2, name, value)
 
 
+# (reader, arguments) per http3 key (docs/configuration.md, "http3"); QUIC's
+# flow-control limits are varints (RFC 9000 §16), ours far below them.
+_HTTP3 = {
+    "max_concurrent_streams": ("integer", dict(lo=1, hi=10_000)),
+    "stream_window": ("size", dict(lo=1 << 10, hi=1 << 30)),
+    "connection_window": ("size", dict(lo=64 << 10, hi=1 << 30)),
+    "idle_timeout": ("duration", dict(lo=1.0, hi=3600.0)),
+    "handshake_timeout": ("duration", dict(lo=1.0, hi=600.0)),
+    "max_connections": ("integer", dict(lo=1, hi=1_000_000)),
+    "qpack_table": ("size", dict(lo=0, hi=64 << 10)),
+    "qpack_blocked_streams": ("integer", dict(lo=0, hi=10_000)),
+    "alt_svc_max_age": ("integer", dict(lo=0, hi=1 << 31)),
+}
+
+
+def _http3(ctx, node, http3: Http3) -> None:
+    keys = ctx.mapping(node, "http3", HTTP3_KEYS)
+    if keys is None:
+        return
+    for name, (reader, kwargs) in _HTTP3.items():
+        if name in keys:
+            value = getattr(ctx, reader)(keys[name][1], f"http3.{name}", **kwargs)
+            if value is not None:
+                setattr(http3, name, value)
+
+
 # -- sites -----------------------------------------------------------------
 
 def _sites(ctx, node) -> list:
@@ -1012,11 +1041,12 @@ def _site(ctx, node, path):
         site.server_names = [name for name, _, _ in name_nodes]
     if "tls" in keys:
         site.tls = tls.compile_site_tls(ctx, keys["tls"][1], f"{path}.tls", site.server_names)
-    tls_listens = [l for l in site.listen if l.tls]
+    tls_listens = [l for l in site.listen if l.tls or l.kind == "quic"]
     if tls_listens and site.tls is None and "tls" not in keys:
-        lnode, lpath = ctx.origin[id(tls_listens[0])]
-        ctx.error(lnode, lpath, "listen option 'tls' needs the site's certificates: add "
-                  "tls: {cert: FILE, key: FILE} to the site")
+        first = tls_listens[0]
+        lnode, lpath = ctx.origin[id(first)]
+        ctx.error(lnode, lpath, f"listen option '{'quic' if first.kind == 'quic' else 'tls'}' "
+                  "needs the site's certificates: add tls: {cert: FILE, key: FILE} to the site")
     if "tls" in keys and not tls_listens and site.listen:
         ctx.error(keys["tls"][0], f"{path}.tls", "the site has certificates but no listen "
                   "address with the 'tls' option (write e.g. \":443 tls\")")
@@ -1040,7 +1070,7 @@ def _items(ctx, node, path, what):
 
 # -- listen ------------------------------------------------------------------
 
-_LISTEN_OPTIONS = ("default", "backlog", "tls", "h2c", "http2")
+_LISTEN_OPTIONS = ("default", "backlog", "tls", "h2c", "http2", "quic")
 _LISTEN_UNAVAILABLE = {
     "ssl": "the listen option is called 'tls' in scalws (nginx's 'ssl')",
 }
@@ -1112,6 +1142,12 @@ def _listen(ctx, node, path):
             listen.tls = True
         elif name == "h2c" and not eq:
             listen.h2c = True
+        elif name == "quic" and not eq:
+            if listen.kind == "unix":
+                ctx.error(node, path, "QUIC runs over UDP: it cannot listen on a unix socket")
+                ok = False
+            else:
+                listen.kind = "quic"
         elif name == "http2" and eq and value in ("on", "off"):
             listen.http2 = value == "on"
         elif name == "http2" and not eq:
@@ -1137,12 +1173,19 @@ def _listen(ctx, node, path):
         else:
             close = difflib.get_close_matches(name, _LISTEN_OPTIONS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else \
-                " (options: default, tls, h2c, http2=off, backlog=N)"
+                " (options: default, tls, h2c, http2=off, quic, backlog=N)"
             ctx.error(node, path, f"unknown listen option '{word}'{hint}")
             ok = False
     if listen.h2c and listen.tls:
         ctx.error(node, path, "'h2c' is cleartext HTTP/2; a TLS listener offers h2 through "
                   "ALPN already (remove 'h2c', or 'tls')")
+        ok = False
+    if listen.kind == "quic" and (listen.tls or listen.h2c or "http2" in seen or
+                                  "backlog" in seen):
+        other = next(o for o in ("tls", "h2c", "http2", "backlog") if o in seen)
+        ctx.error(node, path, f"'quic' is a UDP listener for HTTP/3 (TLS 1.3 is part of QUIC): "
+                  f"'{other}' applies to TCP listeners; list the TCP address apart "
+                  f"(e.g. \":443 tls\" beside \":443 quic\")")
         ok = False
     if "http2" in seen and not listen.tls and ok:
         ctx.error(node, path, "'http2=' applies to TLS listeners (ALPN); for cleartext "
@@ -1230,7 +1273,7 @@ def _fmt_key(key: tuple) -> str:
     if key[0] == "unix":
         return f"unix:{key[1]}"
     host = f"[{key[1]}]" if ":" in key[1] else key[1]
-    return f"{host}:{key[2]}"
+    return f"{host}:{key[2]}" + (" quic" if key[0] == "quic" else "")
 
 
 # -- server names ------------------------------------------------------------

@@ -51,6 +51,21 @@ class Http2:
 
 
 @dataclass
+class Http3:
+    """`http3:`: HTTP/3's settings, every QUIC listener of the server
+    (docs/configuration.md, "http3"; docs/adr/0032-http3-quic.md)."""
+    max_concurrent_streams: int = 100      # initial_max_streams_bidi: requests at once
+    stream_window: int = 256 * 1024        # request body a stream may send ahead
+    connection_window: int = 1024 * 1024   # ... and the connection
+    idle_timeout: float = 30.0             # max_idle_timeout, seconds
+    handshake_timeout: float = 10.0        # a handshake not done by then is dropped
+    max_connections: int = 10_000          # QUIC connections per worker; more are not accepted
+    qpack_table: int = 4096                # QPACK: our decoder's dynamic table
+    qpack_blocked_streams: int = 100       # streams that may wait on it
+    alt_svc_max_age: int = 86400           # Alt-Svc's ma= on the site's TLS answers; 0: no Alt-Svc
+
+
+@dataclass
 class LogConfig:
     access: Optional[str] = None           # path; None = access log off
     format: str = "combined"               # "combined" | "json"
@@ -63,7 +78,7 @@ class LogConfig:
 
 @dataclass
 class Listen:
-    kind: str                              # "tcp" | "unix"
+    kind: str                              # "tcp" | "unix" | "quic" (UDP: HTTP/3)
     host: str = ""                         # "0.0.0.0", "127.0.0.1", "::1", ...
     port: int = 0
     path: str = ""                         # unix socket path
@@ -85,7 +100,7 @@ class Listen:
         """Identity of the socket: two sites naming the same key share it."""
         if self.kind == "unix":
             return ("unix", self.path)
-        return ("tcp", self.host, self.port)
+        return (self.kind, self.host, self.port)
 
 
 @dataclass
@@ -212,6 +227,7 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)
     http2: Http2 = field(default_factory=Http2)
+    http3: Http3 = field(default_factory=Http3)
     sites: list = field(default_factory=list)  # [Site]
     upstreams: dict = field(default_factory=dict)  # name -> Upstream (reverse proxy)
     trusted_proxies: list = field(default_factory=list)  # CIDR strings whose X-Forwarded-* we believe

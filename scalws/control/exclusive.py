@@ -93,7 +93,7 @@ def probe_free(listens, held=()) -> None:
     another process listens on. Keys in `held` are this process's own and
     not probed, nor TCP addresses on a port it holds (a wildcard beside a
     specific address of one configuration would collide with itself)."""
-    held_ports = {k[2] for k in held if k[0] != "unix"}
+    held_ports = {(k[0], k[2]) for k in held if k[0] != "unix"}
     for listen in listens:
         if listen.key in held:
             continue
@@ -107,12 +107,17 @@ def probe_free(listens, held=()) -> None:
             finally:
                 s.close()
         else:
-            if listen.port in held_ports:
+            if (listen.kind, listen.port) in held_ports:
                 continue
             family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
-            s = socket.socket(family, socket.SOCK_STREAM)
+            s = socket.socket(family, socket.SOCK_DGRAM if listen.kind == "quic"
+                              else socket.SOCK_STREAM)
             try:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if listen.kind != "quic":
+                    # TCP: past TIME_WAIT; a listener there still refuses the bind.
+                    # (UDP: SO_REUSEADDR would share the port with another
+                    # server's sockets that set it too.)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
                     s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 s.bind((listen.host, listen.port))

@@ -55,6 +55,21 @@ MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
 STEER_PAGE = 4096         # >= sizeof(sws_steer_shm_t) (net.h)
 
 
+
+# A QUIC socket's buffers: a burst of a connection's packets (a flight of
+# 32 segments of 1452 bytes, with GSO) and of new handshakes should not be
+# dropped by the kernel. Asked for, capped by net.core.[rw]mem_max
+# (docs/operations.md, "HTTP/3").
+UDP_BUFFER = 4 << 20
+
+
+def _udp_buffers(s):
+    for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        try:
+            s.setsockopt(socket.SOL_SOCKET, opt, UDP_BUFFER)
+        except OSError:
+            pass
+
 class StartupError(Exception):
     """The master cannot start (bind failed, ...); message names the config line."""
 
@@ -169,13 +184,17 @@ class Master:
                 os.chmod(listen.path, 0o666)
             else:
                 family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
-                s = socket.socket(family, socket.SOCK_STREAM)
+                udp = listen.kind == "quic"
+                s = socket.socket(family, socket.SOCK_DGRAM if udp else socket.SOCK_STREAM)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 if family == socket.AF_INET6:
                     s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if udp:
+                    _udp_buffers(s)
                 s.bind((listen.host, listen.port))
-            s.listen(listen.backlog)
+            if listen.kind != "quic":
+                s.listen(listen.backlog)
             s.setblocking(False)
             return s
         except OSError as exc:

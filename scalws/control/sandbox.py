@@ -134,6 +134,8 @@ WORKER_SYSCALLS = (
     "epoll_create1", "uname",
     # a graceful stop asks whether the master is gone (its PR_SET_PDEATHSIG)
     "getppid",
+    # HTTP/3: QUIC's timer (csrc/http/h3/quic.c; the timerfd is made before the sandbox)
+    "timerfd_settime",
 )
 # Answered ENOSYS instead of trapping, so that the library falls back:
 # libuv's io_uring (its submissions would bypass this filter) and glibc's clone3.

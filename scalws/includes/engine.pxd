@@ -331,6 +331,23 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t frame_burst
         uint32_t frame_rate
 
+    ctypedef struct sws_h3_conf_t:
+        uint32_t max_streams
+        uint32_t stream_window
+        uint32_t conn_window
+        uint32_t idle_ms
+        uint32_t handshake_ms
+        uint32_t max_conns
+        uint32_t qpack_table
+        uint32_t qpack_blocked
+
+    ctypedef struct sws_quic_certs_t:
+        pass
+    sws_quic_certs_t *sws_quic_certs_new(char *err, size_t errlen)
+    int sws_quic_certs_add(sws_quic_certs_t *q, const sws_tls_cert_conf_t *certs, size_t n,
+                           char *err, size_t errlen)
+    void sws_quic_certs_free(sws_quic_certs_t *q)
+
     ctypedef struct sws_counters_t:
         uint64_t accepted
         uint64_t handled
@@ -365,6 +382,9 @@ cdef extern from "scalws/engine.h" nogil:
                                  size_t mem_max)
     void sws_engine_set_server(sws_engine_t *e, const char *line, size_t len)
     int sws_engine_set_h2(sws_engine_t *e, const sws_h2_conf_t *conf)
+    int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf)
+    int sws_engine_add_quic_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
+                                     const sws_quic_certs_t *certs)
     int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
     int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
                                  const sws_upstream_server_t *conf, size_t n)

@@ -117,6 +117,7 @@ cdef class Engine:
     cdef list _tls_sites              # addresses of sws_tls_site_t, freed with the engine
     cdef dict _tls_listen             # listen key -> address of its sws_tls_listen_t
     cdef dict _h2                     # listen key -> 1 when HTTP/2 is served there
+    cdef dict _quic                   # quic listen key -> address of its sws_quic_certs_t
     cdef object _tls
     cdef object loop
     cdef object _tick_handle
@@ -141,6 +142,7 @@ cdef class Engine:
         self._tls_sites = []
         self._tls_listen = {}
         self._h2 = {}
+        self._quic = {}
         self._tls = tls
         self._fds = []
         self._vhosts = {}
@@ -192,6 +194,7 @@ cdef class Engine:
         self._build_upstreams(config)
         self._build_router(config, server)
         self._build_tls(config, tls)
+        build_quic(self, config)  # quic.pxi
         statics = [r.handler for r in routes if r.kind == "static"]
         # FastCGI's script check looks scripts up in the same open-file
         # cache (stat only: no content kept for them unless static wants it).
@@ -450,8 +453,11 @@ cdef class Engine:
                     raise ValueError(f"route {route.pattern!r}: cannot compile (code {rc})")
                 n += 1
             tls_cfg = s.tls
+            lines = alt_svc(s, config.http3)  # HTTP/3's address, on TLS answers (quic.pxi)
             if tls_cfg is not None and tls_cfg.hsts:
-                b = self._bytes(f"Strict-Transport-Security: {tls_cfg.hsts}\r\n")
+                lines += f"Strict-Transport-Security: {tls_cfg.hsts}\r\n"
+            if lines:
+                b = self._bytes(lines)
                 sws_site_set_tls_fields(site, b, len(b))
             sites.append(<size_t>site)
         # A site with `tls: {redirect: on}` answers on its plain listeners
@@ -923,6 +929,8 @@ cdef class Engine:
             sws_tls_listen_free(<sws_tls_listen_t *><size_t>addr)
         for addr in self._tls_sites or ():
             sws_tls_site_free(<sws_tls_site_t *><size_t>addr)
+        for addr in self._quic.values() if self._quic else ():
+            sws_quic_certs_free(<sws_quic_certs_t *><size_t>addr)
         if self.router != NULL:
             sws_router_free(self.router)
         PyMem_Free(self.responds)
@@ -937,8 +945,12 @@ cdef class Engine:
         with the sites that listen on `key` (config.model.Listen.key)."""
         cdef sws_vhosts_t *vh = <sws_vhosts_t *><size_t>self._vh[self._vhosts[key]]
         cdef size_t tl = self._tls_listen.get(key, 0)
-        rc = sws_engine_add_listener(self.e, fd, vh, <const sws_tls_listen_t *>tl,
-                                     self._h2.get(key, 0))
+        if key[0] == "quic":
+            rc = sws_engine_add_quic_listener(self.e, fd, vh,
+                                              <const sws_quic_certs_t *><size_t>self._quic[key])
+        else:
+            rc = sws_engine_add_listener(self.e, fd, vh, <const sws_tls_listen_t *>tl,
+                                         self._h2.get(key, 0))
         if rc < 0:
             raise OSError(-rc, "engine: cannot add listener")
 
@@ -1107,3 +1119,6 @@ def cache_layout():
     cdef sws_cs_t z
     return {"counters": <size_t>&z.c - <size_t>&z, "holders": SWS_CS_HOLDERS,
             "counters_size": sizeof(sws_cs_counters_t)}
+
+
+include "quic.pxi"

@@ -710,7 +710,14 @@ def test_all_problems_reported_together(tmp_path):
                      "(remove 'h2c', or 'tls')"),
     (":80 default_server", "unknown listen option 'default_server'; did you mean 'default'?"),
     (":80 reuseport", "unknown listen option 'reuseport' (options: default, tls, h2c, http2=off, "
-                      "backlog=N)"),
+                      "quic, backlog=N)"),
+    (":443 quic tls", "'quic' is a UDP listener for HTTP/3 (TLS 1.3 is part of QUIC): 'tls' "
+                      "applies to TCP listeners; list the TCP address apart (e.g. \":443 tls\" "
+                      "beside \":443 quic\")"),
+    (":443 quic backlog=10", "'quic' is a UDP listener for HTTP/3 (TLS 1.3 is part of QUIC): "
+                             "'backlog' applies to TCP listeners; list the TCP address apart "
+                             "(e.g. \":443 tls\" beside \":443 quic\")"),
+    ("unix:/run/x.sock quic", "QUIC runs over UDP: it cannot listen on a unix socket"),
     (":80 h2", "unknown listen option 'h2'; did you mean 'h2c'?"),
     (":80 backlog=0", "backlog must be an integer between 1 and 65535, got '0'"),
     (":80 backlog=many", "backlog must be an integer between 1 and 65535, got 'many'"),

@@ -13,7 +13,8 @@
  * The floors, each with its header (docs/adr/0005-engine-layering.md):
  *   scalws/core.h      loop, serve loop, busy poll, batching window, time, timeouts, error log
  *   scalws/net.h       accept, connection I/O, pending output, lingering close, transport
- *   scalws/h1.h        the HTTP/1 protocol; scalws/h2.h HTTP/2; scalws/accesslog.h the access log
+ *   scalws/h1.h        the HTTP/1 protocol; scalws/h2.h HTTP/2; scalws/h3.h HTTP/3 over QUIC;
+ *                      scalws/accesslog.h the access log
  *   scalws/response.h  the request view and response interface between protocols and handlers
  *   scalws/respond.h, static.h, proxy.h   the handlers
  *   scalws/upstream.h  groups, balancing, health, the keep-alive pool
@@ -35,6 +36,7 @@
 #include "scalws/fastcgi.h"
 #include "scalws/filecache.h"
 #include "scalws/h2.h"
+#include "scalws/h3.h"
 #include "scalws/net.h"
 #include "scalws/proxy.h"
 #include "scalws/respond.h"
@@ -74,6 +76,15 @@ int sws_engine_watch(sws_engine_t *e, int on);
  * shutdown. */
 int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
                             const sws_tls_listen_t *tls, int http2);
+
+/* Adds a UDP socket (non-blocking, bound) that serves HTTP/3 over QUIC
+ * for `vhosts`, with `certs` (they must outlive the engine). The engine
+ * closes the socket on shutdown. 0, or -errno. */
+int sws_engine_add_quic_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
+                                 const sws_quic_certs_t *certs);
+/* HTTP/3's settings and budgets (the http3: block); without it, the
+ * defaults of scalws/h3.h. 0 / -EINVAL. */
+int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf);
 
 /* The session-ticket keys the master shares (shared memory that outlives
  * the engine); NULL: no tickets are made or accepted. */

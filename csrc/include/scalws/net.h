@@ -115,6 +115,7 @@ struct sws_conn {
     uint16_t peer_port;
     unsigned char peer_family;
     unsigned char is_unix : 1,
+        quic : 1,              /* an HTTP/3 connection's view (csrc/http/h3/): no fd, secure */
         corked : 1,            /* TCP_CORK set for a file body */
         lingering : 1;         /* our side is shut: reading until the peer's FIN */
     unsigned char peer[16];
@@ -129,6 +130,9 @@ typedef struct {
     sws_tnode_t tn;
     sws_conn_t *c;
 } sws_subtimer_t;
+
+/* Did c come over TLS (HTTPS: TLS over TCP, or QUIC)? */
+static inline int sws_conn_secure(const sws_conn_t *c) { return c->tls || c->quic; }
 
 /* The connection a timeout-list entry belongs to. */
 static inline sws_conn_t *conn_of_tnode(sws_tnode_t *n)
@@ -198,6 +202,9 @@ SWS_INTERNAL int sws_net_add_listener(sws_engine_t *e, int fd, const sws_proto_t
  * new one. */
 SWS_INTERNAL void conn_switch(sws_engine_t *e, sws_conn_t *c);
 SWS_INTERNAL void listeners_enable(sws_engine_t *e, int on);
+/* l's local address as text (local_len etc.) when fd is bound to one, not a
+ * wildcard; is_unix for a unix socket. */
+SWS_INTERNAL void sws_listener_set_local(listener_t *l, int fd);
 /* The address and port the client connected to, as text in addr (cap >= 46
  * bytes): from the listener when it is bound to one address, else one
  * getsockname. The text's length, or 0 (a unix socket, or an error). */

@@ -59,7 +59,7 @@ typedef struct {
     size_t method_len, target_len;
     int method_id;                /* SWS_M_* */
     int minor;                    /* HTTP/1.minor; for logs (1 for HTTP/2: its semantics) */
-    int http2;                    /* it came over HTTP/2 (the log says HTTP/2.0) */
+    int http2;                    /* it came over HTTP/2 or HTTP/3 (their semantics) */
     const sws_header_t *h;
     size_t nh;
     const char *host;             /* Host, or the authority of an absolute target */
@@ -81,6 +81,8 @@ typedef struct {
     uint32_t peers_purged;        /* a PURGE: the peers it was sent to (its answer says) */
     unsigned peer : 1,            /* it came from a peer (its marker checked): served here */
              peer_https : 1,      /* the scheme the first node saw (the marker says) */
+             http3 : 1,           /* it came over HTTP/3 (the log says HTTP/3.0; else
+                                     http2: HTTP/2.0) */
              head_refused : 1;    /* a head refused before it parsed (the access log's view
                                      alone): method is its first line as it came, cut */
 } sws_request_t;

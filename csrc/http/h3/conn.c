@@ -1,0 +1,425 @@
+/* One QUIC connection (csrc/http/h3/h3_int.h): its ngtcp2 session and the
+ * callbacks that tie it to GnuTLS, to the connection ID table and to its
+ * HTTP/3 session; the nghttp3 session, made once the 1-RTT keys are in,
+ * and its callbacks, which hand request streams to request.c and
+ * acknowledgements to resp.c. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+
+#include "http/h3/h3_int.h"
+
+#define HC(u) ((h3conn_t *)(u))
+
+/* ---- HTTP/3 (nghttp3) ------------------------------------------------------------------------ */
+
+static int h_acked(nghttp3_conn *c, int64_t id, uint64_t n, void *cu, void *su)
+{
+    (void)c, (void)id;
+    if (su)
+        h3s_acked(HC(cu)->e, su, n);
+    return 0;
+}
+
+static int h_stream_close(nghttp3_conn *c, int64_t id, uint64_t code, void *cu, void *su)
+{
+    (void)c, (void)code;
+    h3conn_t *hc = cu;
+    if (su)
+        h3s_free(hc->e, su);
+    if (ngtcp2_is_bidi_stream(id))
+        ngtcp2_conn_extend_max_streams_bidi(hc->qc, 1);
+    return 0;
+}
+
+static int h_recv_data(nghttp3_conn *c, int64_t id, const uint8_t *p, size_t n, void *cu, void *su)
+{
+    (void)c, (void)id;
+    if (su)
+        h3s_body_in(HC(cu)->e, su, p, n);
+    else
+        h3_consume(HC(cu), id, n);
+    return 0;
+}
+
+static int h_deferred_consume(nghttp3_conn *c, int64_t id, size_t n, void *cu, void *su)
+{
+    (void)c, (void)su;
+    h3_consume(HC(cu), id, n);
+    return 0;
+}
+
+static int h_begin_headers(nghttp3_conn *c, int64_t id, void *cu, void *su)
+{
+    (void)su;
+    h3s_t *s = h3s_new(HC(cu), id);
+    if (!s)
+        return NGHTTP3_ERR_CALLBACK_FAILURE;
+    nghttp3_conn_set_stream_user_data(c, id, s);
+    return 0;
+}
+
+static int h_recv_header(nghttp3_conn *c, int64_t id, int32_t token, nghttp3_rcbuf *name,
+                         nghttp3_rcbuf *value, uint8_t flags, void *cu, void *su)
+{
+    (void)c, (void)id, (void)flags, (void)cu;
+    if (su && h3s_header(su, token, name, value) < 0)
+        return NGHTTP3_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int h_end_headers(nghttp3_conn *c, int64_t id, int fin, void *cu, void *su)
+{
+    (void)c, (void)id;
+    h3s_t *s = su;
+    if (!s)
+        return 0;
+    if (fin)
+        s->req_done = 1;
+    h3_dispatch(HC(cu)->e, HC(cu), s);
+    return 0;
+}
+
+static int h_end_stream(nghttp3_conn *c, int64_t id, void *cu, void *su)
+{
+    (void)c, (void)id;
+    if (su)
+        h3s_body_end(HC(cu)->e, su);
+    return 0;
+}
+
+static int h_stop_sending(nghttp3_conn *c, int64_t id, uint64_t code, void *cu, void *su)
+{
+    (void)c, (void)su;
+    ngtcp2_conn_shutdown_stream_read(HC(cu)->qc, id, code);
+    return 0;
+}
+
+static int h_reset_stream(nghttp3_conn *c, int64_t id, uint64_t code, void *cu, void *su)
+{
+    (void)c, (void)su;
+    ngtcp2_conn_shutdown_stream_write(HC(cu)->qc, id, code);
+    return 0;
+}
+
+static const nghttp3_callbacks h3_callbacks = {
+    .acked_stream_data = h_acked,
+    .stream_close = h_stream_close,
+    .recv_data = h_recv_data,
+    .deferred_consume = h_deferred_consume,
+    .begin_headers = h_begin_headers,
+    .recv_header = h_recv_header,
+    .end_headers = h_end_headers,
+    .stop_sending = h_stop_sending,
+    .end_stream = h_end_stream,
+    .reset_stream = h_reset_stream,
+};
+
+void h3_consume(h3conn_t *hc, int64_t id, size_t n)
+{
+    if (!n || !hc->qc)
+        return;
+    ngtcp2_conn_extend_max_stream_offset(hc->qc, id, n);
+    ngtcp2_conn_extend_max_offset(hc->qc, n);
+}
+
+/* The HTTP/3 session and its three unidirectional streams (RFC 9114
+ * §6.2): once the 1-RTT keys are in. */
+static int h3_setup(h3conn_t *hc)
+{
+    sws_engine_t *e = hc->e;
+    nghttp3_settings st;
+    nghttp3_settings_default(&st);
+    st.qpack_max_dtable_capacity = e->h3.conf.qpack_table;
+    st.qpack_blocked_streams = e->h3.conf.qpack_blocked;
+    st.max_field_section_size = e->core.lim.max_header_bytes;
+    if (nghttp3_conn_server_new(&hc->h3, &h3_callbacks, &st, NULL, hc) != 0)
+        return -1;
+    nghttp3_conn_set_max_client_streams_bidi(hc->h3, e->h3.conf.max_streams);
+    if (ngtcp2_conn_get_max_local_streams_uni(hc->qc) < 3)
+        return -1; /* the client must let us open control and QPACK streams */
+    int64_t ctrl, enc, dec;
+    if (ngtcp2_conn_open_uni_stream(hc->qc, &ctrl, NULL) != 0 ||
+        nghttp3_conn_bind_control_stream(hc->h3, ctrl) != 0 ||
+        ngtcp2_conn_open_uni_stream(hc->qc, &enc, NULL) != 0 ||
+        ngtcp2_conn_open_uni_stream(hc->qc, &dec, NULL) != 0 ||
+        nghttp3_conn_bind_qpack_streams(hc->h3, enc, dec) != 0)
+        return -1;
+    hc->h3_ready = 1;
+    return 0;
+}
+
+nghttp3_conn *h3_session(h3conn_t *hc) { return hc->h3; }
+
+/* ---- QUIC (ngtcp2) --------------------------------------------------------------------------- */
+
+static int q_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t off,
+                              const uint8_t *p, size_t n, void *u, void *su)
+{
+    (void)off, (void)su;
+    h3conn_t *hc = u;
+    if (!hc->h3)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    nghttp3_ssize k = nghttp3_conn_read_stream(hc->h3, id, p, n, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
+    if (k < 0) {
+        ngtcp2_connection_close_error_set_application_error(
+            &hc->last_error, nghttp3_err_infer_quic_app_error_code((int)k), NULL, 0);
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    ngtcp2_conn_extend_max_stream_offset(qc, id, (uint64_t)k);
+    ngtcp2_conn_extend_max_offset(qc, (uint64_t)k);
+    return 0;
+}
+
+static int q_acked_offset(ngtcp2_conn *qc, int64_t id, uint64_t off, uint64_t n, void *u, void *su)
+{
+    (void)qc, (void)off, (void)su;
+    h3conn_t *hc = u;
+    if (hc->h3 && nghttp3_conn_add_ack_offset(hc->h3, id, n) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int q_stream_close(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t code, void *u,
+                          void *su)
+{
+    (void)qc, (void)su;
+    h3conn_t *hc = u;
+    if (!hc->h3)
+        return 0;
+    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+        code = NGHTTP3_H3_NO_ERROR;
+    int rv = nghttp3_conn_close_stream(hc->h3, id, code);
+    if (rv != 0 && rv != NGHTTP3_ERR_STREAM_NOT_FOUND) {
+        ngtcp2_connection_close_error_set_application_error(
+            &hc->last_error, nghttp3_err_infer_quic_app_error_code(rv), NULL, 0);
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int q_stream_reset(ngtcp2_conn *qc, int64_t id, uint64_t size, uint64_t code, void *u,
+                          void *su)
+{
+    (void)qc, (void)size, (void)code, (void)su;
+    h3conn_t *hc = u;
+    if (hc->h3 && nghttp3_conn_shutdown_stream_read(hc->h3, id) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int q_extend_streams(ngtcp2_conn *qc, uint64_t max, void *u)
+{
+    (void)qc;
+    h3conn_t *hc = u;
+    if (hc->h3)
+        nghttp3_conn_set_max_client_streams_bidi(hc->h3, max);
+    return 0;
+}
+
+static int q_extend_stream_data(ngtcp2_conn *qc, int64_t id, uint64_t max, void *u, void *su)
+{
+    (void)qc, (void)max, (void)su;
+    h3conn_t *hc = u;
+    if (hc->h3 && nghttp3_conn_unblock_stream(hc->h3, id) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static void q_rand(uint8_t *dest, size_t n, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    h3_rand(dest, n);
+}
+
+static int q_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t len, void *u)
+{
+    (void)qc;
+    h3conn_t *hc = u;
+    for (int tries = 0; tries < 4; tries++) {
+        h3_new_cid(hc->e, cid->data, len);
+        cid->datalen = len;
+        if (h3_cid_add(hc->e, hc, cid->data, len) == 0) {
+            h3_reset_token(hc->e, token, cid->data, len);
+            return 0;
+        }
+    }
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int q_remove_cid(ngtcp2_conn *qc, const ngtcp2_cid *cid, void *u)
+{
+    (void)qc;
+    h3_cid_del(HC(u)->e, cid->data, cid->datalen);
+    return 0;
+}
+
+static int q_rx_key(ngtcp2_conn *qc, ngtcp2_crypto_level level, void *u)
+{
+    (void)qc;
+    h3conn_t *hc = u;
+    if (level != NGTCP2_CRYPTO_LEVEL_APPLICATION || hc->h3)
+        return 0;
+    return h3_setup(hc) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static void set_peer(sws_conn_t *c, const struct sockaddr *sa);
+
+/* A client that moved (RFC 9000 §9) is seen at its new address from now on:
+ * handlers and the log read the peer from hc->c. */
+static int q_path_validation(ngtcp2_conn *qc, uint32_t flags, const ngtcp2_path *path,
+                             ngtcp2_path_validation_result res, void *u)
+{
+    (void)qc, (void)flags;
+    h3conn_t *hc = u;
+    if (res == NGTCP2_PATH_VALIDATION_RESULT_SUCCESS &&
+        path->remote.addrlen <= sizeof hc->peer_sa) {
+        memcpy(&hc->peer_sa, path->remote.addr, path->remote.addrlen);
+        hc->peer_len = (socklen_t)path->remote.addrlen;
+        set_peer(&hc->c, path->remote.addr);
+    }
+    return 0;
+}
+
+static int q_handshake_completed(ngtcp2_conn *qc, void *u)
+{
+    (void)qc;
+    HC(u)->handshaken = 1;
+    return 0;
+}
+
+static const ngtcp2_callbacks q_callbacks = {
+    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = q_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = q_recv_stream_data,
+    .acked_stream_data_offset = q_acked_offset,
+    .stream_close = q_stream_close,
+    .rand = q_rand,
+    .get_new_connection_id = q_new_cid,
+    .remove_connection_id = q_remove_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = q_stream_reset,
+    .extend_max_remote_streams_bidi = q_extend_streams,
+    .extend_max_stream_data = q_extend_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+    .path_validation = q_path_validation,
+    .recv_rx_key = q_rx_key,
+};
+
+/* The peer as net's connections keep it (handlers and the log read it). */
+static void set_peer(sws_conn_t *c, const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+        c->peer_family = AF_INET;
+        memcpy(c->peer, &sin->sin_addr, 4);
+        c->peer_port = ntohs(sin->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+        c->peer_family = AF_INET6;
+        memcpy(c->peer, &sin6->sin6_addr, 16);
+        c->peer_port = ntohs(sin6->sin6_port);
+    }
+}
+
+h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
+                     const struct sockaddr *peer, socklen_t peer_len,
+                     const struct sockaddr *local, socklen_t local_len)
+{
+    if (peer_len > sizeof(struct sockaddr_storage) || local_len > sizeof(struct sockaddr_storage) ||
+        hd->dcid.datalen > NGTCP2_MAX_CIDLEN)
+        return NULL;
+    h3conn_t *hc = calloc(1, sizeof *hc);
+    if (!hc)
+        return NULL;
+    hc->e = e;
+    hc->ql = ql;
+    memcpy(&hc->peer_sa, peer, peer_len);
+    memcpy(&hc->local_sa, local, local_len);
+    hc->peer_len = peer_len;
+    hc->local_len = local_len;
+    hc->c.fd = -1;
+    hc->c.lst = &ql->lst;
+    hc->c.quic = 1;
+    set_peer(&hc->c, peer);
+    ngtcp2_connection_close_error_default(&hc->last_error);
+
+    uint8_t scid_b[H3_SCID_LEN];
+    h3_new_cid(e, scid_b, sizeof scid_b);
+    ngtcp2_cid scid;
+    ngtcp2_cid_init(&scid, scid_b, sizeof scid_b);
+
+    ngtcp2_settings st;
+    ngtcp2_settings_default(&st);
+    st.initial_ts = h3_now_ns();
+    st.max_tx_udp_payload_size = H3_MAX_PKT;
+    st.cc_algo = NGTCP2_CC_ALGO_CUBIC;
+    st.handshake_timeout = (ngtcp2_duration)e->h3.conf.handshake_ms * NGTCP2_MILLISECONDS;
+
+    ngtcp2_transport_params tp;
+    ngtcp2_transport_params_default(&tp);
+    tp.initial_max_stream_data_bidi_local = e->h3.conf.stream_window;
+    tp.initial_max_stream_data_bidi_remote = e->h3.conf.stream_window;
+    tp.initial_max_stream_data_uni = e->h3.conf.stream_window;
+    tp.initial_max_data = e->h3.conf.conn_window;
+    tp.initial_max_streams_bidi = e->h3.conf.max_streams;
+    tp.initial_max_streams_uni = 3;
+    tp.max_idle_timeout = (ngtcp2_duration)e->h3.conf.idle_ms * NGTCP2_MILLISECONDS;
+    tp.active_connection_id_limit = 7;
+    tp.stateless_reset_token_present = 1;
+    h3_reset_token(e, tp.stateless_reset_token, scid_b, sizeof scid_b);
+    tp.original_dcid = hd->dcid;
+
+    ngtcp2_path path = {{(ngtcp2_sockaddr *)&hc->local_sa, local_len},
+                        {(ngtcp2_sockaddr *)&hc->peer_sa, peer_len}, NULL};
+    if (ngtcp2_conn_server_new(&hc->qc, &hd->scid, &scid, &path, hd->version, &q_callbacks, &st,
+                               &tp, NULL, hc) != 0) {
+        free(hc);
+        return NULL;
+    }
+    hc->next = e->h3.conns;
+    if (hc->next)
+        hc->next->prev = hc;
+    e->h3.conns = hc;
+    e->h3.n_conns++;
+    memcpy(hc->odcid, hd->dcid.data, hd->dcid.datalen);
+    hc->odcid_len = (uint8_t)hd->dcid.datalen;
+    if (h3_tls_session(hc) < 0 || h3_cid_add(e, hc, scid_b, sizeof scid_b) < 0 ||
+        h3_cid_add(e, hc, hc->odcid, hc->odcid_len) < 0) {
+        h3conn_free(e, hc);
+        return NULL;
+    }
+    return hc;
+}
+
+void h3conn_free(sws_engine_t *e, h3conn_t *hc)
+{
+    while (hc->streams)
+        h3s_free(e, hc->streams);
+    h3_cid_del(e, hc->odcid, hc->odcid_len);
+    h3_conn_forget(e, hc);
+    if (hc->h3)
+        nghttp3_conn_del(hc->h3);
+    if (hc->qc)
+        ngtcp2_conn_del(hc->qc);
+    if (hc->tls)
+        gnutls_deinit(hc->tls);
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        e->h3.conns = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
+    e->h3.n_conns--;
+    free(hc->close_pkt);
+    free(hc);
+}

@@ -1,0 +1,238 @@
+/* HTTP/3's own declarations, shared by the files of csrc/http/h3/ (contract in
+ * scalws/h3.h). One worker's QUIC side:
+ *
+ *   quic_lst_t   a UDP socket of a "quic" listener (in the inner epoll)
+ *   h3conn_t     a QUIC connection: its ngtcp2 and nghttp3 sessions, its
+ *                GnuTLS session, its request streams; found by any of its
+ *                connection IDs (the table in quic.c)
+ *   h3s_t        a request stream: the request as it came, the handler's
+ *                side, the response head and its queued body
+ *
+ * Time: ngtcp2 counts nanoseconds (CLOCK_MONOTONIC); one timerfd in the
+ * inner epoll fires at the earliest expiry of any connection (a binary
+ * heap), and expired connections get ngtcp2_conn_handle_expiry.
+ *
+ * Output: what a pass gives a connection (handshake data, answers,
+ * acknowledgements) is written once, at the end of the batch of datagrams
+ * that brought it or at the end of the loop's pass (e->h3.due), as ngtcp2
+ * packs it: packets of one connection in one sendmsg with UDP GSO where the
+ * kernel has it.
+ */
+#ifndef SCALWS_H3_INT_H
+#define SCALWS_H3_INT_H
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <gnutls/gnutls.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+
+#include "context.h"
+
+#define H3_SCID_LEN 16         /* our connection IDs: random, byte 0 the worker's (steering) */
+#define H3_MAX_PKT 1452        /* the UDP payload we send at most (path MTU 1500 with IPv6) */
+#define H3_RECV_BATCH 64       /* datagrams read per event before others get a turn */
+#define H3_GSO_SEGS 32         /* packets one sendmsg carries with UDP_SEGMENT */
+#define H3_FILE_CHUNK (64 * 1024) /* a file body is read this much at a time */
+
+typedef struct h3conn h3conn_t;
+typedef struct h3s h3s_t;
+
+struct sws_quic_certs {
+    gnutls_certificate_credentials_t cred;
+    gnutls_priority_t prio;
+    size_t n;                  /* certificates loaded */
+};
+
+typedef struct quic_lst {
+    sws_evobj_t ev;            /* first: the epoll handler reads datagrams */
+    int fd;
+    int family;
+    int wildcard;              /* bound to any address: the local one comes with each datagram */
+    const sws_vhosts_t *vh;
+    const sws_quic_certs_t *certs;
+    listener_t lst;            /* what handlers read through the connection (SERVER_ADDR) */
+    struct sockaddr_storage local;
+    socklen_t local_len;
+} quic_lst_t;
+
+/* A piece of a response body, queued in order (resp.c). */
+enum { P_BYTES, P_FILE };
+typedef struct piece {
+    struct piece *next;
+    int kind;
+    const char *p;             /* P_BYTES: the bytes (own, or referenced) */
+    size_t len, cap;           /* P_BYTES: their length, and own's size */
+    char *own;                 /* P_BYTES: freed with the piece (NULL: referenced) */
+    sws_file_t *f;             /* P_FILE: the file; off and left its range still to read */
+    uint64_t off, left;
+} piece_t;
+
+/* A request header kept in the stream's buffer (offsets: it grows). */
+typedef struct {
+    uint32_t n, nl, v, vl;
+} h3hoff_t;
+
+struct h3s {
+    sws_resp_t resp;           /* the response interface, HTTP/3's implementation */
+    h3conn_t *hc;
+    h3s_t *prev, *next;        /* hc->streams */
+    int64_t id;
+    /* the request */
+    char *rq;                  /* names and values as they came */
+    size_t rq_len, rq_cap;
+    h3hoff_t *hdr;
+    size_t nh, hcap;
+    h3hoff_t pm, pp, pa, ps;   /* :method, :path, :authority, :scheme (nl 0: absent) */
+    uint64_t hsize;            /* the field section's size so far (RFC 9114 §4.2.2) */
+    uint64_t body_total;       /* request body bytes received */
+    char *bin;                 /* request body the handler has not taken yet */
+    size_t bin_len, bin_cap;
+    uint64_t start;            /* monotonic ms when the stream opened */
+    const sws_site_t *site;
+    uint16_t route;
+    /* a handler that answers later */
+    const sws_resp_hooks_t *hooks;
+    void *ctx;
+    sws_request_t log;
+    sws_header_t log_h[2];
+    char rid[RID_MAX];
+    /* the response head: records of (name length, value length, name, value) */
+    char *hb;
+    size_t hb_len, hb_cap;
+    uint32_t hb_n;
+    char date[SWS_HTTP_DATE_LEN];
+    uint64_t body_len;         /* SWS_BODY_LENGTH's length: content-length */
+    uint16_t status;
+    /* the response body */
+    piece_t *qh, *qt;          /* queued, in order; given to nghttp3 up to `given` */
+    piece_t *gv;               /* the first piece not given to nghttp3 (pieces go whole) */
+    piece_t *commit;           /* the last piece a flush committed (resp.c) */
+    size_t gv_off;             /* 0 (a piece goes whole) */
+    size_t q_head_acked;       /* bytes of qh acknowledged */
+    uint64_t unacked;          /* given to nghttp3, not yet acknowledged */
+    uint64_t queued;           /* queued, not yet given */
+    uint64_t sent;             /* body bytes described, for the log */
+    nghttp3_nv *tr;            /* trailers, copied (one allocation), submitted at the end */
+    size_t ntr;
+    unsigned open : 1,         /* nghttp3 has the stream */
+        req_done : 1,          /* the request's end came */
+        fin_given : 1,         /* the handler got body(done = 1) */
+        too_big : 1,           /* the field section went over the limit: 431 */
+        head_only : 1,
+        no_body : 1,
+        submitted : 1,         /* the head went to nghttp3 */
+        head_ready : 1,        /* start_body was called */
+        body_done : 1,         /* done was called */
+        blocked : 1,           /* read_data said WOULDBLOCK: resume when more comes */
+        live : 1,              /* a handler that answers later holds resp */
+        want_body : 1,
+        drain_due : 1,         /* the handler saw backed_up and waits for drained */
+        drain_ready : 1,       /* ... and acknowledgements made room: h3_work tells it */
+        body_due : 1,          /* body the handler asked for: h3_work hands it over */
+        logged : 1,
+        dispatched : 1,
+        reset : 1;             /* we reset it (abort): nothing more is given */
+};
+
+#define H3S(r) ((h3s_t *)((char *)(r) - offsetof(h3s_t, resp)))
+
+struct h3conn {
+    sws_conn_t c;              /* the peer and the listener, as handlers and the log read them */
+    sws_engine_t *e;
+    quic_lst_t *ql;
+    ngtcp2_conn *qc;
+    nghttp3_conn *h3;
+    gnutls_session_t tls;
+    ngtcp2_crypto_conn_ref ref;
+    ngtcp2_connection_close_error last_error;
+    struct sockaddr_storage peer_sa, local_sa;
+    socklen_t peer_len, local_len;
+    uint8_t odcid[NGTCP2_MAX_CIDLEN]; /* the ID the client chose for its first Initial */
+    uint8_t odcid_len;
+    h3conn_t *prev, *next;     /* e->h3.conns */
+    h3conn_t *due_next;
+    h3s_t *streams;
+    uint32_t n_streams;
+    uint32_t n_cids;           /* table entries naming this connection */
+    size_t heap_at;            /* index in e->h3.heap + 1; 0: not in it */
+    uint64_t expiry;           /* ns: when handle_expiry is due (UINT64_MAX: never) */
+    uint8_t *close_pkt;        /* closing period: the CONNECTION_CLOSE we repeat */
+    size_t close_len;
+    uint64_t close_until;      /* ns: the closing or draining period's end */
+    unsigned due : 1,          /* on e->h3.due */
+        busy : 1,              /* inside ngtcp2 or nghttp3: writes wait for the end */
+        closing : 1,           /* we sent CONNECTION_CLOSE */
+        draining : 1,          /* the peer closed */
+        dead : 1,              /* to free at the end of the batch */
+        handshaken : 1,
+        h3_ready : 1,
+        work : 1;              /* a stream has deferred work (h3_work) */
+};
+
+/* A connection ID the table maps to its connection. */
+typedef struct cident {
+    struct cident *next;
+    h3conn_t *hc;
+    uint8_t len;
+    uint8_t id[NGTCP2_MAX_CIDLEN];
+} cident_t;
+
+/* HTTP/3's part of the engine (e->h3), declared in context.h as sws_h3_t. */
+
+/* quic.c */
+SWS_INTERNAL uint64_t h3_now_ns(void);
+SWS_INTERNAL int h3_cid_add(sws_engine_t *e, h3conn_t *hc, const uint8_t *id, size_t len);
+SWS_INTERNAL void h3_cid_del(sws_engine_t *e, const uint8_t *id, size_t len);
+SWS_INTERNAL void h3_rand(void *buf, size_t n);
+SWS_INTERNAL void h3_new_cid(sws_engine_t *e, uint8_t *id, size_t len);
+SWS_INTERNAL void h3_reset_token(sws_engine_t *e, uint8_t *token, const uint8_t *id, size_t len);
+/* Output for hc is due at the end of the pass. */
+SWS_INTERNAL void h3_due(h3conn_t *hc);
+/* Writes what hc has to send now; -1 when the connection closed (freed later). */
+SWS_INTERNAL int h3_write(sws_engine_t *e, h3conn_t *hc);
+/* Ends hc with CONNECTION_CLOSE (its last_error), or silently. */
+SWS_INTERNAL void h3_close(sws_engine_t *e, h3conn_t *hc, int silent);
+SWS_INTERNAL void h3_timer(sws_engine_t *e, h3conn_t *hc);
+/* hc's table entries and timer go (its free). */
+SWS_INTERNAL void h3_conn_forget(sws_engine_t *e, h3conn_t *hc);
+
+/* conn.c */
+SWS_INTERNAL void h3_consume(h3conn_t *hc, int64_t id, size_t n);
+SWS_INTERNAL h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
+                                  const struct sockaddr *peer, socklen_t peer_len,
+                                  const struct sockaddr *local, socklen_t local_len);
+SWS_INTERNAL void h3conn_free(sws_engine_t *e, h3conn_t *hc);
+SWS_INTERNAL nghttp3_conn *h3_session(h3conn_t *hc);
+
+/* tls.c: hc's TLS session (hc->qc made): 0, or -1. */
+SWS_INTERNAL int h3_tls_session(h3conn_t *hc);
+
+/* request.c */
+SWS_INTERNAL h3s_t *h3s_new(h3conn_t *hc, int64_t id);
+SWS_INTERNAL void h3s_free(sws_engine_t *e, h3s_t *s);
+SWS_INTERNAL int h3s_header(h3s_t *s, int32_t token, nghttp3_rcbuf *name, nghttp3_rcbuf *value);
+SWS_INTERNAL void h3_dispatch(sws_engine_t *e, h3conn_t *hc, h3s_t *s);
+SWS_INTERNAL void h3s_body_in(sws_engine_t *e, h3s_t *s, const uint8_t *p, size_t n);
+SWS_INTERNAL void h3s_body_end(sws_engine_t *e, h3s_t *s);
+SWS_INTERNAL void h3_body_to_handler(sws_engine_t *e, h3s_t *s);
+/* The stream is over on the client's side or closed: the handler lets go. */
+SWS_INTERNAL void h3s_gone(sws_engine_t *e, h3s_t *s, int why);
+SWS_INTERNAL void h3s_log(sws_engine_t *e, h3s_t *s, const sws_request_t *r, int status);
+
+/* resp.c */
+extern const sws_resp_ops_t h3_resp_ops;
+/* The head (and, with a body, its reader) to nghttp3: 0 or -1. */
+SWS_INTERNAL int h3_commit(sws_engine_t *e, h3s_t *s);
+SWS_INTERNAL nghttp3_ssize h3_read_data(nghttp3_conn *conn, int64_t id, nghttp3_vec *vec,
+                                        size_t veccnt, uint32_t *pflags, void *cu, void *su);
+SWS_INTERNAL void h3s_acked(sws_engine_t *e, h3s_t *s, uint64_t n);
+SWS_INTERNAL void h3s_release(sws_engine_t *e, h3s_t *s);
+/* Deferred work of hc's streams (drained, body asked for), out of the libraries' calls. */
+SWS_INTERNAL void h3_work(sws_engine_t *e, h3conn_t *hc);
+/* Resets s both ways with an HTTP/3 error code. */
+SWS_INTERNAL void h3s_reset(h3s_t *s, uint64_t code);
+
+#endif

@@ -1,0 +1,862 @@
+/* QUIC's datagrams (csrc/http/h3/h3_int.h): the worker's UDP sockets,
+ * the table that finds a connection by any of its connection IDs, the
+ * timer heap, writing what ngtcp2 packs (UDP GSO where the kernel has it),
+ * and the end of connections (closing period, draining, silent drop). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/udp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http/h3/h3_int.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+
+uint64_t h3_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void h3_rand(void *buf, size_t n)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t k = getrandom(p, n, 0);
+        if (k <= 0) {
+            if (k < 0 && errno == EINTR)
+                continue;
+            abort(); /* the kernel's generator is always there after boot */
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+}
+
+/* Our connection IDs: byte 0 names the worker (a reuseport program may
+ * steer by it), the rest is random. */
+void h3_new_cid(sws_engine_t *e, uint8_t *id, size_t len)
+{
+    h3_rand(id, len);
+    id[0] = e->h3.worker_byte;
+}
+
+void h3_reset_token(sws_engine_t *e, uint8_t *token, const uint8_t *id, size_t len)
+{
+    ngtcp2_cid cid;
+    ngtcp2_cid_init(&cid, id, len);
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, e->h3.secret, sizeof e->h3.secret,
+                                                     &cid) != 0)
+        h3_rand(token, NGTCP2_STATELESS_RESET_TOKENLEN);
+}
+
+/* ---- the connection ID table ---------------------------------------------------------------- */
+
+/* A keyed hash (the seed is random per worker: a client choosing IDs
+ * cannot aim them at one chain). */
+static size_t cid_hash(const sws_engine_t *e, const uint8_t *id, size_t len)
+{
+    uint64_t h = e->h3.seed ^ (len * 0x9E3779B97F4A7C15ull);
+    for (size_t i = 0; i < len; i++) {
+        h ^= id[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return (size_t)(h & e->h3.tab_mask);
+}
+
+static h3conn_t *cid_find(sws_engine_t *e, const uint8_t *id, size_t len)
+{
+    if (!e->h3.tab)
+        return NULL;
+    for (cident_t *c = e->h3.tab[cid_hash(e, id, len)]; c; c = c->next)
+        if (c->len == len && memcmp(c->id, id, len) == 0)
+            return c->hc;
+    return NULL;
+}
+
+static int tab_grow(sws_engine_t *e)
+{
+    size_t n = (e->h3.tab_mask + 1) * 2;
+    cident_t **nt = calloc(n, sizeof *nt);
+    if (!nt)
+        return -1;
+    size_t old = e->h3.tab_mask + 1;
+    cident_t **ot = e->h3.tab;
+    e->h3.tab = nt;
+    e->h3.tab_mask = n - 1;
+    for (size_t i = 0; i < old; i++)
+        for (cident_t *c = ot[i], *nx; c; c = nx) {
+            nx = c->next;
+            size_t b = cid_hash(e, c->id, c->len);
+            c->next = nt[b];
+            nt[b] = c;
+        }
+    free(ot);
+    return 0;
+}
+
+int h3_cid_add(sws_engine_t *e, h3conn_t *hc, const uint8_t *id, size_t len)
+{
+    if (len > NGTCP2_MAX_CIDLEN)
+        return -1;
+    if (cid_find(e, id, len))
+        return -1; /* taken (a client reusing an ID of another connection) */
+    if (e->h3.n_cids >= e->h3.tab_mask + 1 && tab_grow(e) < 0)
+        return -1;
+    cident_t *c = malloc(sizeof *c);
+    if (!c)
+        return -1;
+    c->hc = hc;
+    c->len = (uint8_t)len;
+    memcpy(c->id, id, len);
+    size_t b = cid_hash(e, id, len);
+    c->next = e->h3.tab[b];
+    e->h3.tab[b] = c;
+    e->h3.n_cids++;
+    hc->n_cids++;
+    return 0;
+}
+
+void h3_cid_del(sws_engine_t *e, const uint8_t *id, size_t len)
+{
+    if (!e->h3.tab)
+        return;
+    for (cident_t **pp = &e->h3.tab[cid_hash(e, id, len)]; *pp; pp = &(*pp)->next) {
+        cident_t *c = *pp;
+        if (c->len == len && memcmp(c->id, id, len) == 0) {
+            *pp = c->next;
+            c->hc->n_cids--;
+            e->h3.n_cids--;
+            free(c);
+            return;
+        }
+    }
+}
+
+/* Every entry naming hc (its IDs as ngtcp2 still knows them, then a sweep
+ * for any it forgot). */
+static void cid_forget(sws_engine_t *e, h3conn_t *hc)
+{
+    if (hc->qc) {
+        size_t n = ngtcp2_conn_get_num_scid(hc->qc);
+        ngtcp2_cid ids[n ? n : 1];
+        n = ngtcp2_conn_get_scid(hc->qc, ids);
+        for (size_t i = 0; i < n && hc->n_cids; i++)
+            h3_cid_del(e, ids[i].data, ids[i].datalen);
+    }
+    for (size_t b = 0; hc->n_cids && b <= e->h3.tab_mask; b++)
+        for (cident_t **pp = &e->h3.tab[b]; *pp;) {
+            cident_t *c = *pp;
+            if (c->hc == hc) {
+                *pp = c->next;
+                hc->n_cids--;
+                e->h3.n_cids--;
+                free(c);
+            } else {
+                pp = &c->next;
+            }
+        }
+}
+
+/* ---- timers: a min-heap of connections by expiry, one timerfd at its top ------------------- */
+
+static void heap_swap(sws_engine_t *e, size_t a, size_t b)
+{
+    h3conn_t **h = e->h3.heap;
+    h3conn_t *t = h[a];
+    h[a] = h[b];
+    h[b] = t;
+    h[a]->heap_at = a + 1;
+    h[b]->heap_at = b + 1;
+}
+
+static void heap_up(sws_engine_t *e, size_t i)
+{
+    while (i) {
+        size_t p = (i - 1) / 2;
+        if (e->h3.heap[p]->expiry <= e->h3.heap[i]->expiry)
+            break;
+        heap_swap(e, p, i);
+        i = p;
+    }
+}
+
+static void heap_down(sws_engine_t *e, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < e->h3.n_heap && e->h3.heap[l]->expiry < e->h3.heap[m]->expiry)
+            m = l;
+        if (l + 1 < e->h3.n_heap && e->h3.heap[l + 1]->expiry < e->h3.heap[m]->expiry)
+            m = l + 1;
+        if (m == i)
+            return;
+        heap_swap(e, i, m);
+        i = m;
+    }
+}
+
+static void heap_del(sws_engine_t *e, h3conn_t *hc)
+{
+    if (!hc->heap_at)
+        return;
+    size_t i = hc->heap_at - 1;
+    hc->heap_at = 0;
+    size_t last = --e->h3.n_heap;
+    if (i != last) {
+        e->h3.heap[i] = e->h3.heap[last];
+        e->h3.heap[i]->heap_at = i + 1;
+        heap_up(e, i);
+        heap_down(e, i);
+    }
+}
+
+static void arm(sws_engine_t *e)
+{
+    uint64_t at = e->h3.n_heap ? e->h3.heap[0]->expiry : 0;
+    if (at == UINT64_MAX)
+        at = 0;
+    if (at == e->h3.armed_ns)
+        return;
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (at) {
+        its.it_value.tv_sec = (time_t)(at / 1000000000u);
+        its.it_value.tv_nsec = (long)(at % 1000000000u);
+        if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+            its.it_value.tv_nsec = 1;
+    }
+    if (timerfd_settime(e->h3.tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        e->h3.armed_ns = at;
+}
+
+/* hc's next expiry from ngtcp2 (or its closing period's end), in the heap. */
+void h3_timer(sws_engine_t *e, h3conn_t *hc)
+{
+    uint64_t at = (hc->closing || hc->draining) ? hc->close_until
+                                                : (uint64_t)ngtcp2_conn_get_expiry(hc->qc);
+    hc->expiry = at;
+    if (!hc->heap_at) {
+        if (e->h3.n_heap == e->h3.cap_heap) {
+            size_t cap = e->h3.cap_heap ? e->h3.cap_heap * 2 : 64;
+            h3conn_t **nh = realloc(e->h3.heap, cap * sizeof *nh);
+            if (!nh)
+                return; /* no timer: the connection ends at the next datagram's error, or idles */
+            e->h3.heap = nh;
+            e->h3.cap_heap = cap;
+        }
+        e->h3.heap[e->h3.n_heap] = hc;
+        hc->heap_at = ++e->h3.n_heap;
+        heap_up(e, hc->heap_at - 1);
+    } else {
+        heap_up(e, hc->heap_at - 1);
+        heap_down(e, hc->heap_at - 1);
+    }
+    arm(e);
+}
+
+/* ---- sending --------------------------------------------------------------------------------- */
+
+/* One sendmsg: n bytes of packets of `seg` bytes each (the last may be
+ * shorter) to hc's peer from its local address. 0, or -1 (dropped: QUIC
+ * retransmits what was lost). */
+static int send_batch(sws_engine_t *e, h3conn_t *hc, const ngtcp2_path *path, const uint8_t *p,
+                      size_t n, size_t seg)
+{
+    quic_lst_t *ql = hc->ql;
+    struct iovec iov = {(void *)p, n};
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(struct in6_pktinfo))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr msg = {0};
+    msg.msg_name = path->remote.addr;
+    msg.msg_namelen = path->remote.addrlen;
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = u.buf;
+    size_t clen = 0;
+    struct cmsghdr *cm = (struct cmsghdr *)u.buf;
+    if (ql->wildcard) {
+        if (path->local.addr->sa_family == AF_INET) {
+            struct in_pktinfo pi = {0};
+            pi.ipi_spec_dst = ((const struct sockaddr_in *)path->local.addr)->sin_addr;
+            cm->cmsg_level = IPPROTO_IP;
+            cm->cmsg_type = IP_PKTINFO;
+            cm->cmsg_len = CMSG_LEN(sizeof pi);
+            memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+            clen += CMSG_SPACE(sizeof pi);
+        } else {
+            struct in6_pktinfo pi = {0};
+            pi.ipi6_addr = ((const struct sockaddr_in6 *)path->local.addr)->sin6_addr;
+            cm->cmsg_level = IPPROTO_IPV6;
+            cm->cmsg_type = IPV6_PKTINFO;
+            cm->cmsg_len = CMSG_LEN(sizeof pi);
+            memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+            clen += CMSG_SPACE(sizeof pi);
+        }
+        cm = (struct cmsghdr *)(u.buf + clen);
+    }
+    if (n > seg) {
+        uint16_t s = (uint16_t)seg;
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof s);
+        memcpy(CMSG_DATA(cm), &s, sizeof s);
+        clen += CMSG_SPACE(sizeof s);
+    }
+    msg.msg_controllen = clen;
+    if (!clen)
+        msg.msg_control = NULL;
+    for (;;) {
+        ssize_t k = sendmsg(ql->fd, &msg, 0);
+        if (k >= 0)
+            return 0;
+        if (errno == EINTR)
+            continue;
+        if (n > seg && (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT)) {
+            /* no GSO here (or not for this device): one packet a call from now on */
+            e->h3.gso = 0;
+            for (size_t at = 0; at < n; at += seg)
+                send_batch(e, hc, path, p + at, n - at < seg ? n - at : seg, seg);
+            return 0;
+        }
+        /* EAGAIN (the socket's buffer is full), ENOBUFS, EPERM from a
+         * firewall: the packets are lost, as on the wire */
+        elog_folded(e, "h3: sendmsg", (uint64_t)errno, SWS_L_INFO, "h3: sendmsg: %s",
+                    strerror(errno));
+        return -1;
+    }
+}
+
+int h3_write(sws_engine_t *e, h3conn_t *hc)
+{
+    if (hc->closing || hc->draining || hc->dead)
+        return -1;
+    if (hc->busy)
+        return 0;
+    hc->busy = 1;
+    uint64_t ts = h3_now_ns();
+    ngtcp2_path_storage ps, bps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_path_storage_zero(&bps);
+    uint8_t *out = e->h3.out;
+    size_t used = 0, seg = 0;
+    size_t max_segs = e->h3.gso ? H3_GSO_SEGS : 1;
+    size_t quantum = ngtcp2_conn_get_send_quantum(hc->qc);
+    size_t budget = quantum / H3_MAX_PKT;
+    if (budget < 1)
+        budget = 1;
+    if (budget > 64)
+        budget = 64;
+    size_t pkts = 0;
+    int rc = 0;
+    nghttp3_conn *h3 = hc->h3;
+    for (;;) {
+        int64_t sid = -1;
+        int fin = 0;
+        nghttp3_vec vec[16];
+        nghttp3_ssize nv = 0;
+        if (h3 && ngtcp2_conn_get_max_data_left(hc->qc)) {
+            nv = nghttp3_conn_writev_stream(h3, &sid, &fin, vec, 16);
+            if (nv < 0) {
+                ngtcp2_connection_close_error_set_application_error(
+                    &hc->last_error, nghttp3_err_infer_quic_app_error_code((int)nv), NULL, 0);
+                rc = -1;
+                break;
+            }
+        }
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+        if (fin)
+            flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+        ngtcp2_ssize ndatalen = -1;
+        ngtcp2_pkt_info pi;
+        ngtcp2_ssize w = ngtcp2_conn_writev_stream(hc->qc, &ps.path, &pi, out + used, H3_MAX_PKT,
+                                                   &ndatalen, flags, sid,
+                                                   (const ngtcp2_vec *)vec, (size_t)nv, ts);
+        if (w < 0) {
+            if (w == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+                nghttp3_conn_block_stream(h3, sid);
+                continue;
+            }
+            if (w == NGTCP2_ERR_STREAM_SHUT_WR) {
+                nghttp3_conn_shutdown_stream_write(h3, sid);
+                continue;
+            }
+            if (w == NGTCP2_ERR_WRITE_MORE) {
+                if (nghttp3_conn_add_write_offset(h3, sid, (size_t)ndatalen) != 0) {
+                    rc = -1;
+                    break;
+                }
+                continue;
+            }
+            ngtcp2_connection_close_error_set_transport_error_liberr(&hc->last_error, (int)w,
+                                                                     NULL, 0);
+            rc = -1;
+            break;
+        }
+        if (ndatalen >= 0 && nghttp3_conn_add_write_offset(h3, sid, (size_t)ndatalen) != 0) {
+            rc = -1;
+            break;
+        }
+        if (w == 0)
+            break;
+        /* Batch packets of one size (the last may be shorter) on one path. */
+        if (used && (!ngtcp2_path_eq(&bps.path, &ps.path) || (size_t)w > seg)) {
+            send_batch(e, hc, &bps.path, out, used, seg);
+            memmove(out, out + used, (size_t)w);
+            used = 0;
+        }
+        if (!used) {
+            ngtcp2_path_copy(&bps.path, &ps.path);
+            seg = (size_t)w;
+        }
+        used += (size_t)w;
+        pkts++;
+        if ((size_t)w < seg || used / seg >= max_segs) {
+            send_batch(e, hc, &bps.path, out, used, seg);
+            used = 0;
+        }
+        if (pkts >= budget)
+            break;
+    }
+    if (used)
+        send_batch(e, hc, &bps.path, out, used, seg);
+    ngtcp2_conn_update_pkt_tx_time(hc->qc, ts);
+    hc->busy = 0;
+    if (rc < 0) {
+        h3_close(e, hc, 0);
+        return -1;
+    }
+    h3_timer(e, hc);
+    return 0;
+}
+
+void h3_due(h3conn_t *hc)
+{
+    if (hc->due || hc->dead)
+        return;
+    sws_engine_t *e = hc->e;
+    hc->due = 1;
+    hc->due_next = e->h3.due;
+    e->h3.due = hc;
+}
+
+static void bury(sws_engine_t *e)
+{
+    while (e->h3.dead) {
+        h3conn_t *hc = e->h3.dead;
+        e->h3.dead = hc->due_next;
+        h3conn_free(e, hc);
+    }
+}
+
+/* Writes every due connection's output. */
+static void write_due(sws_engine_t *e)
+{
+    while (e->h3.due) {
+        h3conn_t *hc = e->h3.due;
+        e->h3.due = hc->due_next;
+        hc->due = 0;
+        hc->due_next = NULL;
+        if (!hc->dead && hc->work)
+            h3_work(e, hc);
+        if (!hc->dead)
+            h3_write(e, hc);
+    }
+    bury(e);
+}
+
+void sws_h3_after_pass(sws_engine_t *e) { write_due(e); }
+
+/* ---- the end of a connection ---------------------------------------------------------------- */
+
+static void kill(sws_engine_t *e, h3conn_t *hc)
+{
+    if (hc->dead)
+        return;
+    hc->dead = 1;
+    heap_del(e, hc);
+    arm(e);
+    /* off the due list: it is walked from its head, so a dead one there is skipped */
+    if (!hc->due) {
+        hc->due_next = e->h3.dead;
+        e->h3.dead = hc;
+    } else {
+        /* freed when write_due reaches it: mark, and let write_due bury it */
+        hc->due = 0;
+        for (h3conn_t **pp = &e->h3.due; *pp; pp = &(*pp)->due_next)
+            if (*pp == hc) {
+                *pp = hc->due_next;
+                break;
+            }
+        hc->due_next = e->h3.dead;
+        e->h3.dead = hc;
+    }
+}
+
+void h3_close(sws_engine_t *e, h3conn_t *hc, int silent)
+{
+    if (hc->dead || hc->closing || hc->draining)
+        return;
+    uint64_t now = h3_now_ns();
+    if (silent || !hc->qc || ngtcp2_conn_is_in_draining_period(hc->qc)) {
+        kill(e, hc);
+        return;
+    }
+    uint8_t *pkt = malloc(H3_MAX_PKT);
+    if (!pkt) {
+        kill(e, hc);
+        return;
+    }
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    ngtcp2_ssize w = ngtcp2_conn_write_connection_close(hc->qc, &ps.path, &pi, pkt, H3_MAX_PKT,
+                                                        &hc->last_error, now);
+    if (w <= 0) {
+        free(pkt);
+        kill(e, hc);
+        return;
+    }
+    hc->close_pkt = pkt;
+    hc->close_len = (size_t)w;
+    hc->closing = 1;
+    hc->close_until = now + 3 * ngtcp2_conn_get_pto(hc->qc);
+    send_batch(e, hc, &ps.path, pkt, (size_t)w, (size_t)w);
+    h3_timer(e, hc);
+}
+
+static void drain(sws_engine_t *e, h3conn_t *hc)
+{
+    hc->draining = 1;
+    hc->close_until = h3_now_ns() + 3 * ngtcp2_conn_get_pto(hc->qc);
+    h3_timer(e, hc);
+}
+
+static void on_timer(sws_engine_t *e, void *obj, uint32_t events)
+{
+    (void)obj;
+    (void)events;
+    uint64_t ticks;
+    if (read(e->h3.tfd, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
+        return;
+    e->h3.armed_ns = 0;
+    uint64_t now = h3_now_ns();
+    while (e->h3.n_heap && e->h3.heap[0]->expiry <= now) {
+        h3conn_t *hc = e->h3.heap[0];
+        if (hc->closing || hc->draining) {
+            kill(e, hc);
+            continue;
+        }
+        hc->busy = 1;
+        int rv = ngtcp2_conn_handle_expiry(hc->qc, now);
+        hc->busy = 0;
+        if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+            kill(e, hc);
+            continue;
+        }
+        if (rv != 0) {
+            ngtcp2_connection_close_error_set_transport_error_liberr(&hc->last_error, rv, NULL, 0);
+            h3_close(e, hc, 0);
+            continue;
+        }
+        if (h3_write(e, hc) == 0 && !hc->dead && hc->heap_at && hc->expiry <= now) {
+            /* nothing moved it (should not happen): do not spin */
+            hc->expiry = now + 1000000;
+            heap_down(e, hc->heap_at - 1);
+        }
+    }
+    arm(e);
+    write_due(e);
+}
+
+/* ---- receiving ------------------------------------------------------------------------------ */
+
+static void version_negotiation(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_version_cid *vc,
+                                const struct sockaddr *peer, socklen_t peer_len,
+                                const struct sockaddr *local, socklen_t local_len)
+{
+    uint8_t pkt[256];
+    uint32_t sv[] = {NGTCP2_PROTO_VER_V1};
+    uint8_t unused;
+    h3_rand(&unused, 1);
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
+        pkt, sizeof pkt, unused, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, sv, 1);
+    if (n <= 0)
+        return;
+    h3conn_t fake;
+    memset(&fake, 0, sizeof fake);
+    fake.ql = ql;
+    ngtcp2_path path = {{(ngtcp2_sockaddr *)local, local_len},
+                        {(ngtcp2_sockaddr *)peer, peer_len}, NULL};
+    send_batch(e, &fake, &path, pkt, (size_t)n, (size_t)n);
+}
+
+static void datagram(sws_engine_t *e, quic_lst_t *ql, uint8_t *data, size_t n,
+                     struct sockaddr *peer, socklen_t peer_len, struct sockaddr *local,
+                     socklen_t local_len)
+{
+    ngtcp2_version_cid vc;
+    int rv = ngtcp2_pkt_decode_version_cid(&vc, data, n, H3_SCID_LEN);
+    if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
+        version_negotiation(e, ql, &vc, peer, peer_len, local, local_len);
+        return;
+    }
+    if (rv != 0)
+        return;
+    h3conn_t *hc = cid_find(e, vc.dcid, vc.dcidlen);
+    if (!hc) {
+        if (!(data[0] & 0x80))
+            return; /* a short header of a connection we do not know: no reset yet */
+        ngtcp2_pkt_hd hd;
+        if (ngtcp2_accept(&hd, data, n) != 0)
+            return;
+        if (e->core.shutting_down || e->h3.n_conns >= e->h3.conf.max_conns)
+            return; /* the client's Initial times out; it may try TCP */
+        hc = h3conn_new(e, ql, &hd, peer, peer_len, local, local_len);
+        if (!hc)
+            return;
+    }
+    if (hc->dead || hc->draining)
+        return;
+    if (hc->closing) {
+        /* the closing period: repeat our CONNECTION_CLOSE (RFC 9000 §10.2.1) */
+        ngtcp2_path path = {{local, local_len}, {peer, peer_len}, NULL};
+        send_batch(e, hc, &path, hc->close_pkt, hc->close_len, hc->close_len);
+        return;
+    }
+    ngtcp2_path path = {{local, local_len}, {peer, peer_len}, NULL};
+    ngtcp2_pkt_info pi = {0};
+    hc->busy = 1;
+    rv = ngtcp2_conn_read_pkt(hc->qc, &path, &pi, data, n, h3_now_ns());
+    hc->busy = 0;
+    if (rv != 0) {
+        switch (rv) {
+        case NGTCP2_ERR_DRAINING:
+            drain(e, hc);
+            return;
+        case NGTCP2_ERR_DROP_CONN:
+            kill(e, hc);
+            return;
+        case NGTCP2_ERR_CRYPTO:
+            if (!hc->last_error.error_code)
+                ngtcp2_connection_close_error_set_transport_error_tls_alert(
+                    &hc->last_error, ngtcp2_conn_get_tls_alert(hc->qc), NULL, 0);
+            break;
+        default:
+            if (!hc->last_error.error_code)
+                ngtcp2_connection_close_error_set_transport_error_liberr(&hc->last_error, rv,
+                                                                         NULL, 0);
+        }
+        h3_close(e, hc, 0);
+        return;
+    }
+    h3_due(hc);
+}
+
+static void on_read(sws_engine_t *e, void *obj, uint32_t events)
+{
+    quic_lst_t *ql = obj;
+    (void)events;
+    uint8_t *buf = (uint8_t *)e->net.in;
+    size_t cap = e->net.in_cap < 65536 ? e->net.in_cap : 65536;
+    for (int i = 0; i < H3_RECV_BATCH; i++) {
+        struct sockaddr_storage peer, local;
+        struct iovec iov = {buf, cap};
+        union {
+            char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+            struct cmsghdr align;
+        } u;
+        struct msghdr msg = {0};
+        msg.msg_name = &peer;
+        msg.msg_namelen = sizeof peer;
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = u.buf;
+        msg.msg_controllen = sizeof u.buf;
+        ssize_t n = recvmsg(ql->fd, &msg, MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break; /* EAGAIN, or an ICMP error queued for the socket */
+        }
+        socklen_t local_len = ql->local_len;
+        memcpy(&local, &ql->local, ql->local_len);
+        if (ql->wildcard)
+            for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+                if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+                    struct in_pktinfo pi;
+                    memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+                    ((struct sockaddr_in *)&local)->sin_addr = pi.ipi_addr;
+                } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO) {
+                    struct in6_pktinfo pi;
+                    memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+                    ((struct sockaddr_in6 *)&local)->sin6_addr = pi.ipi6_addr;
+                }
+            }
+        if (n == 0)
+            continue;
+        datagram(e, ql, buf, (size_t)n, (struct sockaddr *)&peer, msg.msg_namelen,
+                 (struct sockaddr *)&local, local_len);
+    }
+    write_due(e);
+}
+
+/* ---- setting up and stopping ------------------------------------------------------------------ */
+
+int sws_h3_init(sws_engine_t *e)
+{
+    e->h3.tfd = -1;
+    e->h3.gso = -1;
+    e->h3.conf = (sws_h3_conf_t){SWS_H3_MAX_STREAMS, SWS_H3_STREAM_WINDOW, SWS_H3_CONN_WINDOW,
+                                 SWS_H3_IDLE_MS, SWS_H3_HANDSHAKE_MS, SWS_H3_MAX_CONNS,
+                                 SWS_H3_QPACK_TABLE, SWS_H3_QPACK_BLOCKED};
+    return 0;
+}
+
+/* What the first quic listener needs: the timer, the table, buffers. */
+static int enable(sws_engine_t *e)
+{
+    if (e->h3.enabled)
+        return 0;
+    e->h3.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (e->h3.tfd < 0)
+        return -errno;
+    e->h3.tev.handler = on_timer;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &e->h3.tev};
+    if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, e->h3.tfd, &ev) < 0)
+        return -errno;
+    e->h3.tab = calloc(256, sizeof *e->h3.tab);
+    e->h3.tab_mask = 255;
+    e->h3.out = malloc((size_t)H3_GSO_SEGS * H3_MAX_PKT);
+    e->h3.path = malloc(e->core.lim.max_uri_bytes + 512);
+    if (!e->h3.tab || !e->h3.out || !e->h3.path)
+        return -ENOMEM;
+    h3_rand(&e->h3.seed, sizeof e->h3.seed);
+    h3_rand(e->h3.secret, sizeof e->h3.secret);
+    e->h3.worker_byte = (uint8_t)e->core.worker_id;
+    e->h3.enabled = 1;
+    return 0;
+}
+
+int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
+                        const sws_quic_certs_t *certs)
+{
+    int rc = enable(e);
+    quic_lst_t *ql = NULL;
+    quic_lst_t **nl = NULL;
+    if (rc == 0) {
+        ql = calloc(1, sizeof *ql);
+        nl = realloc(e->h3.lst, (e->h3.n_lst + 1) * sizeof *nl);
+        if (nl)
+            e->h3.lst = nl;
+        if (!ql || !nl)
+            rc = -ENOMEM;
+    }
+    if (rc == 0) {
+        ql->fd = fd;
+        ql->vh = vh;
+        ql->certs = certs;
+        ql->local_len = sizeof ql->local;
+        if (getsockname(fd, (struct sockaddr *)&ql->local, &ql->local_len) < 0)
+            rc = -errno;
+    }
+    if (rc == 0) {
+        ql->family = ql->local.ss_family;
+        int on = 1;
+        if (ql->family == AF_INET) {
+            ql->wildcard = ((struct sockaddr_in *)&ql->local)->sin_addr.s_addr == INADDR_ANY;
+            if (ql->wildcard)
+                setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on);
+        } else {
+            ql->wildcard = IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ql->local)->sin6_addr);
+            if (ql->wildcard)
+                setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof on);
+        }
+        ql->lst.fd = fd;
+        ql->lst.conf = vh;
+        ql->lst.is_unix = 0;
+        sws_listener_set_local(&ql->lst, fd);
+        ql->ev.handler = on_read;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ql};
+        if (epoll_ctl(e->core.epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+            rc = -errno;
+    }
+    if (rc < 0) {
+        free(ql);
+        close(fd);
+        return rc;
+    }
+    e->h3.lst[e->h3.n_lst++] = ql;
+    return 0;
+}
+
+void sws_h3_close_all(sws_engine_t *e)
+{
+    for (h3conn_t *hc = e->h3.conns; hc; hc = hc->next)
+        kill(e, hc);
+    bury(e);
+}
+
+void sws_h3_shutdown(sws_engine_t *e)
+{
+    /* The socket is the master's, shared with the next generation's worker
+     * of our index: we stop reading it now, so every connection ends with
+     * CONNECTION_CLOSE (H3_NO_ERROR) and its client opens a new one, with
+     * that worker. (Keeping connections until they drain needs the old
+     * generation's packets steered to it: docs/adr/0032-http3-quic.md.) */
+    write_due(e); /* what handlers gave in this pass goes first */
+    for (h3conn_t *hc = e->h3.conns; hc; hc = hc->next) {
+        if (!hc->closing && !hc->draining && !hc->dead) {
+            ngtcp2_connection_close_error_set_application_error(&hc->last_error,
+                                                                NGHTTP3_H3_NO_ERROR, NULL, 0);
+            h3_close(e, hc, !hc->handshaken);
+        }
+        kill(e, hc);
+    }
+    bury(e);
+    for (size_t i = 0; i < e->h3.n_lst; i++) {
+        epoll_ctl(e->core.epfd, EPOLL_CTL_DEL, e->h3.lst[i]->fd, NULL);
+        close(e->h3.lst[i]->fd);
+        e->h3.lst[i]->fd = -1;
+    }
+}
+
+void sws_h3_free(sws_engine_t *e)
+{
+    sws_h3_close_all(e);
+    for (size_t i = 0; i < e->h3.n_lst; i++) {
+        if (e->h3.lst[i]->fd >= 0)
+            close(e->h3.lst[i]->fd);
+        free(e->h3.lst[i]);
+    }
+    free(e->h3.lst);
+    if (e->h3.tab)
+        for (size_t b = 0; b <= e->h3.tab_mask; b++)
+            for (cident_t *c = e->h3.tab[b], *nx; c; c = nx) {
+                nx = c->next;
+                free(c);
+            }
+    free(e->h3.tab);
+    free(e->h3.heap);
+    free(e->h3.out);
+    free(e->h3.path);
+    if (e->h3.tfd >= 0)
+        close(e->h3.tfd);
+}
+
+void h3_conn_forget(sws_engine_t *e, h3conn_t *hc)
+{
+    cid_forget(e, hc);
+    heap_del(e, hc);
+}

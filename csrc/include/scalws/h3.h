@@ -1,0 +1,106 @@
+/* scalws/h3.h — HTTP/3 over QUIC (csrc/http/h3/), beside HTTP/1 and
+ * HTTP/2 on the protocol floor: a UDP socket per worker ("listen: 443
+ * quic"), its QUIC connections (libngtcp2, TLS 1.3 from GnuTLS through
+ * ngtcp2's crypto helper), HTTP/3 and QPACK on them (libnghttp3), and
+ * their requests handed to the same handlers through the response
+ * interface (scalws/response.h) as HTTP/1's and HTTP/2's.
+ *
+ * Files by concern: quic.c (datagrams in and out, the connection table by
+ * connection ID, timers, closing and draining), conn.c (one connection's
+ * QUIC and HTTP/3 sessions and their callbacks), request.c (a request
+ * stream becomes the request view and goes to its handler), resp.c (the
+ * response interface: heads, queued body, acknowledgements), tls.c (the
+ * certificates, GnuTLS's side).
+ *
+ * May call: the core (time, timeouts, error log), net (the peer's view
+ * handlers read), dispatch, the access log. Docs: docs/configuration.md
+ * ("listen", "http3"), docs/adr/0032-http3-quic.md.
+ */
+#ifndef SCALWS_H3_H
+#define SCALWS_H3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scalws/core.h"
+#include "scalws/router.h"
+#include "scalws/tls.h"
+
+/* Defaults (docs/configuration.md, "http3"). */
+#define SWS_H3_MAX_STREAMS 100          /* initial_max_streams_bidi: requests at once */
+#define SWS_H3_STREAM_WINDOW (256 * 1024) /* request body a stream may send ahead */
+#define SWS_H3_CONN_WINDOW (1024 * 1024) /* ... and the connection */
+#define SWS_H3_IDLE_MS 30000            /* max_idle_timeout */
+#define SWS_H3_HANDSHAKE_MS 10000       /* a handshake that has not ended by then is dropped */
+#define SWS_H3_MAX_CONNS 10000          /* QUIC connections per worker; more: refused */
+#define SWS_H3_QPACK_TABLE 4096         /* our decoder's dynamic table */
+#define SWS_H3_QPACK_BLOCKED 100        /* streams that may wait on it */
+#define SWS_H3_BACKLOG (64 * 1024)      /* a stream's unacknowledged body over which a
+                                           handler is told it is backed up */
+
+typedef struct {
+    uint32_t max_streams;
+    uint32_t stream_window;
+    uint32_t conn_window;
+    uint32_t idle_ms;
+    uint32_t handshake_ms;
+    uint32_t max_conns;
+    uint32_t qpack_table;
+    uint32_t qpack_blocked;
+} sws_h3_conf_t;
+
+struct quic_lst;
+struct h3conn;
+struct cident;
+
+/* HTTP/3's part of the engine (e->h3). */
+typedef struct {
+    sws_h3_conf_t conf;
+    int enabled;               /* a quic listener was added: the rest is set up */
+    struct quic_lst **lst;
+    size_t n_lst;
+    struct h3conn *conns;      /* every connection */
+    uint32_t n_conns;
+    struct cident **tab;       /* connection IDs -> connections (chained) */
+    size_t tab_mask, n_cids;
+    uint64_t seed;             /* the table's hash key */
+    struct h3conn **heap;      /* connections by expiry (a binary min-heap) */
+    size_t n_heap, cap_heap;
+    int tfd;                   /* timerfd at the heap's top */
+    sws_evobj_t tev;
+    uint64_t armed_ns;         /* what tfd is set to (0: disarmed) */
+    struct h3conn *due;        /* connections with output to write at the end of the pass */
+    struct h3conn *dead;       /* closed in this batch: freed after it */
+    char *path;                /* the normalized path of the current request */
+    uint8_t *out;              /* packets being built: H3_GSO_SEGS of H3_MAX_PKT */
+    uint8_t secret[32];        /* stateless reset tokens are made from it */
+    uint8_t worker_byte;       /* byte 0 of our connection IDs */
+    int gso;                   /* UDP_SEGMENT works (1), does not (0), untried (-1) */
+} sws_h3_t;
+
+/* A QUIC listener's certificates (GnuTLS credentials: every site's
+ * certificates, chosen by the client's SNI; a client without SNI gets
+ * the first). */
+typedef struct sws_quic_certs sws_quic_certs_t;
+
+/* NULL with a message in err when a certificate does not load. */
+sws_quic_certs_t *sws_quic_certs_new(char *err, size_t errlen);
+/* Adds a site's certificates (PEM files, as for TLS over TCP). 0, or -1
+ * with a message in err. */
+int sws_quic_certs_add(sws_quic_certs_t *q, const sws_tls_cert_conf_t *certs, size_t n,
+                       char *err, size_t errlen);
+void sws_quic_certs_free(sws_quic_certs_t *q);
+
+typedef struct sws_engine sws_engine_t;
+SWS_INTERNAL int sws_h3_init(sws_engine_t *e);
+SWS_INTERNAL void sws_h3_free(sws_engine_t *e);
+SWS_INTERNAL int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
+                                     const sws_quic_certs_t *certs);
+/* The end of a loop pass: output handlers gave HTTP/3 streams goes out. */
+SWS_INTERNAL void sws_h3_after_pass(sws_engine_t *e);
+/* The graceful stop's part: the sockets close; every connection ends with
+ * CONNECTION_CLOSE (H3_NO_ERROR) once its answers under way are out, or at once. */
+SWS_INTERNAL void sws_h3_shutdown(sws_engine_t *e);
+SWS_INTERNAL void sws_h3_close_all(sws_engine_t *e);
+
+#endif
