@@ -345,7 +345,7 @@ cdef extern from "scalws/engine.h" nogil:
         pass
     sws_quic_certs_t *sws_quic_certs_new(char *err, size_t errlen)
     int sws_quic_certs_add(sws_quic_certs_t *q, const sws_tls_cert_conf_t *certs, size_t n,
-                           char *err, size_t errlen)
+                           const char *const *names, size_t n_names, char *err, size_t errlen)
     void sws_quic_certs_free(sws_quic_certs_t *q)
 
     ctypedef struct sws_counters_t:

@@ -18,9 +18,7 @@ cdef build_quic(Engine eng, config):
     site's first, for a client without SNI)."""
     cdef sws_h3_conf_t c
     cdef sws_quic_certs_t *q
-    cdef sws_tls_cert_conf_t cert
     cdef char err[512]
-    cdef bytes cb, kb
     h = config.http3
     c.max_streams = h.max_concurrent_streams
     c.stream_window = h.stream_window
@@ -42,18 +40,40 @@ cdef build_quic(Engine eng, config):
                 else:
                     lst.append(s)
     for key, sites in by_key.items():
+        text = next(l.text for l in sites[0].listen if l.key == key)
         q = sws_quic_certs_new(err, sizeof(err))
         if q == NULL:
-            raise ValueError(f"listen '{sites[0].listen[0].text}': "
-                             f"{err.decode(errors='replace')}")
+            raise ValueError(f"listen '{text}': {err.decode(errors='replace')}")
         eng._quic[key] = <size_t>q
         for s in sites:
-            for cf in s.tls.certificates:
-                cb = os.fsencode(cf.cert)
-                kb = os.fsencode(cf.key)
-                cert.cert = cb
-                cert.key = kb
-                if sws_quic_certs_add(q, &cert, 1, err, sizeof(err)) < 0:
-                    f, line, col = s.tls.mark
-                    raise ValueError(f"{f}:{line}:{col}: tls (for HTTP/3): "
-                                     f"{err.decode(errors='replace')}")
+            add_site(q, s)
+
+
+cdef add_site(sws_quic_certs_t *q, site):
+    """A site's certificates and names to q (ValueError with file:line)."""
+    cdef char err[512]
+    cdef list keep = []
+    cdef bytes b
+    n = len(site.tls.certificates)
+    cdef sws_tls_cert_conf_t *certs = <sws_tls_cert_conf_t *>PyMem_Calloc(n, sizeof(sws_tls_cert_conf_t))
+    cdef const char **names = <const char **>PyMem_Calloc(len(site.server_names) + 1, sizeof(char *))
+    try:
+        if certs == NULL or names == NULL:
+            raise MemoryError()
+        for i, cf in enumerate(site.tls.certificates):
+            b = os.fsencode(cf.cert)
+            keep.append(b)
+            certs[i].cert = b
+            b = os.fsencode(cf.key)
+            keep.append(b)
+            certs[i].key = b
+        for i, name in enumerate(site.server_names):
+            b = name.lower().encode()
+            keep.append(b)
+            names[i] = b
+        if sws_quic_certs_add(q, certs, n, names, len(site.server_names), err, sizeof(err)) < 0:
+            f, line, col = site.tls.mark
+            raise ValueError(f"{f}:{line}:{col}: tls (for HTTP/3): {err.decode(errors='replace')}")
+    finally:
+        PyMem_Free(certs)
+        PyMem_Free(names)

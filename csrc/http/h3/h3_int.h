@@ -41,9 +41,15 @@ typedef struct h3conn h3conn_t;
 typedef struct h3s h3s_t;
 
 struct sws_quic_certs {
-    gnutls_certificate_credentials_t cred;
     gnutls_priority_t prio;
-    size_t n;                  /* certificates loaded */
+    gnutls_certificate_credentials_t *cred; /* per site; [0]: a client without SNI, or
+                                               naming no site, gets it */
+    size_t n_cred;
+    struct quic_name {
+        char *name;            /* lowercase; "*.suffix" matches one label more */
+        size_t len, site;      /* cred[site] */
+    } *names;
+    size_t n_names;
 };
 
 typedef struct quic_lst {

@@ -17,9 +17,9 @@ sws_quic_certs_t *sws_quic_certs_new(char *err, size_t errlen)
 }
 
 int sws_quic_certs_add(sws_quic_certs_t *q, const sws_tls_cert_conf_t *certs, size_t n,
-                       char *err, size_t errlen)
+                       const char *const *names, size_t n_names, char *err, size_t errlen)
 {
-    (void)q, (void)certs, (void)n;
+    (void)q, (void)certs, (void)n, (void)names, (void)n_names;
     snprintf(err, errlen, "this build has no HTTP/3");
     return -1;
 }

@@ -78,17 +78,17 @@ typedef struct {
     int gso;                   /* UDP_SEGMENT works (1), does not (0), untried (-1) */
 } sws_h3_t;
 
-/* A QUIC listener's certificates (GnuTLS credentials: every site's
- * certificates, chosen by the client's SNI; a client without SNI gets
- * the first). */
+/* A QUIC listener's certificates: GnuTLS credentials per site, picked by
+ * the client's server name (exact, or "*.suffix"); a client without one,
+ * or naming no site, gets the first site's. */
 typedef struct sws_quic_certs sws_quic_certs_t;
 
 /* NULL with a message in err when a certificate does not load. */
 sws_quic_certs_t *sws_quic_certs_new(char *err, size_t errlen);
-/* Adds a site's certificates (PEM files, as for TLS over TCP). 0, or -1
- * with a message in err. */
+/* Adds a site: its certificates (PEM files, as for TLS over TCP) and its
+ * server names (lowercase). 0, or -1 with a message in err. */
 int sws_quic_certs_add(sws_quic_certs_t *q, const sws_tls_cert_conf_t *certs, size_t n,
-                       char *err, size_t errlen);
+                       const char *const *names, size_t n_names, char *err, size_t errlen);
 void sws_quic_certs_free(sws_quic_certs_t *q);
 
 typedef struct sws_engine sws_engine_t;

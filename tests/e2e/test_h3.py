@@ -1,0 +1,303 @@
+"""HTTP/3 over QUIC end to end: real scalwsd, real clients (aioquic, a
+second QUIC implementation in Python; ngtcp2's gtlsclient for interop),
+every route kind, bodies both ways, many streams, a lossy path, migration,
+and what a worker does with bad input."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+
+import pytest
+
+from tests.e2e.h3client import H3
+from tests.tlspki import PKI
+
+HOST = "127.0.0.1"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    p = PKI(tmp_path_factory.mktemp("pki"))
+    p.ca = p.root()
+    p.ec = p.leaf(p.ca, ["localhost", "a.test"], key="ec", name="ec")
+    p.b = p.leaf(p.ca, ["*.b.test"], key="ec", name="b")
+    return p
+
+
+@pytest.fixture
+def www(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "index.html").write_text("<h1>hello over h3</h1>\n")
+    (root / "big.bin").write_bytes(random.Random(7).randbytes(3 << 20))
+    (root / "style.css").write_text("body { color: red }\n" * 50)
+    os.system(f"gzip -k -9 {root / 'style.css'}")
+    os.chmod(root, 0o755)
+    for f in root.iterdir():
+        os.chmod(f, 0o644)
+    return root
+
+
+SITE = """
+workers: {workers}
+log: {{access: {tmp}/access.log, level: info}}
+sites:
+  - listen: ["127.0.0.1:{port} tls", "127.0.0.1:{port} quic"]
+    server_names: [localhost, a.test]
+    tls: {{cert: {cert}, key: {key}}}
+    routes:
+      - {{path: /hello, respond: {{status: 200, body: "hi over h3\\n"}}}}
+      - {{path: /, static: {{root: {www}, precompressed: true}}}}
+{extra_routes}
+  - listen: ["127.0.0.1:{port} quic"]
+    server_names: ["*.b.test"]
+    tls: {{cert: {b_cert}, key: {b_key}}}
+    routes:
+      - {{path: /, respond: {{status: 200, body: "site b\\n"}}}}
+"""
+
+
+def start(server, pki, www, workers=1, extra_routes="", head="", **fmt):
+    return server(head + SITE, workers=workers, cert=pki.ec.cert_path, key=pki.ec.key_path,
+                  b_cert=pki.b.cert_path, b_key=pki.b.key_path, www=www,
+                  extra_routes=extra_routes, **fmt)
+
+
+def access_lines(srv):
+    srv.stop(signal.SIGTERM)  # flushes the access log
+    with open(srv.tmp / "access.log") as f:
+        return f.read().splitlines()
+
+
+def test_respond_static_ranges_conditionals_and_the_log(server, pki, www):
+    srv = start(server, pki, www)
+    big = (www / "big.bin").read_bytes()
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        status, h, body = c.get("/hello")
+        assert (status, body) == (200, b"hi over h3\n")
+        assert dict(h)["content-length"] == "11"
+        status, h, body = c.get("/big.bin")
+        assert status == 200 and body == big
+        etag = dict(h)["etag"]
+        status, h, body = c.get("/big.bin", [("range", "bytes=1000-1999")])
+        assert status == 206 and body == big[1000:2000]
+        assert dict(h)["content-range"] == f"bytes 1000-1999/{len(big)}"
+        status, h, body = c.get("/big.bin", [("if-none-match", etag)])
+        assert status == 304 and body == b""
+        status, h, body = c.request("HEAD", "/big.bin")
+        assert status == 200 and body == b"" and dict(h)["content-length"] == str(len(big))
+        status, h, body = c.get("/style.css", [("accept-encoding", "gzip")])
+        assert status == 200 and dict(h).get("content-encoding") == "gzip"
+        assert body == (www / "style.css.gz").read_bytes()
+        status, _, _ = c.get("/missing")
+        assert status == 404
+    lines = access_lines(srv)
+    h3 = [line for line in lines if "HTTP/3.0" in line]
+    assert len(h3) == 7, lines
+    assert '"GET /big.bin HTTP/3.0" 206 1000' in "\n".join(h3)
+
+
+def test_alt_svc_on_tls_answers_and_sni_picks_the_certificate(server, pki, www):
+    srv = start(server, pki, www, head="http3: {{alt_svc_max_age: 3600}}\n")
+    ctx = ssl.create_default_context(cafile=pki.ca.cert_path)
+    with socket.create_connection((HOST, srv.port)) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        s.sendall(b"GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert f'Alt-Svc: h3=":{srv.port}"; ma=3600\r\n'.encode() in data
+    # The second site has only a quic listener: its own certificate by SNI.
+    with H3(srv.port, cafile=pki.ca.cert_path, server_name="x.b.test") as c:
+        assert c.get("/")[2] == b"site b\n"
+    with H3(srv.port, cafile=pki.ca.cert_path, server_name="a.test") as c:
+        assert c.get("/hello")[2] == b"hi over h3\n"
+
+
+PROXY_ROUTE = "      - {{path: /up/, proxy: {{url: \"{up}\", strip_prefix: /up}}}}\n"
+
+
+def test_bodies_both_ways_through_the_proxy(server, pki, www, upstream_app):
+    up = upstream_app()
+    srv = start(server, pki, www, extra_routes=PROXY_ROUTE.format(up=up.url))
+    body = random.Random(3).randbytes(1 << 20)
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        status, _, out = c.request("POST", "/up/upload", [("content-type", "x/y")], body)
+        assert status == 200, out
+        got = json.loads(out)
+        assert got == {"len": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+        status, _, out = c.get("/up/download?size=2000000")
+        assert status == 200 and len(out) == 2000000
+        status, _, out = c.get("/up/echo/x", [("cookie", "a=1"), ("cookie", "b=2")])
+        echo = json.loads(out)
+        hs = {k.lower(): v for k, v in echo["headers"]}
+        assert hs["x-forwarded-proto"] == "https"
+        assert hs["cookie"] == "a=1; b=2"  # RFC 9114 §4.2.1: crumbs joined for HTTP/1
+        assert hs["host"] == f"localhost:{srv.port}"
+        # chunked upstream answer, unknown length
+        status, _, out = c.get("/up/trickle?n=3&delay=0.05")
+        assert status == 200 and out == b"tick\n" * 3
+
+
+def test_many_streams_at_once(server, pki, www):
+    srv = start(server, pki, www)
+    with H3(srv.port, cafile=pki.ca.cert_path, timeout=30) as c:
+        reqs = [("GET", "/hello" if i % 2 else "/index.html", [], b"") for i in range(100)]
+        answers = c.many(reqs)
+        assert [a[0] for a in answers] == [200] * 100
+        assert answers[1][2] == b"hi over h3\n"
+        # and a second wave on the same connection: streams were given back
+        assert [a[0] for a in c.many(reqs)] == [200] * 100
+
+
+class LossyRelay:
+    """A UDP relay between one client and the server that drops every
+    `drop`-th datagram each way and swaps each `swap`-th with the next."""
+
+    def __init__(self, server_port, drop=9, swap=5):
+        self.server = (HOST, server_port)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((HOST, 0))
+        self.port = self.sock.getsockname()[1]
+        self.up = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.up.bind((HOST, 0))
+        self.client = None
+        self.drop, self.swap = drop, swap
+        self.counts = {"dropped": 0, "swapped": 0, "passed": 0}
+        self.stop = False
+        self.threads = [threading.Thread(target=self._pump, args=(True,), daemon=True),
+                        threading.Thread(target=self._pump, args=(False,), daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def _pump(self, from_client):
+        src = self.sock if from_client else self.up
+        n, held = 0, None
+        src.settimeout(0.2)
+        while not self.stop:
+            try:
+                data, addr = src.recvfrom(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if from_client:
+                self.client = addr
+            dest = (self.up, self.server) if from_client else (self.sock, self.client)
+            n += 1
+            if n % self.drop == 0:
+                self.counts["dropped"] += 1
+                continue
+            if held is not None:
+                dest[0].sendto(data, dest[1])
+                dest[0].sendto(held, dest[1])
+                held = None
+                self.counts["swapped"] += 1
+                continue
+            if n % self.swap == 0:
+                held = data
+                continue
+            dest[0].sendto(data, dest[1])
+            self.counts["passed"] += 1
+
+    def close(self):
+        self.stop = True
+        for t in self.threads:
+            t.join()
+        self.sock.close()
+        self.up.close()
+
+
+def test_a_lossy_reordering_path_loses_nothing(server, pki, www, upstream_app):
+    up = upstream_app()
+    srv = start(server, pki, www, extra_routes=PROXY_ROUTE.format(up=up.url))
+    relay = LossyRelay(srv.port)
+    try:
+        body = random.Random(5).randbytes(300_000)
+        with H3(relay.port, cafile=pki.ca.cert_path, authority=f"localhost:{srv.port}",
+                timeout=60) as c:
+            status, _, out = c.get("/big.bin")
+            assert status == 200 and out == (www / "big.bin").read_bytes()
+            status, _, out = c.request("POST", "/up/upload", [], body)
+            assert status == 200
+            assert json.loads(out)["sha256"] == hashlib.sha256(body).hexdigest()
+        assert relay.counts["dropped"] > 50 and relay.counts["swapped"] > 50, relay.counts
+    finally:
+        relay.close()
+
+
+def gtlsclient(port, *urls, args=(), download=None, timeout=30):
+    cmd = ["gtlsclient", "-q", "--exit-on-all-streams-close", *args]
+    if download:
+        cmd.append(f"--download={download}")
+    return subprocess.run(cmd + [HOST, str(port), *urls], capture_output=True,
+                          timeout=timeout)
+
+
+def test_interop_with_ngtcp2s_client_and_migration(server, pki, www, tmp_path):
+    """A second implementation (ngtcp2's example client on GnuTLS), and a
+    client that changes its address mid-download (RFC 9000 §9)."""
+    srv = start(server, pki, www)
+    out = tmp_path / "dl"
+    out.mkdir()
+    r = gtlsclient(srv.port, f"https://localhost:{srv.port}/hello",
+                   f"https://localhost:{srv.port}/big.bin", download=out)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert (out / "hello").read_bytes() == b"hi over h3\n"
+    assert (out / "big.bin").read_bytes() == (www / "big.bin").read_bytes()
+    (out / "big.bin").unlink()
+    r = gtlsclient(srv.port, f"https://localhost:{srv.port}/big.bin", download=out,
+                   args=["--change-local-addr=100ms", "--delay-stream=300ms"])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert (out / "big.bin").read_bytes() == (www / "big.bin").read_bytes()
+    lines = access_lines(srv)
+    ports = {line.split()[0] for line in lines if "big.bin" in line}
+    assert ports == {"127.0.0.1"}, lines
+
+
+def test_bad_requests_get_their_status_and_others_are_served(server, pki, www):
+    srv = start(server, pki, www, head="limits: {{max_body_bytes: 1000, max_header_bytes: 4096}}\n")
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        status, _, _ = c.get("/hello", [("x-big", "a" * 8000)])
+        assert status == 431
+        status, _, _ = c.request("POST", "/hello", [("content-length", "5000")], b"x" * 5000)
+        assert status == 413
+        status, _, _ = c.get("/hello", [("expect", "teapot")])
+        assert status == 417
+        # CONNECT with :path and :scheme is malformed (RFC 9114 §4.4): nghttp3
+        # resets the stream (H3_MESSAGE_ERROR)
+        status, h, _ = c.request("CONNECT", "/hello")
+        assert status is None and h == [(":reset", 0x10E)]
+        # the connection is still good
+        assert c.get("/hello")[0] == 200
+    with H3(srv.port, cafile=pki.ca.cert_path, authority="nobody.example") as c:
+        assert c.get("/hello")[0] == 200  # the default site (the first)
+
+
+def test_a_killed_worker_is_replaced_and_serves_h3(server, pki, www):
+    srv = start(server, pki, www, workers=2)
+    srv.expect_crashes = True
+    victim = srv.workers()[0]
+    os.kill(victim, signal.SIGKILL)
+    srv.wait_log("restarting")
+    srv.wait_log("ready", count=1)
+    for _ in range(6):  # new connections (new ports) reach both workers
+        with H3(srv.port, cafile=pki.ca.cert_path) as c:
+            assert c.get("/hello")[0] == 200
+
+
+def test_reload_serves_h3_on_the_new_workers(server, pki, www):
+    srv = start(server, pki, www)
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        assert c.get("/hello")[0] == 200
+    srv.kill(signal.SIGHUP)
+    srv.wait_log("reloaded")
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        assert c.get("/hello")[0] == 200
