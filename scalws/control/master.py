@@ -27,6 +27,7 @@ import gc
 import mmap
 import os
 import resource
+import secrets
 import select
 import signal
 import socket
@@ -36,7 +37,8 @@ from scalws.config import users
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import caps, exclusive, sandbox, sdnotify, statusd, title, tlskeeper
+from scalws.control import (caps, exclusive, quicsteer, sandbox, sdnotify, statusd, title,
+                            tlskeeper)
 from scalws.control import health as health_mod
 from scalws.control import resolver as resolver_mod
 from scalws.control import stats as stats_mod
@@ -170,6 +172,11 @@ class Master:
         # the master's life; none under scalws-controller, whose instances
         # share one reuseport group per address.
         self.steer = None if os.environ.get("SCALWS_INSTANCE") else mmap.mmap(-1, STEER_PAGE)
+        # HTTP/3: each quic address's sockets per generation parity, and the
+        # byte our connection IDs are checked with (quicsteer.py)
+        self.quic_slots = {}
+        self.quic_key = secrets.randbelow(255) + 1
+        self.quic_unsteered = False
 
     # ---- sockets -----------------------------------------------------------
     def _bind(self, listen):
@@ -218,8 +225,18 @@ class Master:
                 exclusive.probe_free(wanted.values(), held=set(self.sockets))
             except exclusive.InUse as exc:
                 raise StartupError(str(exc)) from None
+        parity = (self.gen + 1) % 2  # of the generation these sockets are for
         for key, listen in wanted.items():
             socks = self.sockets.setdefault(key, [])
+            if listen.kind == "quic":
+                # one set per generation parity, never shrunk: a socket's
+                # index in the reuseport group is its place in `socks`
+                # (quicsteer.py), and no old worker shares a new one's socket
+                mine = self.quic_slots.setdefault(key, ([], []))[parity]
+                while len(mine) < config.workers:
+                    socks.append(self._bind(listen))
+                    mine.append(socks[-1])
+                continue
             n = 1 if listen.kind == "unix" else config.workers
             while len(socks) < n:
                 socks.append(self._bind(listen))
@@ -227,13 +244,49 @@ class Master:
         for key, socks in self.sockets.items():
             if key not in wanted:
                 stale.append(key)
-            elif key[0] != "unix":
+            elif key[0] == "tcp":
                 while len(socks) > config.workers:
                     socks.pop().close()  # tcp_migrate_req moves its queue to the others
         return stale
 
+    def _quic_steer(self, config, gen):
+        """Points each QUIC address's steering program at generation
+        `gen`'s workers (quicsteer.py): after they are ready, before the
+        old ones stop. Under scalws-controller the instances share each
+        group, so the kernel's hash spreads packets (no migration across)."""
+        if os.environ.get("SCALWS_INSTANCE"):
+            return
+        for key, (even, odd) in self.quic_slots.items():
+            socks = self.sockets.get(key)
+            mine = (even, odd)[gen % 2][:config.workers]
+            if not socks or not mine:
+                continue
+            index = {id(s): i for i, s in enumerate(socks)}
+            table = [index[id(s)] for s in mine]
+            if len(socks) > quicsteer.MAX_GROUP or len(table) > quicsteer.MAX_TABLE:
+                if not self.quic_unsteered:
+                    log.warning("HTTP/3: %d workers: QUIC packets are spread by address "
+                                "(steering names up to %d): a client that moves loses its "
+                                "connection", len(table), quicsteer.MAX_TABLE)
+                self.quic_unsteered = True
+                continue
+            try:
+                quicsteer.attach(socks[0], self.quic_key, table)
+            except OSError as exc:
+                log.warning("HTTP/3: cannot steer QUIC packets (%s): spread by address",
+                            exc.strerror or exc)
+                self.quic_unsteered = True
+
+    def _quic_steer_of(self, key, sock):
+        """(index in the group, key byte) for a quic socket the program steers to, or None."""
+        if key[0] != "quic" or self.quic_unsteered or os.environ.get("SCALWS_INSTANCE"):
+            return None
+        i = next(i for i, s in enumerate(self.sockets[key]) if s is sock)
+        return (i, self.quic_key) if i < quicsteer.MAX_GROUP else None
+
     def _close_keys(self, keys):
         for key in keys:
+            self.quic_slots.pop(key, None)
             for s in self.sockets.pop(key, []):
                 s.close()
             if key[0] == "unix":
@@ -242,11 +295,16 @@ class Master:
                 except OSError:
                     pass
 
-    def _worker_sockets(self, config, index):
+    def _worker_sockets(self, config, index, gen):
+        """(key, socket, steer) for worker `index` of generation `gen`."""
         out = []
         for key in self._listens(config):
             socks = self.sockets[key]
-            out.append((key, socks[0] if key[0] == "unix" else socks[index]))
+            if key[0] == "quic":
+                sock = self.quic_slots[key][gen % 2][index]
+            else:
+                sock = socks[0] if key[0] == "unix" else socks[index]
+            out.append((key, sock, self._quic_steer_of(key, sock)))
         return out
 
     # ---- workers -----------------------------------------------------------
@@ -309,13 +367,13 @@ class Master:
         ours.setblocking(False)
         theirs.setblocking(False)
         cpu = cfg.cpus[slot.index % len(cfg.cpus)] if cfg.cpus else None
-        socks = self._worker_sockets(cfg, slot.index)
+        socks = self._worker_sockets(cfg, slot.index, slot.gen)
         master = os.getpid()
         pid = _fork()
         if pid == 0:
             os.close(rfd)
             ours.close()
-            self._close_in_child(keep=[s for _, s in socks], cache=True)
+            self._close_in_child(keep=[s for _, s, _ in socks], cache=True)
             worker_mod.run(cfg, slot.index, cpu, socks, self.errlog, wfd, slot.tls,
                            slot.stats.slot(slot.index) if slot.stats else None,
                            slot.cache, theirs, master, self.steer)  # never returns
@@ -636,6 +694,7 @@ class Master:
         self.stats = self._stats_block(cfg)
         self.status_sock = self._bind_status(cfg)
         self.statusd_pid = self._start_statusd(cfg, self.stats)
+        self._quic_steer(cfg, self.gen + 1)  # before the workers: they learn whether it steers
         self.slots, ready = self._start_generation(cfg, self.tls, self.stats)
         if self.pidfile is not None:
             self.pidfile.write()  # init scripts wait for it: once the workers are ready
@@ -857,6 +916,8 @@ class Master:
             self.apps.stop(app_procs)
             self.cache.prune(self.config)  # the failed workers keep their own mappings
             return "reload failed, serving the previous configuration"
+        # New QUIC connections go to the new workers; the old ones keep theirs.
+        self._quic_steer(new, self.gen)
         # The apps' old workers stop once the old web workers have drained.
         self.apps.commit(app_procs, self.gen)
         for s in old:

@@ -109,10 +109,10 @@ class Worker:
             self.engine = Engine(cfg, self.index, self.tls, self.stats, self.cache)
         except ValueError as exc:  # a certificate that no longer loads, ...
             raise StartupError(str(exc)) from None
-        for key, sock in self.sockets:
+        for key, sock, steer in self.sockets:
             fd = os.dup(sock.fileno())
             os.set_blocking(fd, False)
-            self.engine.add_listener(fd, key)
+            self.engine.add_listener(fd, key, steer)
             sock.close()  # the engine owns the dup; the master keeps the original
         if self.steer is not None and cfg.workers > 1:
             self.engine.set_steering(self.steer, self.index, cfg.workers)

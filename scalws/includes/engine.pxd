@@ -384,7 +384,8 @@ cdef extern from "scalws/engine.h" nogil:
     int sws_engine_set_h2(sws_engine_t *e, const sws_h2_conf_t *conf)
     int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf)
     int sws_engine_add_quic_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
-                                     const sws_quic_certs_t *certs)
+                                     const sws_quic_certs_t *certs, int steer_index,
+                                     int steer_key)
     int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
     int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
                                  const sws_upstream_server_t *conf, size_t n)

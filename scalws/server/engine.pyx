@@ -940,14 +940,17 @@ cdef class Engine:
         for fd in self._fds or ():
             os.close(fd)
 
-    def add_listener(self, int fd, key):
+    def add_listener(self, int fd, key, steer=None):
         """Serves the listening socket `fd` (the engine owns and closes it)
-        with the sites that listen on `key` (config.model.Listen.key)."""
+        with the sites that listen on `key` (config.model.Listen.key).
+        `steer`: a quic socket's (index in its reuseport group, key byte)
+        when the master steers its packets (ADR 0032), else None."""
         cdef sws_vhosts_t *vh = <sws_vhosts_t *><size_t>self._vh[self._vhosts[key]]
         cdef size_t tl = self._tls_listen.get(key, 0)
         if key[0] == "quic":
             rc = sws_engine_add_quic_listener(self.e, fd, vh,
-                                              <const sws_quic_certs_t *><size_t>self._quic[key])
+                                              <const sws_quic_certs_t *><size_t>self._quic[key],
+                                              steer[0] if steer else -1, steer[1] if steer else -1)
         else:
             rc = sws_engine_add_listener(self.e, fd, vh, <const sws_tls_listen_t *>tl,
                                          self._h2.get(key, 0))

@@ -13,6 +13,8 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
+import urllib.request
 
 import pytest
 
@@ -301,3 +303,60 @@ def test_reload_serves_h3_on_the_new_workers(server, pki, www):
     srv.wait_log("reloaded")
     with H3(srv.port, cafile=pki.ca.cert_path) as c:
         assert c.get("/hello")[0] == 200
+
+
+def test_migration_reaches_the_owning_worker_among_four(server, pki, www, tmp_path):
+    """With four workers the kernel's 4-tuple hash would send a moved
+    client's packets to another worker three times in four: the master's
+    steering program routes them by our connection ID instead."""
+    srv = start(server, pki, www, workers=4)
+    for i in range(4):
+        out = tmp_path / f"dl{i}"
+        out.mkdir()
+        r = gtlsclient(srv.port, f"https://localhost:{srv.port}/big.bin", download=out,
+                       args=["--change-local-addr=100ms", "--delay-stream=300ms",
+                             "--timeout=5s"])
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        assert (out / "big.bin").read_bytes() == (www / "big.bin").read_bytes(), i
+
+
+def shutting_down(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"shutting down" in f.read()
+    except OSError:
+        return True
+
+
+def test_reload_lets_old_connections_finish_while_new_ones_go_to_new_workers(
+        server, pki, www, upstream_app):
+    up = upstream_app()
+    srv = start(server, pki, www, workers=2, extra_routes=PROXY_ROUTE.format(up=up.url))
+    old_workers = set(srv.workers())
+    held = {}
+    ready = threading.Event()
+
+    def hold():
+        with H3(srv.port, cafile=pki.ca.cert_path, timeout=30) as c:
+            assert c.get("/hello")[0] == 200
+            ready.set()
+            held["answer"] = c.get("/up/hold/k1?timeout=25")
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert ready.wait(10)
+    srv.kill(signal.SIGHUP)
+    deadline = time.monotonic() + 15
+    while not all(shutting_down(p) for p in old_workers):
+        assert time.monotonic() < deadline, srv.log()
+        time.sleep(0.02)
+    # the old workers drain; new connections are the new workers'
+    for _ in range(4):
+        with H3(srv.port, cafile=pki.ca.cert_path) as c:
+            assert c.get("/hello")[0] == 200
+    assert not held  # still in flight on its old connection
+    with urllib.request.urlopen(f"{up.url}/release/k1", timeout=5) as r:
+        assert json.loads(r.read())["held"] == 1
+    t.join(30)
+    assert held["answer"][0] == 200 and held["answer"][2] == b"released k1", held
+    srv.wait_log("reloaded")

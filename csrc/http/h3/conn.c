@@ -239,7 +239,7 @@ static int q_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t le
     (void)qc;
     h3conn_t *hc = u;
     for (int tries = 0; tries < 4; tries++) {
-        h3_new_cid(hc->e, cid->data, len);
+        h3_new_cid(hc->ql, cid->data, len);
         cid->datalen = len;
         if (h3_cid_add(hc->e, hc, cid->data, len) == 0) {
             h3_reset_token(hc->e, token, cid->data, len);
@@ -354,7 +354,7 @@ h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
     ngtcp2_connection_close_error_default(&hc->last_error);
 
     uint8_t scid_b[H3_SCID_LEN];
-    h3_new_cid(e, scid_b, sizeof scid_b);
+    h3_new_cid(ql, scid_b, sizeof scid_b);
     ngtcp2_cid scid;
     ngtcp2_cid_init(&scid, scid_b, sizeof scid_b);
 
@@ -391,6 +391,8 @@ h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
         hc->next->prev = hc;
     e->h3.conns = hc;
     e->h3.n_conns++;
+    e->core.cnt.accepted++;
+    e->core.cnt.active++; /* a graceful stop waits for it as for a TCP connection */
     memcpy(hc->odcid, hd->dcid.data, hd->dcid.datalen);
     hc->odcid_len = (uint8_t)hd->dcid.datalen;
     if (h3_tls_session(hc) < 0 || h3_cid_add(e, hc, scid_b, sizeof scid_b) < 0 ||
@@ -420,6 +422,8 @@ void h3conn_free(sws_engine_t *e, h3conn_t *hc)
     if (hc->next)
         hc->next->prev = hc->prev;
     e->h3.n_conns--;
+    e->core.cnt.active--;
+    e->core.cnt.handled++;
     free(hc->close_pkt);
     free(hc);
 }

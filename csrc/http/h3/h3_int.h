@@ -31,7 +31,7 @@
 
 #include "context.h"
 
-#define H3_SCID_LEN 16         /* our connection IDs: random, byte 0 the worker's (steering) */
+#define H3_SCID_LEN 16         /* our connection IDs: random but for bytes 0 and 1 (steering) */
 #define H3_MAX_PKT 1452        /* the UDP payload we send at most (path MTU 1500 with IPv6) */
 #define H3_RECV_BATCH 64       /* datagrams read per event before others get a turn */
 #define H3_GSO_SEGS 32         /* packets one sendmsg carries with UDP_SEGMENT */
@@ -57,6 +57,10 @@ typedef struct quic_lst {
     int fd;
     int family;
     int wildcard;              /* bound to any address: the local one comes with each datagram */
+    int steered;               /* the master's reuseport program steers by our IDs' first
+                                  bytes: cid0 (this socket's index in its group) and cid1
+                                  (cid0 ^ the server's key); else both random */
+    uint8_t cid0, cid1;
     const sws_vhosts_t *vh;
     const sws_quic_certs_t *certs;
     listener_t lst;            /* what handlers read through the connection (SERVER_ADDR) */
@@ -168,6 +172,7 @@ struct h3conn {
     uint8_t *close_pkt;        /* closing period: the CONNECTION_CLOSE we repeat */
     size_t close_len;
     uint64_t close_until;      /* ns: the closing or draining period's end */
+    uint64_t goaway_until;     /* ns: after our GOAWAY, requests already sent may still come */
     unsigned due : 1,          /* on e->h3.due */
         busy : 1,              /* inside ngtcp2 or nghttp3: writes wait for the end */
         closing : 1,           /* we sent CONNECTION_CLOSE */
@@ -193,7 +198,7 @@ SWS_INTERNAL uint64_t h3_now_ns(void);
 SWS_INTERNAL int h3_cid_add(sws_engine_t *e, h3conn_t *hc, const uint8_t *id, size_t len);
 SWS_INTERNAL void h3_cid_del(sws_engine_t *e, const uint8_t *id, size_t len);
 SWS_INTERNAL void h3_rand(void *buf, size_t n);
-SWS_INTERNAL void h3_new_cid(sws_engine_t *e, uint8_t *id, size_t len);
+SWS_INTERNAL void h3_new_cid(const quic_lst_t *ql, uint8_t *id, size_t len);
 SWS_INTERNAL void h3_reset_token(sws_engine_t *e, uint8_t *token, const uint8_t *id, size_t len);
 /* Output for hc is due at the end of the pass. */
 SWS_INTERNAL void h3_due(h3conn_t *hc);
@@ -202,6 +207,8 @@ SWS_INTERNAL int h3_write(sws_engine_t *e, h3conn_t *hc);
 /* Ends hc with CONNECTION_CLOSE (its last_error), or silently. */
 SWS_INTERNAL void h3_close(sws_engine_t *e, h3conn_t *hc, int silent);
 SWS_INTERNAL void h3_timer(sws_engine_t *e, h3conn_t *hc);
+/* While the worker drains: hc closes once it has no request streams. */
+SWS_INTERNAL void h3_drain_check(sws_engine_t *e, h3conn_t *hc);
 /* hc's table entries and timer go (its free). */
 SWS_INTERNAL void h3_conn_forget(sws_engine_t *e, h3conn_t *hc);
 

@@ -35,9 +35,9 @@ int sws_h3_init(sws_engine_t *e)
 void sws_h3_free(sws_engine_t *e) { (void)e; }
 
 int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
-                        const sws_quic_certs_t *certs)
+                        const sws_quic_certs_t *certs, int steer_index, int steer_key)
 {
-    (void)e, (void)vh, (void)certs;
+    (void)e, (void)vh, (void)certs, (void)steer_index, (void)steer_key;
     close(fd);
     return -EPROTONOSUPPORT;
 }

@@ -41,12 +41,17 @@ void h3_rand(void *buf, size_t n)
     }
 }
 
-/* Our connection IDs: byte 0 names the worker (a reuseport program may
- * steer by it), the rest is random. */
-void h3_new_cid(sws_engine_t *e, uint8_t *id, size_t len)
+/* Our connection IDs: random, but on a steered socket byte 0 is the
+ * socket's index in its reuseport group and byte 1 that index XOR the
+ * server's key, which the master's program checks before it trusts byte 0
+ * (docs/adr/0032-http3-quic.md). */
+void h3_new_cid(const quic_lst_t *ql, uint8_t *id, size_t len)
 {
     h3_rand(id, len);
-    id[0] = e->h3.worker_byte;
+    if (ql->steered && len >= 2) {
+        id[0] = ql->cid0;
+        id[1] = ql->cid1;
+    }
 }
 
 void h3_reset_token(sws_engine_t *e, uint8_t *token, const uint8_t *id, size_t len)
@@ -243,6 +248,9 @@ void h3_timer(sws_engine_t *e, h3conn_t *hc)
 {
     uint64_t at = (hc->closing || hc->draining) ? hc->close_until
                                                 : (uint64_t)ngtcp2_conn_get_expiry(hc->qc);
+    if (hc->goaway_until && !hc->n_streams && !hc->closing && !hc->draining &&
+        hc->goaway_until < at)
+        at = hc->goaway_until;
     hc->expiry = at;
     if (!hc->heap_at) {
         if (e->h3.n_heap == e->h3.cap_heap) {
@@ -451,6 +459,8 @@ void h3_due(h3conn_t *hc)
     e->h3.due = hc;
 }
 
+static void close_no_error(sws_engine_t *e, h3conn_t *hc);
+
 static void bury(sws_engine_t *e)
 {
     while (e->h3.dead) {
@@ -472,6 +482,8 @@ static void write_due(sws_engine_t *e)
             h3_work(e, hc);
         if (!hc->dead)
             h3_write(e, hc);
+        if (!hc->dead && e->h3.stopping && !hc->n_streams && h3_now_ns() >= hc->goaway_until)
+            close_no_error(e, hc); /* draining, and its last request is answered */
     }
     bury(e);
 }
@@ -558,6 +570,10 @@ static void on_timer(sws_engine_t *e, void *obj, uint32_t events)
             kill(e, hc);
             continue;
         }
+        if (e->h3.stopping && !hc->n_streams && hc->goaway_until && now >= hc->goaway_until) {
+            close_no_error(e, hc);
+            continue;
+        }
         hc->busy = 1;
         int rv = ngtcp2_conn_handle_expiry(hc->qc, now);
         hc->busy = 0;
@@ -621,7 +637,7 @@ static void datagram(sws_engine_t *e, quic_lst_t *ql, uint8_t *data, size_t n,
         ngtcp2_pkt_hd hd;
         if (ngtcp2_accept(&hd, data, n) != 0)
             return;
-        if (e->core.shutting_down || e->h3.n_conns >= e->h3.conf.max_conns)
+        if (e->h3.stopping || e->h3.n_conns >= e->h3.conf.max_conns)
             return; /* the client's Initial times out; it may try TCP */
         hc = h3conn_new(e, ql, &hd, peer, peer_len, local, local_len);
         if (!hc)
@@ -744,13 +760,12 @@ static int enable(sws_engine_t *e)
         return -ENOMEM;
     h3_rand(&e->h3.seed, sizeof e->h3.seed);
     h3_rand(e->h3.secret, sizeof e->h3.secret);
-    e->h3.worker_byte = (uint8_t)e->core.worker_id;
     e->h3.enabled = 1;
     return 0;
 }
 
 int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
-                        const sws_quic_certs_t *certs)
+                        const sws_quic_certs_t *certs, int steer_index, int steer_key)
 {
     int rc = enable(e);
     quic_lst_t *ql = NULL;
@@ -767,6 +782,11 @@ int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
         ql->fd = fd;
         ql->vh = vh;
         ql->certs = certs;
+        if (steer_index >= 0 && steer_index < 256 && steer_key >= 0) {
+            ql->steered = 1;
+            ql->cid0 = (uint8_t)steer_index;
+            ql->cid1 = (uint8_t)(steer_index ^ steer_key);
+        }
         ql->local_len = sizeof ql->local;
         if (getsockname(fd, (struct sockaddr *)&ql->local, &ql->local_len) < 0)
             rc = -errno;
@@ -808,28 +828,63 @@ void sws_h3_close_all(sws_engine_t *e)
     bury(e);
 }
 
+/* Ends hc now with CONNECTION_CLOSE H3_NO_ERROR (or silently, before its
+ * handshake ended). */
+static void close_no_error(sws_engine_t *e, h3conn_t *hc)
+{
+    if (hc->closing || hc->draining || hc->dead)
+        return;
+    ngtcp2_connection_close_error_set_application_error(&hc->last_error, NGHTTP3_H3_NO_ERROR,
+                                                        NULL, 0);
+    h3_close(e, hc, !hc->handshaken);
+}
+
+/* A stream ended while the worker drains: hc closes once it has none,
+ * at the end of the batch (write_due; not inside ngtcp2's call). */
+void h3_drain_check(sws_engine_t *e, h3conn_t *hc)
+{
+    if (e->h3.stopping && !hc->n_streams && !hc->dead)
+        h3_due(hc);
+}
+
 void sws_h3_shutdown(sws_engine_t *e)
 {
-    /* The socket is the master's, shared with the next generation's worker
-     * of our index: we stop reading it now, so every connection ends with
-     * CONNECTION_CLOSE (H3_NO_ERROR) and its client opens a new one, with
-     * that worker. (Keeping connections until they drain needs the old
-     * generation's packets steered to it: docs/adr/0032-http3-quic.md.) */
     write_due(e); /* what handlers gave in this pass goes first */
-    for (h3conn_t *hc = e->h3.conns; hc; hc = hc->next) {
-        if (!hc->closing && !hc->draining && !hc->dead) {
-            ngtcp2_connection_close_error_set_application_error(&hc->last_error,
-                                                                NGHTTP3_H3_NO_ERROR, NULL, 0);
-            h3_close(e, hc, !hc->handshaken);
+    e->h3.stopping = 1;
+    int steered = 1;
+    for (size_t i = 0; i < e->h3.n_lst; i++)
+        steered &= e->h3.lst[i]->steered;
+    if (!steered) {
+        /* The socket is shared with the next generation's worker of our
+         * index, and nothing steers our connections' packets to us: we stop
+         * reading it now, so every connection ends (H3_NO_ERROR) and its
+         * client opens a new one, with that worker. */
+        for (h3conn_t *hc = e->h3.conns; hc; hc = hc->next) {
+            close_no_error(e, hc);
+            kill(e, hc);
         }
-        kill(e, hc);
+        bury(e);
+        for (size_t i = 0; i < e->h3.n_lst; i++) {
+            epoll_ctl(e->core.epfd, EPOLL_CTL_DEL, e->h3.lst[i]->fd, NULL);
+            close(e->h3.lst[i]->fd);
+            e->h3.lst[i]->fd = -1;
+        }
+        return;
     }
-    bury(e);
-    for (size_t i = 0; i < e->h3.n_lst; i++) {
-        epoll_ctl(e->core.epfd, EPOLL_CTL_DEL, e->h3.lst[i]->fd, NULL);
-        close(e->h3.lst[i]->fd);
-        e->h3.lst[i]->fd = -1;
+    /* Steered: new connections go to the new generation's sockets, ours
+     * keep coming here. Each connection is told GOAWAY (RFC 9114 §5.2), its
+     * requests in flight finish, and it closes once it has none left. */
+    for (h3conn_t *hc = e->h3.conns; hc; hc = hc->next) {
+        if (hc->dead || hc->closing || hc->draining)
+            continue;
+        if (hc->h3 && hc->handshaken) {
+            nghttp3_conn_shutdown(hc->h3);
+            /* a request the client sent before it saw the GOAWAY may still come */
+            hc->goaway_until = h3_now_ns() + 3 * ngtcp2_conn_get_pto(hc->qc);
+        }
+        h3_due(hc);
     }
+    write_due(e); /* GOAWAY, and the ones still in their handshake close */
 }
 
 void sws_h3_free(sws_engine_t *e)

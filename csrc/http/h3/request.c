@@ -64,6 +64,8 @@ void h3s_free(sws_engine_t *e, h3s_t *s)
     if (s->next)
         s->next->prev = s->prev;
     hc->n_streams--;
+    if (s->id >= 0 && ngtcp2_is_bidi_stream(s->id))
+        h3_drain_check(e, hc);
     free(s->rq);
     free(s->hdr);
     free(s->bin);

@@ -78,10 +78,12 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
                             const sws_tls_listen_t *tls, int http2);
 
 /* Adds a UDP socket (non-blocking, bound) that serves HTTP/3 over QUIC
- * for `vhosts`, with `certs` (they must outlive the engine). The engine
- * closes the socket on shutdown. 0, or -errno. */
+ * for `vhosts`, with `certs` (they must outlive the engine). steer_index
+ * (0..255) is the socket's index in its reuseport group and steer_key the
+ * byte the master's steering program checks (ADR 0032); -1: not steered.
+ * The engine closes the socket. 0, or -errno. */
 int sws_engine_add_quic_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
-                                 const sws_quic_certs_t *certs);
+                                 const sws_quic_certs_t *certs, int steer_index, int steer_key);
 /* HTTP/3's settings and budgets (the http3: block); without it, the
  * defaults of scalws/h3.h. 0 / -EINVAL. */
 int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf);

@@ -74,7 +74,7 @@ typedef struct {
     char *path;                /* the normalized path of the current request */
     uint8_t *out;              /* packets being built: H3_GSO_SEGS of H3_MAX_PKT */
     uint8_t secret[32];        /* stateless reset tokens are made from it */
-    uint8_t worker_byte;       /* byte 0 of our connection IDs */
+    int stopping;              /* a graceful stop: no new connections, the others drain */
     int gso;                   /* UDP_SEGMENT works (1), does not (0), untried (-1) */
 } sws_h3_t;
 
@@ -95,11 +95,13 @@ typedef struct sws_engine sws_engine_t;
 SWS_INTERNAL int sws_h3_init(sws_engine_t *e);
 SWS_INTERNAL void sws_h3_free(sws_engine_t *e);
 SWS_INTERNAL int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
-                                     const sws_quic_certs_t *certs);
+                                     const sws_quic_certs_t *certs, int steer_index,
+                                     int steer_key);
 /* The end of a loop pass: output handlers gave HTTP/3 streams goes out. */
 SWS_INTERNAL void sws_h3_after_pass(sws_engine_t *e);
-/* The graceful stop's part: the sockets close; every connection ends with
- * CONNECTION_CLOSE (H3_NO_ERROR) once its answers under way are out, or at once. */
+/* The graceful stop's part: on steered sockets every connection gets
+ * GOAWAY and closes (H3_NO_ERROR) once its requests are answered; else
+ * the sockets close and every connection ends now. */
 SWS_INTERNAL void sws_h3_shutdown(sws_engine_t *e);
 SWS_INTERNAL void sws_h3_close_all(sws_engine_t *e);
 
