@@ -95,9 +95,10 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
 }
 
 int sws_engine_add_quic_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
-                                 const sws_quic_certs_t *certs, int steer_index, int steer_key)
+                                 const sws_quic_certs_t *certs, int steer_index, int steer_key,
+                                 const uint8_t *secret, size_t secret_len)
 {
-    return sws_h3_add_listener(e, fd, vhosts, certs, steer_index, steer_key);
+    return sws_h3_add_listener(e, fd, vhosts, certs, steer_index, steer_key, secret, secret_len);
 }
 
 int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf)

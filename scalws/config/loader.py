@@ -995,6 +995,7 @@ _HTTP3 = {
     "qpack_table": ("size", dict(lo=0, hi=64 << 10)),
     "qpack_blocked_streams": ("integer", dict(lo=0, hi=10_000)),
     "alt_svc_max_age": ("integer", dict(lo=0, hi=1 << 31)),
+    "retry_above": ("integer", dict(lo=0, hi=1_000_000)),
 }
 
 
@@ -1004,7 +1005,12 @@ def _http3(ctx, node, http3: Http3) -> None:
         return
     for name, (reader, kwargs) in _HTTP3.items():
         if name in keys:
-            value = getattr(ctx, reader)(keys[name][1], f"http3.{name}", **kwargs)
+            node_ = keys[name][1]
+            if name == "retry_above" and ctx.kind(node_) in ("bool", "str") and \
+                    str(node_.value).lower() in ("off", "false", "no"):
+                http3.retry_above = None  # YAML's `off` is false
+                continue
+            value = getattr(ctx, reader)(node_, f"http3.{name}", **kwargs)
             if value is not None:
                 setattr(http3, name, value)
 

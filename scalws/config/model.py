@@ -62,6 +62,9 @@ class Http3:
     max_connections: int = 10_000          # QUIC connections per worker; more are not accepted
     qpack_table: int = 4096                # QPACK: our decoder's dynamic table
     qpack_blocked_streams: int = 100       # streams that may wait on it
+    # handshakes under way per worker from which a new client proves its
+    # address first (a Retry); 0: always; None (`off`): never
+    retry_above: Optional[int] = 100
     alt_svc_max_age: int = 86400           # Alt-Svc's ma= on the site's TLS answers; 0: no Alt-Svc
 
 

@@ -176,6 +176,7 @@ class Master:
         # byte our connection IDs are checked with (quicsteer.py)
         self.quic_slots = {}
         self.quic_key = secrets.randbelow(255) + 1
+        self.quic_secret = secrets.token_bytes(128)  # SWS_H3_SECRET: resets, Retry, tickets
         self.quic_unsteered = False
 
     # ---- sockets -----------------------------------------------------------
@@ -278,11 +279,15 @@ class Master:
                 self.quic_unsteered = True
 
     def _quic_steer_of(self, key, sock):
-        """(index in the group, key byte) for a quic socket the program steers to, or None."""
-        if key[0] != "quic" or self.quic_unsteered or os.environ.get("SCALWS_INSTANCE"):
+        """For a quic socket: (index in the group, key byte, the secret), the
+        first two -1 when the program does not steer to it; else None."""
+        if key[0] != "quic":
             return None
+        if self.quic_unsteered or os.environ.get("SCALWS_INSTANCE"):
+            return (-1, -1, self.quic_secret)
         i = next(i for i, s in enumerate(self.sockets[key]) if s is sock)
-        return (i, self.quic_key) if i < quicsteer.MAX_GROUP else None
+        return (i, self.quic_key, self.quic_secret) if i < quicsteer.MAX_GROUP else \
+            (-1, -1, self.quic_secret)
 
     def _close_keys(self, keys):
         for key in keys:

@@ -1,6 +1,6 @@
 # Declarations of csrc/include/scalws/engine.h (and the floor headers it
 # includes) used by Cython; contracts there.
-from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from posix.types cimport time_t
 
 from scalws.includes.router cimport sws_vhosts_t
@@ -340,6 +340,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t max_conns
         uint32_t qpack_table
         uint32_t qpack_blocked
+        uint32_t retry_above
 
     ctypedef struct sws_quic_certs_t:
         pass
@@ -385,7 +386,7 @@ cdef extern from "scalws/engine.h" nogil:
     int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf)
     int sws_engine_add_quic_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
                                      const sws_quic_certs_t *certs, int steer_index,
-                                     int steer_key)
+                                     int steer_key, const uint8_t *secret, size_t secret_len)
     int sws_engine_add_upstream(sws_engine_t *e, sws_upstream_t *u)
     int sws_upstream_set_servers(sws_engine_t *e, sws_upstream_t *up,
                                  const sws_upstream_server_t *conf, size_t n)

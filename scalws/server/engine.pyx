@@ -12,7 +12,7 @@ held by `self._keep` for the life of the Engine.
 """
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.errno cimport errno
-from libc.stdint cimport uint16_t
+from libc.stdint cimport uint8_t, uint16_t
 from libc.string cimport strerror
 
 from scalws.includes.engine cimport *
@@ -943,14 +943,17 @@ cdef class Engine:
     def add_listener(self, int fd, key, steer=None):
         """Serves the listening socket `fd` (the engine owns and closes it)
         with the sites that listen on `key` (config.model.Listen.key).
-        `steer`: a quic socket's (index in its reuseport group, key byte)
-        when the master steers its packets (ADR 0032), else None."""
+        `steer`: for a quic socket, (index in its reuseport group, key
+        byte) when the master steers its packets (each -1 when it does not;
+        ADR 0032) and the master's secret (bytes), or None."""
         cdef sws_vhosts_t *vh = <sws_vhosts_t *><size_t>self._vh[self._vhosts[key]]
         cdef size_t tl = self._tls_listen.get(key, 0)
         if key[0] == "quic":
+            secret = steer[2] if steer else b""
             rc = sws_engine_add_quic_listener(self.e, fd, vh,
                                               <const sws_quic_certs_t *><size_t>self._quic[key],
-                                              steer[0] if steer else -1, steer[1] if steer else -1)
+                                              steer[0] if steer else -1, steer[1] if steer else -1,
+                                              <const uint8_t *><const char *>secret, len(secret))
         else:
             rc = sws_engine_add_listener(self.e, fd, vh, <const sws_tls_listen_t *>tl,
                                          self._h2.get(key, 0))

@@ -360,3 +360,86 @@ def test_reload_lets_old_connections_finish_while_new_ones_go_to_new_workers(
     t.join(30)
     assert held["answer"][0] == 200 and held["answer"][2] == b"released k1", held
     srv.wait_log("reloaded")
+
+
+def test_retry_proves_the_address_before_a_handshake(server, pki, www):
+    """retry_above: 0: every new client gets a Retry first (RFC 9000
+    §8.1.2) and connects with its token; a token that is not ours is refused."""
+    srv = start(server, pki, www, head="http3: {{retry_above: 0}}\n")
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        assert c.get("/hello")[0] == 200
+        assert c.proto._quic._retry_count == 1
+    # a forged Retry token (our magic byte, the rest made up): no answer at all
+    from aioquic.quic.connection import QuicConnection
+    cfg = H3(srv.port, cafile=pki.ca.cert_path).cfg
+    forged = QuicConnection(configuration=cfg)
+    forged._peer_token = b"\xb6" + os.urandom(60)
+    forged.connect((HOST, srv.port), now=time.monotonic())
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(1.0)
+    for data, _ in forged.datagrams_to_send(now=time.monotonic()):
+        s.sendto(data, (HOST, srv.port))
+    with pytest.raises(socket.timeout):
+        s.recvfrom(65536)
+    s.close()
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:  # and others are served
+        assert c.get("/hello")[0] == 200
+
+
+def test_sessions_resume_on_every_worker(server, pki, www):
+    srv = start(server, pki, www, workers=2)
+    tickets = []
+    with H3(srv.port, cafile=pki.ca.cert_path, ticket_handler=tickets.append) as c:
+        assert c.get("/hello")[0] == 200
+    assert tickets
+    resumed = []
+    for _ in range(6):  # new source ports: both workers see some
+        with H3(srv.port, cafile=pki.ca.cert_path, session_ticket=tickets[-1]) as c:
+            assert c.get("/hello")[0] == 200
+            resumed.append(c.proto._quic.tls.session_resumed)
+    assert all(resumed), resumed
+
+
+def web_workers(srv) -> list[int]:
+    """The master's children that are web workers (by their title)."""
+    out = []
+    for pid in srv.workers():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"scalwsd: worker" in f.read():
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def test_a_restarted_worker_answers_old_connections_with_a_stateless_reset(server, pki, www):
+    """The connection's worker died; its replacement gets the client's next
+    packet and answers with the stateless reset its predecessor promised
+    (the token comes from the master's secret, RFC 9000 §10.3)."""
+    srv = start(server, pki, www)
+    srv.expect_crashes = True
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        assert c.get("/hello")[0] == 200
+        quic = c.proto._quic
+        cid = quic._peer_cid.cid
+        token = quic._peer_cid.stateless_reset_token  # from our transport parameters
+        assert len(token) == 16
+        [worker] = web_workers(srv)
+        os.kill(worker, signal.SIGKILL)
+        srv.wait_log("worker 0 started", count=2)
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(1.0)
+        # a short-header packet on the old connection, as its client would send
+        probe = bytes([0x40 | 0x01]) + cid + os.urandom(40)
+        deadline = time.monotonic() + 10
+        while True:  # the new worker may still be starting: its socket queues it
+            s.sendto(probe, (HOST, srv.port))
+            try:
+                data, _ = s.recvfrom(65536)
+                break
+            except socket.timeout:
+                assert time.monotonic() < deadline
+        s.close()
+    assert len(data) < len(probe) and data[0] & 0xC0 == 0x40
+    assert data[-16:] == token

@@ -242,7 +242,7 @@ static int q_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t le
         h3_new_cid(hc->ql, cid->data, len);
         cid->datalen = len;
         if (h3_cid_add(hc->e, hc, cid->data, len) == 0) {
-            h3_reset_token(hc->e, token, cid->data, len);
+            h3_reset_token(hc->ql, token, cid->data, len);
             return 0;
         }
     }
@@ -286,7 +286,13 @@ static int q_path_validation(ngtcp2_conn *qc, uint32_t flags, const ngtcp2_path 
 static int q_handshake_completed(ngtcp2_conn *qc, void *u)
 {
     (void)qc;
-    HC(u)->handshaken = 1;
+    h3conn_t *hc = u;
+    if (!hc->handshaken)
+        hc->e->h3.n_handshaking--;
+    hc->handshaken = 1;
+    /* a session ticket (GnuTLS sends none by itself over QUIC): the
+     * client resumes on any worker, the master's key being everyone's */
+    gnutls_session_ticket_send(hc->tls, 1, 0);
     return 0;
 }
 
@@ -332,7 +338,7 @@ static void set_peer(sws_conn_t *c, const struct sockaddr *sa)
 }
 
 h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
-                     const struct sockaddr *peer, socklen_t peer_len,
+                     const ngtcp2_cid *odcid, const struct sockaddr *peer, socklen_t peer_len,
                      const struct sockaddr *local, socklen_t local_len)
 {
     if (peer_len > sizeof(struct sockaddr_storage) || local_len > sizeof(struct sockaddr_storage) ||
@@ -376,8 +382,14 @@ h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
     tp.max_idle_timeout = (ngtcp2_duration)e->h3.conf.idle_ms * NGTCP2_MILLISECONDS;
     tp.active_connection_id_limit = 7;
     tp.stateless_reset_token_present = 1;
-    h3_reset_token(e, tp.stateless_reset_token, scid_b, sizeof scid_b);
-    tp.original_dcid = hd->dcid;
+    h3_reset_token(ql, tp.stateless_reset_token, scid_b, sizeof scid_b);
+    if (odcid) { /* after our Retry (RFC 9000 §7.3) */
+        tp.original_dcid = *odcid;
+        tp.retry_scid = hd->dcid;
+        tp.retry_scid_present = 1;
+    } else {
+        tp.original_dcid = hd->dcid;
+    }
 
     ngtcp2_path path = {{(ngtcp2_sockaddr *)&hc->local_sa, local_len},
                         {(ngtcp2_sockaddr *)&hc->peer_sa, peer_len}, NULL};
@@ -392,6 +404,7 @@ h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
     e->h3.conns = hc;
     e->h3.n_conns++;
     e->core.cnt.accepted++;
+    e->h3.n_handshaking++;
     e->core.cnt.active++; /* a graceful stop waits for it as for a TCP connection */
     memcpy(hc->odcid, hd->dcid.data, hd->dcid.datalen);
     hc->odcid_len = (uint8_t)hd->dcid.datalen;
@@ -422,6 +435,8 @@ void h3conn_free(sws_engine_t *e, h3conn_t *hc)
     if (hc->next)
         hc->next->prev = hc->prev;
     e->h3.n_conns--;
+    if (!hc->handshaken)
+        e->h3.n_handshaking--;
     e->core.cnt.active--;
     e->core.cnt.handled++;
     free(hc->close_pkt);

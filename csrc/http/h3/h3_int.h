@@ -61,6 +61,12 @@ typedef struct quic_lst {
                                   bytes: cid0 (this socket's index in its group) and cid1
                                   (cid0 ^ the server's key); else both random */
     uint8_t cid0, cid1;
+    /* the master's secret (the same in every worker and across reloads):
+     * stateless reset tokens, Retry tokens, the session-ticket key */
+    uint8_t reset_secret[32];
+    uint8_t token_secret[32];
+    uint8_t ticket_key[64];
+    gnutls_datum_t ticket;
     const sws_vhosts_t *vh;
     const sws_quic_certs_t *certs;
     listener_t lst;            /* what handlers read through the connection (SERVER_ADDR) */
@@ -199,7 +205,8 @@ SWS_INTERNAL int h3_cid_add(sws_engine_t *e, h3conn_t *hc, const uint8_t *id, si
 SWS_INTERNAL void h3_cid_del(sws_engine_t *e, const uint8_t *id, size_t len);
 SWS_INTERNAL void h3_rand(void *buf, size_t n);
 SWS_INTERNAL void h3_new_cid(const quic_lst_t *ql, uint8_t *id, size_t len);
-SWS_INTERNAL void h3_reset_token(sws_engine_t *e, uint8_t *token, const uint8_t *id, size_t len);
+SWS_INTERNAL void h3_reset_token(const quic_lst_t *ql, uint8_t *token, const uint8_t *id,
+                                 size_t len);
 /* Output for hc is due at the end of the pass. */
 SWS_INTERNAL void h3_due(h3conn_t *hc);
 /* Writes what hc has to send now; -1 when the connection closed (freed later). */
@@ -214,9 +221,12 @@ SWS_INTERNAL void h3_conn_forget(sws_engine_t *e, h3conn_t *hc);
 
 /* conn.c */
 SWS_INTERNAL void h3_consume(h3conn_t *hc, int64_t id, size_t n);
+/* A connection for a client's first Initial (hd); after a Retry, odcid is
+ * the ID its very first Initial named (else NULL). */
 SWS_INTERNAL h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
-                                  const struct sockaddr *peer, socklen_t peer_len,
-                                  const struct sockaddr *local, socklen_t local_len);
+                                  const ngtcp2_cid *odcid, const struct sockaddr *peer,
+                                  socklen_t peer_len, const struct sockaddr *local,
+                                  socklen_t local_len);
 SWS_INTERNAL void h3conn_free(sws_engine_t *e, h3conn_t *hc);
 SWS_INTERNAL nghttp3_conn *h3_session(h3conn_t *hc);
 

@@ -35,9 +35,11 @@ int sws_h3_init(sws_engine_t *e)
 void sws_h3_free(sws_engine_t *e) { (void)e; }
 
 int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
-                        const sws_quic_certs_t *certs, int steer_index, int steer_key)
+                        const sws_quic_certs_t *certs, int steer_index, int steer_key,
+                        const uint8_t *secret, size_t secret_len)
 {
-    (void)e, (void)vh, (void)certs, (void)steer_index, (void)steer_key;
+    (void)e, (void)vh, (void)certs, (void)steer_index, (void)steer_key, (void)secret;
+    (void)secret_len;
     close(fd);
     return -EPROTONOSUPPORT;
 }

@@ -54,12 +54,12 @@ void h3_new_cid(const quic_lst_t *ql, uint8_t *id, size_t len)
     }
 }
 
-void h3_reset_token(sws_engine_t *e, uint8_t *token, const uint8_t *id, size_t len)
+void h3_reset_token(const quic_lst_t *ql, uint8_t *token, const uint8_t *id, size_t len)
 {
     ngtcp2_cid cid;
     ngtcp2_cid_init(&cid, id, len);
-    if (ngtcp2_crypto_generate_stateless_reset_token(token, e->h3.secret, sizeof e->h3.secret,
-                                                     &cid) != 0)
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, ql->reset_secret,
+                                                     sizeof ql->reset_secret, &cid) != 0)
         h3_rand(token, NGTCP2_STATELESS_RESET_TOKENLEN);
 }
 
@@ -618,6 +618,92 @@ static void version_negotiation(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_ve
     send_batch(e, &fake, &path, pkt, (size_t)n, (size_t)n);
 }
 
+static void send_to(sws_engine_t *e, quic_lst_t *ql, const uint8_t *pkt, size_t n,
+                    struct sockaddr *peer, socklen_t peer_len, struct sockaddr *local,
+                    socklen_t local_len)
+{
+    h3conn_t fake;
+    memset(&fake, 0, sizeof fake);
+    fake.ql = ql;
+    ngtcp2_path path = {{local, local_len}, {peer, peer_len}, NULL};
+    send_batch(e, &fake, &path, pkt, n, n);
+}
+
+/* RFC 9000 §10.3: tells a client whose connection we do not have to stop,
+ * with the token its issuer derived from the master's secret; smaller than
+ * what triggered it (no loop between two endpoints, no amplification), and
+ * at most SWS_H3_RESETS a second. */
+static void stateless_reset(sws_engine_t *e, quic_lst_t *ql, const uint8_t *dcid, size_t dcidlen,
+                            size_t n, struct sockaddr *peer, socklen_t peer_len,
+                            struct sockaddr *local, socklen_t local_len)
+{
+    if (dcidlen != H3_SCID_LEN || n < 43)
+        return; /* not an ID of ours, or too small to answer smaller than it */
+    uint64_t sec = e->core.now / 1000;
+    if (sec != e->h3.reset_sec) {
+        e->h3.reset_sec = sec;
+        e->h3.reset_tokens = SWS_H3_RESETS;
+    }
+    if (!e->h3.reset_tokens)
+        return;
+    e->h3.reset_tokens--;
+    uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN], rnd[64], pkt[128];
+    h3_reset_token(ql, token, dcid, dcidlen);
+    size_t len = n - 1 < sizeof pkt ? n - 1 : sizeof pkt;
+    size_t rl = len - NGTCP2_STATELESS_RESET_TOKENLEN - 1;
+    if (rl > sizeof rnd)
+        rl = sizeof rnd;
+    h3_rand(rnd, rl);
+    ngtcp2_ssize w = ngtcp2_pkt_write_stateless_reset(pkt, sizeof pkt, token, rnd, rl);
+    if (w > 0)
+        send_to(e, ql, pkt, (size_t)w, peer, peer_len, local, local_len);
+}
+
+/* A client's first Initial: a new connection, or first a Retry when this
+ * worker has more than retry_above handshakes under way (RFC 9000 §8.1.2:
+ * a client must then prove it receives at its address before we spend a
+ * handshake's work and 3x its bytes on it). NULL: none made. */
+static h3conn_t *accept_initial(sws_engine_t *e, quic_lst_t *ql, const uint8_t *data, size_t n,
+                                struct sockaddr *peer, socklen_t peer_len,
+                                struct sockaddr *local, socklen_t local_len)
+{
+    ngtcp2_pkt_hd hd;
+    if (ngtcp2_accept(&hd, data, n) != 0)
+        return NULL;
+    if (e->h3.stopping || e->h3.n_conns >= e->h3.conf.max_conns)
+        return NULL; /* the client's Initial times out; it may try TCP */
+    uint64_t now = h3_now_ns();
+    ngtcp2_cid odcid;
+    int retried = 0;
+    if (hd.type == NGTCP2_PKT_INITIAL && hd.token.len &&
+        hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+        if (ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len,
+                                             ql->token_secret, sizeof ql->token_secret,
+                                             hd.version, peer, peer_len, &hd.dcid,
+                                             10 * NGTCP2_SECONDS, now) != 0)
+            return NULL; /* forged, stale, or from another address */
+        retried = 1;
+    } else if (hd.type == NGTCP2_PKT_INITIAL && e->h3.n_handshaking >= e->h3.conf.retry_above) {
+        uint8_t scid_b[H3_SCID_LEN], token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], pkt[256];
+        h3_new_cid(ql, scid_b, sizeof scid_b);
+        ngtcp2_cid scid;
+        ngtcp2_cid_init(&scid, scid_b, sizeof scid_b);
+        ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
+            token, ql->token_secret, sizeof ql->token_secret, hd.version, peer, peer_len, &scid,
+            &hd.dcid, now);
+        if (tl < 0)
+            return NULL;
+        ngtcp2_ssize w = ngtcp2_crypto_write_retry(pkt, sizeof pkt, hd.version, &hd.scid, &scid,
+                                                   &hd.dcid, token, (size_t)tl);
+        if (w > 0) {
+            send_to(e, ql, pkt, (size_t)w, peer, peer_len, local, local_len);
+            e->h3.retries++;
+        }
+        return NULL;
+    }
+    return h3conn_new(e, ql, &hd, retried ? &odcid : NULL, peer, peer_len, local, local_len);
+}
+
 static void datagram(sws_engine_t *e, quic_lst_t *ql, uint8_t *data, size_t n,
                      struct sockaddr *peer, socklen_t peer_len, struct sockaddr *local,
                      socklen_t local_len)
@@ -632,14 +718,13 @@ static void datagram(sws_engine_t *e, quic_lst_t *ql, uint8_t *data, size_t n,
         return;
     h3conn_t *hc = cid_find(e, vc.dcid, vc.dcidlen);
     if (!hc) {
-        if (!(data[0] & 0x80))
-            return; /* a short header of a connection we do not know: no reset yet */
-        ngtcp2_pkt_hd hd;
-        if (ngtcp2_accept(&hd, data, n) != 0)
+        if (!(data[0] & 0x80)) {
+            /* a short header for a connection we do not know (a worker
+             * restarted, or the client's state outlived ours) */
+            stateless_reset(e, ql, vc.dcid, vc.dcidlen, n, peer, peer_len, local, local_len);
             return;
-        if (e->h3.stopping || e->h3.n_conns >= e->h3.conf.max_conns)
-            return; /* the client's Initial times out; it may try TCP */
-        hc = h3conn_new(e, ql, &hd, peer, peer_len, local, local_len);
+        }
+        hc = accept_initial(e, ql, data, n, peer, peer_len, local, local_len);
         if (!hc)
             return;
     }
@@ -736,7 +821,7 @@ int sws_h3_init(sws_engine_t *e)
     e->h3.gso = -1;
     e->h3.conf = (sws_h3_conf_t){SWS_H3_MAX_STREAMS, SWS_H3_STREAM_WINDOW, SWS_H3_CONN_WINDOW,
                                  SWS_H3_IDLE_MS, SWS_H3_HANDSHAKE_MS, SWS_H3_MAX_CONNS,
-                                 SWS_H3_QPACK_TABLE, SWS_H3_QPACK_BLOCKED};
+                                 SWS_H3_QPACK_TABLE, SWS_H3_QPACK_BLOCKED, SWS_H3_RETRY_ABOVE};
     return 0;
 }
 
@@ -759,13 +844,13 @@ static int enable(sws_engine_t *e)
     if (!e->h3.tab || !e->h3.out || !e->h3.path)
         return -ENOMEM;
     h3_rand(&e->h3.seed, sizeof e->h3.seed);
-    h3_rand(e->h3.secret, sizeof e->h3.secret);
     e->h3.enabled = 1;
     return 0;
 }
 
 int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
-                        const sws_quic_certs_t *certs, int steer_index, int steer_key)
+                        const sws_quic_certs_t *certs, int steer_index, int steer_key,
+                        const uint8_t *secret, size_t secret_len)
 {
     int rc = enable(e);
     quic_lst_t *ql = NULL;
@@ -782,6 +867,16 @@ int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
         ql->fd = fd;
         ql->vh = vh;
         ql->certs = certs;
+        uint8_t own[SWS_H3_SECRET];
+        if (!secret || secret_len < SWS_H3_SECRET) {
+            h3_rand(own, sizeof own); /* an engine alone: this worker's own */
+            secret = own;
+        }
+        memcpy(ql->reset_secret, secret, 32);
+        memcpy(ql->token_secret, secret + 32, 32);
+        memcpy(ql->ticket_key, secret + 64, 64);
+        ql->ticket.data = ql->ticket_key;
+        ql->ticket.size = sizeof ql->ticket_key;
         if (steer_index >= 0 && steer_index < 256 && steer_key >= 0) {
             ql->steered = 1;
             ql->cid0 = (uint8_t)steer_index;

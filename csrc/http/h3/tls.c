@@ -146,6 +146,10 @@ int h3_tls_session(h3conn_t *hc)
         gnutls_credentials_set(hc->tls, GNUTLS_CRD_CERTIFICATE, q->cred[0]) != 0 ||
         gnutls_alpn_set_protocols(hc->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0)
         return -1;
+    /* tickets with the master's key: a client resumes on any worker, and
+     * after a reload (GnuTLS rotates the keys it derives from it) */
+    if (gnutls_session_ticket_enable_server(hc->tls, &hc->ql->ticket) != 0)
+        return -1;
     gnutls_session_set_ptr(hc->tls, &hc->ref);
     gnutls_handshake_set_post_client_hello_function(hc->tls, pick_site);
     ngtcp2_conn_set_tls_native_handle(hc->qc, hc->tls);

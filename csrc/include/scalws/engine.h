@@ -81,9 +81,12 @@ int sws_engine_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
  * for `vhosts`, with `certs` (they must outlive the engine). steer_index
  * (0..255) is the socket's index in its reuseport group and steer_key the
  * byte the master's steering program checks (ADR 0032); -1: not steered.
- * The engine closes the socket. 0, or -errno. */
+ * secret: SWS_H3_SECRET bytes the master shares with every worker
+ * (stateless resets, Retry tokens, session tickets), copied; NULL: this
+ * worker's own. The engine closes the socket. 0, or -errno. */
 int sws_engine_add_quic_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vhosts,
-                                 const sws_quic_certs_t *certs, int steer_index, int steer_key);
+                                 const sws_quic_certs_t *certs, int steer_index, int steer_key,
+                                 const uint8_t *secret, size_t secret_len);
 /* HTTP/3's settings and budgets (the http3: block); without it, the
  * defaults of scalws/h3.h. 0 / -EINVAL. */
 int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf);

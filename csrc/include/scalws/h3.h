@@ -35,6 +35,11 @@
 #define SWS_H3_MAX_CONNS 10000          /* QUIC connections per worker; more: refused */
 #define SWS_H3_QPACK_TABLE 4096         /* our decoder's dynamic table */
 #define SWS_H3_QPACK_BLOCKED 100        /* streams that may wait on it */
+#define SWS_H3_RETRY_ABOVE 100          /* handshakes under way per worker over which a new
+                                           client proves its address first (Retry) */
+#define SWS_H3_RESETS 100               /* stateless resets a worker sends per second, at most */
+#define SWS_H3_SECRET 128               /* the master's secret: reset tokens, address tokens,
+                                           the session-ticket key (32 + 32 + 64 bytes) */
 #define SWS_H3_BACKLOG (64 * 1024)      /* a stream's unacknowledged body over which a
                                            handler is told it is backed up */
 
@@ -47,6 +52,7 @@ typedef struct {
     uint32_t max_conns;
     uint32_t qpack_table;
     uint32_t qpack_blocked;
+    uint32_t retry_above;      /* handshakes under way; UINT32_MAX: never Retry, 0: always */
 } sws_h3_conf_t;
 
 struct quic_lst;
@@ -73,7 +79,10 @@ typedef struct {
     struct h3conn *dead;       /* closed in this batch: freed after it */
     char *path;                /* the normalized path of the current request */
     uint8_t *out;              /* packets being built: H3_GSO_SEGS of H3_MAX_PKT */
-    uint8_t secret[32];        /* stateless reset tokens are made from it */
+    uint32_t n_handshaking;    /* connections whose handshake has not ended */
+    uint32_t reset_tokens;     /* stateless resets left this second */
+    uint64_t reset_sec;
+    uint64_t retries;          /* Retry packets sent (counters) */
     int stopping;              /* a graceful stop: no new connections, the others drain */
     int gso;                   /* UDP_SEGMENT works (1), does not (0), untried (-1) */
 } sws_h3_t;
@@ -96,7 +105,7 @@ SWS_INTERNAL int sws_h3_init(sws_engine_t *e);
 SWS_INTERNAL void sws_h3_free(sws_engine_t *e);
 SWS_INTERNAL int sws_h3_add_listener(sws_engine_t *e, int fd, const sws_vhosts_t *vh,
                                      const sws_quic_certs_t *certs, int steer_index,
-                                     int steer_key);
+                                     int steer_key, const uint8_t *secret, size_t secret_len);
 /* The end of a loop pass: output handlers gave HTTP/3 streams goes out. */
 SWS_INTERNAL void sws_h3_after_pass(sws_engine_t *e);
 /* The graceful stop's part: on steered sockets every connection gets
