@@ -443,3 +443,79 @@ def test_a_restarted_worker_answers_old_connections_with_a_stateless_reset(serve
         s.close()
     assert len(data) < len(probe) and data[0] & 0xC0 == 0x40
     assert data[-16:] == token
+
+
+def braces(text: str) -> str:
+    """Text that goes into the server fixture's template itself (its braces doubled)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def test_fastcgi_and_the_cache_over_h3(server, pki, www, php_fpm, upstream_app):
+    """PHP-FPM (a body both ways, HTTPS in $_SERVER) and a cached proxy
+    route: the second answer is the cache's."""
+    from tests.e2e.test_fastcgi import LAB
+    fpm = php_fpm(children=2)
+    up = upstream_app()
+    routes = (  # a value the template takes as it is (no braces doubled)
+        f"      - {{path: '~ [^/]\\.php$', fastcgi: {{upstream: php, root: {LAB}}}}}\n"
+        f'      - {{path: /c/, proxy: {{url: "{up.url}", strip_prefix: /c, cache: {{zone: z}}}}}}\n')
+    head = braces(f'upstreams: {{php: {{servers: ["{fpm.addr}"], keepalive: 4}}}}\n'
+                  'cache_zones: {z: {max_size: 8m}}\n')
+    srv = start(server, pki, www, head=head, extra_routes=routes)
+    body = os.urandom(300_000)
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        status, _, out = c.get("/env.php?a=1")
+        assert status == 200, out
+        env = json.loads(out)
+        assert env["get"] == {"a": "1"} and env["server"]["HTTPS"] == "on"
+        assert env["server"]["REQUEST_SCHEME"] == "https"
+        status, _, out = c.request("POST", "/md5.php", [("content-length", str(len(body)))],
+                                   body)
+        assert status == 200, out
+        assert out.split()[:2] == [hashlib.md5(body).hexdigest().encode(), str(len(body)).encode()]
+        path = "/c/headers?set=Cache-Control:max-age%3D60"
+        first = c.get(path)
+        second = c.get(path)
+        assert first[0] == second[0] == 200 and first[2] == second[2]
+        assert "hit" not in dict(first[1])["cache-status"]
+        assert dict(second[1])["cache-status"].startswith("scalws; hit")
+
+
+def rss_kib(pid) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_a_handshake_flood_meets_retry_and_others_are_served(server, pki, www):
+    """300 first Initials from one socket, none of them followed up: past
+    retry_above handshakes under way the worker answers with Retry (a
+    packet, no state), its memory stays bounded, and a real client is served."""
+    from aioquic.quic.connection import QuicConnection
+    srv = start(server, pki, www, head="http3: {{retry_above: 50, handshake_timeout: 2s}}\n")
+    [worker] = web_workers(srv)
+    rss0 = rss_kib(worker)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    cfg = H3(srv.port, cafile=pki.ca.cert_path).cfg
+    now = time.monotonic()
+    for _ in range(300):
+        q = QuicConnection(configuration=cfg)
+        q.connect((HOST, srv.port), now=now)
+        for data, _ in q.datagrams_to_send(now=now):
+            s.sendto(data, (HOST, srv.port))
+    retries = handshakes = 0
+    s.settimeout(1.0)
+    try:
+        while True:
+            data, _ = s.recvfrom(65536)
+            if data[0] & 0xF0 == 0xF0:
+                retries += 1
+            elif data[0] & 0xF0 == 0xC0:
+                handshakes += 1  # an Initial of ours: a handshake begun
+    except socket.timeout:
+        pass
+    s.close()
+    assert retries >= 240, (retries, handshakes)
+    assert rss_kib(worker) - rss0 < 16 * 1024
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        assert c.get("/hello")[0] == 200

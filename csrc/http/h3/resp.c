@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "http/h3/h3_int.h"
+#include "scalws/priority.h"
 
 /* ---- the head -------------------------------------------------------------------------------- */
 
@@ -166,6 +167,19 @@ int h3_commit(sws_engine_t *e, h3s_t *s)
             nva[n].flags = NGHTTP3_NV_FLAG_NEVER_INDEX;
         n++;
         p += 8 + l[0] + l[1];
+    }
+    for (size_t k = 0; k < n; k++) { /* the response's own priority (RFC 9218 §8) */
+        int u = 0, i = 0, got;
+        if (nva[k].namelen != 8 || memcmp(nva[k].name, "priority", 8) != 0 ||
+            (got = sws_parse_priority((const char *)nva[k].value, nva[k].valuelen, &u, &i)) <= 0)
+            continue;
+        nghttp3_pri pri = {3, 0}; /* the client's signal, where the response gives none */
+        nghttp3_conn_get_stream_priority(hc->h3, &pri, s->id);
+        if (got & SWS_PRI_U)
+            pri.urgency = (uint32_t)u;
+        if (got & SWS_PRI_I)
+            pri.inc = i;
+        nghttp3_conn_set_stream_priority(hc->h3, s->id, &pri);
     }
     static const nghttp3_data_reader dr = {h3_read_data};
     int rv = nghttp3_conn_submit_response(hc->h3, s->id, nva, n, s->no_body ? NULL : &dr);
