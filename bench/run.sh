@@ -53,6 +53,14 @@ esac
 for s in $SCENARIOS; do scen_path "$s" >/dev/null || die "unknown scenario $s (known: $ALL_SCENARIOS)"; done
 [ -n "$WRK" ] || die "wrk not installed (apt-get install wrk)"
 [ -n "$H2LOAD" ] || die "h2load not installed (apt-get install nghttp2-client)"
+# h3load (bench/h3load.c): rebuilt when missing or older than its source
+case " $SCENARIOS " in *" tls-h3-"*) H3_WANTED=1 ;; *) H3_WANTED=0 ;; esac
+if [ "$H3_WANTED" = 1 ] && { [ ! -x "$H3LOAD" ] || [ "$BENCH_DIR/h3load.c" -nt "$H3LOAD" ]; }; then
+    mkdir -p "$(dirname "$H3LOAD")"
+    gcc -O2 -Wall -o "$H3LOAD.tmp" "$BENCH_DIR/h3load.c" -lngtcp2_crypto_gnutls -lngtcp2 \
+        -lnghttp3 -lgnutls || die "cannot build bench/h3load.c (make builddeps)"
+    mv "$H3LOAD.tmp" "$H3LOAD"
+fi
 
 bench_setup bench  # load, upstreams, apps and helpers on CPU_LOAD
 
@@ -66,6 +74,7 @@ tool_versions() {
     for s in $SERVERS; do v+=("$s: $(srv_version "$s")"); done
     v+=("wrk: $($WRK -v 2>&1 | head -1 | awk '{print $2}')")
     v+=("h2load: $($H2LOAD --version 2>&1 | head -1 | awk '{print $2}')")
+    case " $SCENARIOS " in *" tls-h3-"*) v+=("h3load: bench/h3load.c (ngtcp2 $(dpkg-query -W -f='${Version}' libngtcp2-9 2>/dev/null || echo '?'))") ;; esac
     v+=("upstream nginx: $($NGINX -v 2>&1 | sed 's/^nginx version: //')")
     [ -n "$PHP_FPM" ] && v+=("php-fpm: $($PHP_FPM -v 2>/dev/null | head -1 | awk '{print $2}')")
     [ -n "$NODE" ] && v+=("node: $($NODE --version 2>/dev/null)")
@@ -114,9 +123,9 @@ backend() {  # backend NAME HOST PORT CMD...: start on CPU_LOAD, wait for its po
     fi
     BACKEND_PID[$name]=$LAST_PID
 }
-if has proxy || has tls-h2-proxy || has cache-hit || has cache-1m; then
+if has proxy || has tls-h2-proxy || has tls-h3-proxy || has cache-hit || has cache-1m; then
     if ! upstream_start; then
-        for s in proxy tls-h2-proxy cache-hit cache-1m; do BACKEND_FAIL[$s]="upstream nginx did not start"; done
+        for s in proxy tls-h2-proxy tls-h3-proxy cache-hit cache-1m; do BACKEND_FAIL[$s]="upstream nginx did not start"; done
     fi
 fi
 if has php; then
@@ -158,6 +167,8 @@ load_run() {  # load_run SCENARIO SECONDS OUTFILE [H2LOGFILE]
             local extra=()
             [ -n "$h2log" ] && [ "$H2_LOG" = 1 ] && extra=(--log-file "$h2log")
             "$H2LOAD" -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -D "$secs" "${extra[@]}" "$url" >"$out" 2>&1 & ;;
+        tls-h3-*)  # the same connections and streams as h2 (no per-request log)
+            "$H3LOAD" -c"$H2_CONNS" -m"$H2_STREAMS" -D "$secs" --sni localhost "$url" >"$out" 2>&1 & ;;
         *)
             local c=$CONNS
             [ "$scen" = cache-1m ] && c=$CONNS_1M
@@ -225,12 +236,12 @@ measure() {  # measure SERVER SCENARIO ORDER
         emit --server "$srv" --scenario "$scen" --order "$order" --status failed --reason "$reason"
         return
     fi
-    case $scen in tls-h2-*) tool=h2load ;; esac
+    case $scen in tls-h2-* | tls-h3-*) tool=h2load ;; esac
     log "$srv $scen: warm-up ${WARMUP}s, measurement ${DURATION}s"
     lock_acquire
     load_run "$scen" "$WARMUP" "$base.warmup.txt"
     ub= ua=
-    case $scen in proxy | tls-h2-proxy | cache-*) ub=$(upstream_count) ;; esac
+    case $scen in proxy | tls-h2-proxy | tls-h3-proxy | cache-*) ub=$(upstream_count) ;; esac
     app=$(app_pid "$scen") appb=
     [ -n "$app" ] && appb=$("$BENCH_PY" "$BENCH_DIR/lib/appio.py" snap "$app")
     before=$("$BENCH_PY" "$BENCHLIB" snapshot --cpu "$CPU_LOAD" --steal-cpus "$CPU_SERVER,$CPU_LOAD" "$pid")
@@ -239,7 +250,7 @@ measure() {  # measure SERVER SCENARIO ORDER
     [ -n "$appb" ] && "$BENCH_PY" "$BENCH_DIR/lib/appio.py" row --server "$srv" --scenario "$scen" \
         --out "$base.load.txt" --conns "$CONNS" --before "$appb" \
         --after "$("$BENCH_PY" "$BENCH_DIR/lib/appio.py" snap "$app")" >>"$APP_IO_OUT"
-    case $scen in proxy | tls-h2-proxy | cache-*) ua=$(upstream_count) ;; esac
+    case $scen in proxy | tls-h2-proxy | tls-h3-proxy | cache-*) ua=$(upstream_count) ;; esac
     lock_release
     stop_pid "$pid"
     emit --server "$srv" --scenario "$scen" --order "$order" --tool "$tool" --out "$base.load.txt" \

@@ -269,6 +269,8 @@ def cmd_row(a):
         problems.append("h2load stopped sending before the end (server closed connections: GOAWAY or keep-alive limit)")
     if a.scenario.startswith("tls-h2") and res["proto"] != "h2":
         problems.append(f"negotiated {res['proto']}, not h2")
+    if a.scenario.startswith("tls-h3") and res["proto"] != "h3":
+        problems.append(f"negotiated {res['proto']}, not h3")
     if after.get("cpus") not in (None, "-", a.expect_cpus) and a.expect_cpus:
         problems.append(f"server allowed on CPUs {after.get('cpus')}, expected {a.expect_cpus}")
     load_pct = ""
@@ -312,8 +314,9 @@ def ordered(seq, preferred):
 
 
 SCEN_ORDER = ["static-small", "static-1m", "respond", "proxy", "cache-hit", "cache-1m",
-              "tls-static-small", "tls-respond", "tls-h2-static-small", "tls-h2-respond", "tls-h2-proxy", "php", "node", "python"]
-SRV_ORDER = ["scalws", "scalws-base", "scalws-alt", "nginx", "h2o", "lighttpd"]
+              "tls-static-small", "tls-respond", "tls-h2-static-small", "tls-h2-respond", "tls-h2-proxy", "tls-h3-static-small",
+              "tls-h3-proxy", "php", "node", "python"]
+SRV_ORDER = ["scalws", "scalws-base", "scalws-alt", "nginx", "h2o", "lighttpd", "haproxy", "caddy"]
 TABLES = [("rps", "Requests per second", 0), ("p99_ms", "p99 latency (ms)", 2),
           ("cpu_us_per_req", "Server CPU per request (µs, whole process tree)", 2),
           ("peak_rss_mib", "Peak RSS of the server tree (MiB, sum of VmHWM)", 1),

@@ -38,10 +38,13 @@ NODE=${NODE:-$(command -v node || command -v nodejs || true)}
 UVICORN=${UVICORN:-$REPO_DIR/.venv/bin/uvicorn}
 WRK=${WRK:-$(command -v wrk || true)}
 H2LOAD=${H2LOAD:-$(command -v h2load || true)}
+CADDY=${CADDY:-$(command -v caddy || echo /usr/bin/caddy)}
+# HTTP/3's load (bench/h3load.c, h2load's output shape): built by run.sh
+H3LOAD=${H3LOAD:-$REPO_DIR/build/bench/h3load}
 
 # the TLS ones together: HTTP/1.1 over TLS (tls-static-small, tls-respond:
 # static-small and respond over HTTPS), then HTTP/2
-ALL_SCENARIOS="static-small static-1m respond proxy cache-hit cache-1m tls-static-small tls-respond tls-h2-static-small tls-h2-respond tls-h2-proxy php node python"
+ALL_SCENARIOS="static-small static-1m respond proxy cache-hit cache-1m tls-static-small tls-respond tls-h2-static-small tls-h2-respond tls-h2-proxy tls-h3-static-small tls-h3-proxy php node python"
 
 # The response caches of the cache-* scenarios and bench/cache_zipf.sh:
 # CACHE_SIZE is ScalWS's zone (`max_size`: keys, heads and bodies in one

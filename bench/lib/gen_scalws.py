@@ -87,13 +87,15 @@ def build(a):
         # HTTPS with make_cert's ECDSA P-256 certificate and ScalWS's TLS
         # defaults (TLS 1.2 + 1.3, tls_tickets on; ALPN offers h2 first)
         site["listen"] = [f"{h}:{a.https_port} tls" for h in a.addr]
+        if s.startswith("tls-h3-"):  # HTTP/3 beside it, as Caddy has it
+            site["listen"] += [f"{h}:{a.https_port} quic" for h in a.addr]
         site["tls"] = {"cert": a.cert, "key": a.key}
         if s in ("tls-respond", "tls-h2-respond"):
             route = hello
-        elif s == "tls-h2-proxy":
+        elif s in ("tls-h2-proxy", "tls-h3-proxy"):
             upstreams["up"] = {"servers": [f"127.0.0.1:{a.up_port}"], "keepalive": 64}
             route = {"proxy": {"upstream": "up"}}
-        elif s in ("tls-static-small", "tls-h2-static-small"):
+        elif s in ("tls-static-small", "tls-h2-static-small", "tls-h3-static-small"):
             route = static
         else:
             sys.exit(f"gen_scalws: unknown scenario {s}")

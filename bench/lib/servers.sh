@@ -16,7 +16,7 @@
 # current one in the same runs: the before/after of a change to the engine.
 # scalws-alt: a third (SCALWSD_ALT), for three builds in one run (plain,
 # PGO, PGO + BOLT).
-KNOWN_SERVERS="scalws scalws-base scalws-alt nginx h2o lighttpd haproxy"
+KNOWN_SERVERS="scalws scalws-base scalws-alt nginx h2o lighttpd haproxy caddy"
 
 srv_reset_opts() {
     S_TAG=main S_ADDRS=127.0.0.1 S_WORKERS=1 S_MAXCONN=4096 S_CPU=$CPU_SERVER S_CGROUP=
@@ -28,10 +28,10 @@ srv_reset_opts
 # (tls-h2-*: HTTP/2 through h2load; the others HTTP/1.1 through wrk).
 scen_path() {
     case $1 in
-        static-small | tls-static-small | tls-h2-static-small) echo /static/1k.html ;;
+        static-small | tls-static-small | tls-h2-static-small | tls-h3-static-small) echo /static/1k.html ;;
         static-1m) echo /static/1m.bin ;;
         respond | tls-respond | tls-h2-respond) echo /respond ;;
-        proxy | tls-h2-proxy) echo /proxy/ ;;
+        proxy | tls-h2-proxy | tls-h3-proxy) echo /proxy/ ;;
         cache-hit) echo /cache/1k.html ;;
         cache-1m) echo /cache/1m.bin ;;
         php) echo /php/hello.php ;;
@@ -50,7 +50,7 @@ scen_url() {  # scen_url SCENARIO [ADDR]
 scen_port() { case $1 in tls-*) echo "$HTTPS_PORT" ;; *) echo "$HTTP_PORT" ;; esac; }
 scen_expected_file() {  # the file whose bytes the answer must equal, or "" for "hello world"
     case $1 in
-        static-small | tls-static-small | tls-h2-static-small | cache-hit) echo "$WWW/static/1k.html" ;;
+        static-small | tls-static-small | tls-h2-static-small | tls-h3-static-small | cache-hit) echo "$WWW/static/1k.html" ;;
         static-1m | cache-1m) echo "$WWW/static/1m.bin" ;;
         *) echo "" ;;
     esac
@@ -60,6 +60,7 @@ srv_binary() {
     case $1 in
         scalws) echo "$SCALWSD" ;; scalws-base) echo "${SCALWSD_BASE:-/nonexistent/scalwsd}" ;; scalws-alt) echo "${SCALWSD_ALT:-/nonexistent/scalwsd}" ;; nginx) echo "$NGINX" ;; h2o) echo "$H2O" ;; lighttpd) echo "$LIGHTTPD" ;;
         haproxy) echo "$HAPROXY" ;;
+        caddy) echo "$CADDY" ;;
         *) return 1 ;;
     esac
 }
@@ -75,6 +76,7 @@ srv_version() {
         h2o) "$b" --version 2>&1 | head -1 ;;
         lighttpd) "$b" -v 2>&1 | head -1 | cut -d' ' -f1 ;;
         haproxy) "$b" -v 2>&1 | head -1 | awk '{print "haproxy/" $3}' ;;
+        caddy) "$b" version 2>&1 | head -1 | awk '{print "caddy/" $1}' ;;
     esac
 }
 
@@ -116,10 +118,21 @@ srv_supports() {
                 return 1
             fi
             ;;
-        nginx) [ -x "$b" ] || { echo "nginx: not installed"; return 1; } ;;
+        nginx)
+            [ -x "$b" ] || { echo "nginx: not installed"; return 1; }
+            case $scen in tls-h3-*) echo "nginx: no HTTP/3 before 1.25 (Debian 12 has 1.22)"; return 1 ;; esac
+            ;;
         h2o)
             [ -x "$b" ] || { echo "h2o: not installed (apt-get install h2o)"; return 1; }
             case $scen in cache-*) echo "h2o: no proxy cache in h2o 2.2"; return 1 ;; esac
+            case $scen in tls-h3-*) echo "h2o: no HTTP/3 in h2o 2.2"; return 1 ;; esac
+            ;;
+        caddy)
+            [ -x "$b" ] || { echo "caddy: not installed (apt-get install caddy)"; return 1; }
+            case $scen in
+                tls-*) ;;
+                *) echo "caddy: measured on the TLS scenarios (its HTTP/3 with h1 and h2 beside it)"; return 1 ;;
+            esac
             ;;
         lighttpd)
             [ -x "$b" ] || { echo "lighttpd: not installed (apt-get install lighttpd)"; return 1; }
@@ -133,6 +146,7 @@ srv_supports() {
             ;;
         haproxy)
             [ -x "$b" ] || { echo "haproxy: not installed (apt-get install haproxy)"; return 1; }
+            case $scen in tls-h3-*) echo "haproxy: Debian's 2.6 is built without QUIC"; return 1 ;; esac
             case $scen in
                 respond | proxy | php | node | python) ;;
                 *) echo "haproxy: a proxy, measured on respond, proxy, php, node and python"; return 1 ;;
@@ -216,7 +230,7 @@ srv_start() {
     rm -rf "$S_DIR"
     mkdir -p "$S_DIR/tmp"
     hard=$(ulimit -Hn)
-    export SDIR=$S_DIR WWW CERT KEY UP_PORT PHP_PORT NODE_PORT PYAPP_PORT PHP_KEEPALIVE
+    export SDIR=$S_DIR WWW CERT KEY UP_PORT PHP_PORT NODE_PORT PYAPP_PORT PHP_KEEPALIVE HTTPS_PORT
     export WORKERS=$S_WORKERS MAXCONN=$S_MAXCONN RLIMIT=$hard
     # servers keep the invoking user (as root: no switch to nobody, which
     # could not read the run dir); the same for every server
@@ -262,6 +276,13 @@ srv_start() {
             _listen_blocks haproxy
             render "$BENCH_DIR/configs/haproxy.cfg.tmpl" "$S_DIR/haproxy.cfg" || return 1
             cmd=("$HAPROXY" -db -f "$S_DIR/haproxy.cfg")
+            ;;
+        caddy)
+            render "$BENCH_DIR/configs/Caddyfile.tmpl" "$S_DIR/Caddyfile" || return 1
+            # Go's scheduler threads as the others' workers (GOMAXPROCS);
+            # its state under S_DIR (no writes to the invoking user's home)
+            cmd=(env GOMAXPROCS="$S_WORKERS" XDG_DATA_HOME="$S_DIR" XDG_CONFIG_HOME="$S_DIR"
+                 HOME="$S_DIR" "$CADDY" run --adapter caddyfile --config "$S_DIR/Caddyfile")
             ;;
         scalws | scalws-base | scalws-alt)
             scalws_gen "$scen" "$S_DIR/scalws.yaml" "$srv" || return 1
@@ -334,11 +355,16 @@ cache_verdict() {
 }
 
 # The URL must answer 200 with exactly the expected body (h2 on tls-h2-*,
-# HTTP/1.1 everywhere else, TLS included: curl offers only http/1.1 there).
+# h3 on tls-h3-* (bench/lib/h3check.py), HTTP/1.1 everywhere else, TLS
+# included: curl offers only http/1.1 there).
 preflight() {  # preflight SCENARIO [ADDR]: prints the problem and fails
     local scen=$1 url body="$RUN_DIR/preflight.body" code want
     url=$(scen_url "$scen" "${2:-127.0.0.1}")
     local opts=(-s -o "$body" --max-time 10 -w '%{http_code} %{http_version}')
+    case $scen in tls-h3-*)  # curl has no HTTP/3 in Debian: aioquic
+        "$BENCH_PY" "$BENCH_DIR/lib/h3check.py" "$url" "$(scen_expected_file "$scen")"
+        return ;;
+    esac
     case $scen in
         tls-h2-*) opts+=(-k --http2) ;;
         tls-*) opts+=(-k --http1.1) ;;

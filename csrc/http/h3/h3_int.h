@@ -36,6 +36,7 @@
 #define H3_RECV_BATCH 64       /* datagrams read per event before others get a turn */
 #define H3_GSO_SEGS 32         /* packets one sendmsg carries with UDP_SEGMENT */
 #define H3_FILE_CHUNK (64 * 1024) /* a file body is read this much at a time */
+#define H3_TIMER_SLACK 1000000u  /* ns a QUIC timer may fire late (quic.c arm) */
 
 typedef struct h3conn h3conn_t;
 typedef struct h3s h3s_t;
@@ -81,9 +82,11 @@ typedef struct piece {
     int kind;
     const char *p;             /* P_BYTES: the bytes (own, or referenced) */
     size_t len, cap;           /* P_BYTES: their length, and own's size */
-    char *own;                 /* P_BYTES: freed with the piece (NULL: referenced) */
+    char *own;                 /* P_BYTES: the piece's own bytes: `data` below, or a buffer
+                                  freed with it (a file's chunk, a grown piece) */
     sws_file_t *f;             /* P_FILE: the file; off and left its range still to read */
     uint64_t off, left;
+    char data[];               /* small pieces' bytes, in the piece's allocation */
 } piece_t;
 
 /* A request header kept in the stream's buffer (offsets: it grows). */

@@ -11,11 +11,28 @@
 #include "http/h3/h3_int.h"
 #include "scalws/path.h"
 
+/* Buffers a spare stream keeps (larger ones are freed). */
+#define KEEP_RQ 4096
+#define KEEP_HDR 64
+#define KEEP_HB 2048
+
 h3s_t *h3s_new(h3conn_t *hc, int64_t id)
 {
-    h3s_t *s = calloc(1, sizeof *s);
-    if (!s)
+    sws_engine_t *e = hc->e;
+    h3s_t *s = e->h3.spare;
+    if (s) { /* a spare, with the buffers it kept */
+        e->h3.spare = s->next;
+        e->h3.n_spare--;
+        char *rq = s->rq, *hb = s->hb;
+        h3hoff_t *hdr = s->hdr;
+        size_t rq_cap = s->rq_cap, hcap = s->hcap, hb_cap = s->hb_cap;
+        memset(s, 0, sizeof *s);
+        s->rq = rq, s->rq_cap = rq_cap;
+        s->hdr = hdr, s->hcap = hcap;
+        s->hb = hb, s->hb_cap = hb_cap;
+    } else if (!(s = calloc(1, sizeof *s))) {
         return NULL;
+    }
     s->resp.ops = &h3_resp_ops;
     s->hc = hc;
     s->id = id;
@@ -66,9 +83,30 @@ void h3s_free(sws_engine_t *e, h3s_t *s)
     hc->n_streams--;
     if (s->id >= 0 && ngtcp2_is_bidi_stream(s->id))
         h3_drain_check(e, hc);
+    free(s->bin);
+    if (e->h3.n_spare < SWS_H3_SPARE && !e->core.shutting_down) {
+        if (s->rq_cap > KEEP_RQ) {
+            free(s->rq);
+            s->rq = NULL;
+            s->rq_cap = 0;
+        }
+        if (s->hcap > KEEP_HDR) {
+            free(s->hdr);
+            s->hdr = NULL;
+            s->hcap = 0;
+        }
+        if (s->hb_cap > KEEP_HB) {
+            free(s->hb);
+            s->hb = NULL;
+            s->hb_cap = 0;
+        }
+        s->next = e->h3.spare;
+        e->h3.spare = s;
+        e->h3.n_spare++;
+        return;
+    }
     free(s->rq);
     free(s->hdr);
-    free(s->bin);
     free(s->hb);
     free(s);
 }

@@ -154,8 +154,12 @@ int h3_commit(sws_engine_t *e, h3s_t *s)
         nv_set(&nva[n++], "server", 6, sl + 8, sll - 10);
     nv_set(&nva[n++], "date", 4, s->date, SWS_HTTP_DATE_LEN);
     if (s->body_len != UINT64_MAX && s->status != 204 && s->status != 304 && s->status >= 200) {
-        int k = snprintf(cl, sizeof cl, "%llu", (unsigned long long)s->body_len);
-        nv_set(&nva[n++], "content-length", 14, cl, (size_t)k);
+        char *end = cl + sizeof cl, *d = end;
+        uint64_t v = s->body_len;
+        do
+            *--d = (char)('0' + v % 10);
+        while (v /= 10);
+        nv_set(&nva[n++], "content-length", 14, d, (size_t)(end - d));
     }
     for (const char *p = s->hb, *end = s->hb + s->hb_len; p < end && n < max;) {
         uint32_t l[2];
@@ -183,10 +187,7 @@ int h3_commit(sws_engine_t *e, h3s_t *s)
     }
     static const nghttp3_data_reader dr = {h3_read_data};
     int rv = nghttp3_conn_submit_response(hc->h3, s->id, nva, n, s->no_body ? NULL : &dr);
-    /* nghttp3 copied the fields: the records can go */
-    free(s->hb);
-    s->hb = NULL;
-    s->hb_len = s->hb_cap = 0;
+    s->hb_len = 0; /* nghttp3 copied the fields; the buffer stays for the next stream */
     if (rv != 0) {
         elog_folded(e, "h3 submit", 0, SWS_L_ERROR, "HTTP/3: cannot submit a response");
         return -1;
@@ -202,11 +203,12 @@ int h3_commit(sws_engine_t *e, h3s_t *s)
 /* A new piece at the queue's tail. s->commit is the last piece a flush
  * (or done) committed: pieces after it are not offered to nghttp3 yet.
  * NULL: none is (nothing committed, or all of it acknowledged). */
-static piece_t *piece_new(h3s_t *s)
+static piece_t *piece_new(h3s_t *s, size_t room)
 {
-    piece_t *q = calloc(1, sizeof *q);
+    piece_t *q = malloc(sizeof *q + room);
     if (!q)
         return NULL;
+    memset(q, 0, sizeof *q);
     if (s->qt)
         s->qt->next = q;
     else
@@ -221,7 +223,8 @@ static void piece_free(sws_engine_t *e, piece_t *q)
 {
     if (q->f)
         sws_filecache_release(e->net.fc, q->f);
-    free(q->own);
+    if (q->own != q->data)
+        free(q->own);
     free(q);
 }
 
@@ -255,9 +258,11 @@ static void h3_data(sws_engine_t *e, sws_resp_t *r, const char *p, size_t n, int
     if (t && t->kind == P_BYTES && s->commit != t && t->len + n <= H3_FILE_CHUNK) {
         if (t->len + n > t->cap) {
             size_t cap = t->cap * 2 < t->len + n ? t->len + n : t->cap * 2;
-            char *nb = realloc(t->own, cap);
+            char *nb = t->own == t->data ? malloc(cap) : realloc(t->own, cap);
             if (!nb)
                 goto fail;
+            if (t->own == t->data)
+                memcpy(nb, t->data, t->len);
             t->own = nb;
             t->p = nb;
             t->cap = cap;
@@ -266,14 +271,13 @@ static void h3_data(sws_engine_t *e, sws_resp_t *r, const char *p, size_t n, int
         t->len += n;
         return;
     }
-    piece_t *q = piece_new(s);
+    size_t cap = n < 1024 ? 1024 : n; /* room for a few more small pieces */
+    piece_t *q = piece_new(s, cap);
     if (!q)
         goto fail;
     q->kind = P_BYTES;
-    q->cap = n < 1024 ? 1024 : n;
-    q->own = malloc(q->cap);
-    if (!q->own)
-        goto fail;
+    q->cap = cap;
+    q->own = q->data;
     memcpy(q->own, p, n);
     q->p = q->own;
     q->len = n;
@@ -296,7 +300,7 @@ static void h3_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off,
         sws_filecache_release(e->net.fc, f);
         return;
     }
-    piece_t *q = piece_new(s);
+    piece_t *q = piece_new(s, 0);
     if (!q) {
         sws_filecache_release(e->net.fc, f);
         h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);

@@ -40,7 +40,8 @@
 #define SWS_H3_RESETS 100               /* stateless resets a worker sends per second, at most */
 #define SWS_H3_SECRET 128               /* the master's secret: reset tokens, address tokens,
                                            the session-ticket key (32 + 32 + 64 bytes) */
-#define SWS_H3_BACKLOG (64 * 1024)      /* a stream's unacknowledged body over which a
+#define SWS_H3_BACKLOG (64 * 1024)
+#define SWS_H3_SPARE 256                /* stream objects a worker keeps for reuse */      /* a stream's unacknowledged body over which a
                                            handler is told it is backed up */
 
 typedef struct {
@@ -79,6 +80,8 @@ typedef struct {
     struct h3conn *dead;       /* closed in this batch: freed after it */
     char *path;                /* the normalized path of the current request */
     uint8_t *out;              /* packets being built: H3_GSO_SEGS of H3_MAX_PKT */
+    struct h3s *spare;         /* stream objects kept for reuse (request.c), with their buffers */
+    uint32_t n_spare;
     uint32_t n_handshaking;    /* connections whose handshake has not ended */
     uint32_t reset_tokens;     /* stateless resets left this second */
     uint64_t reset_sec;
