@@ -994,6 +994,7 @@ _HTTP3 = {
     "max_connections": ("integer", dict(lo=1, hi=1_000_000)),
     "qpack_table": ("size", dict(lo=0, hi=64 << 10)),
     "qpack_blocked_streams": ("integer", dict(lo=0, hi=10_000)),
+    "qpack_encoder_table": ("size", dict(lo=0, hi=64 << 10)),
     "alt_svc_max_age": ("integer", dict(lo=0, hi=1 << 31)),
     "retry_above": ("integer", dict(lo=0, hi=1_000_000)),
 }

@@ -62,6 +62,7 @@ class Http3:
     max_connections: int = 10_000          # QUIC connections per worker; more are not accepted
     qpack_table: int = 4096                # QPACK: our decoder's dynamic table
     qpack_blocked_streams: int = 100       # streams that may wait on it
+    qpack_encoder_table: int = 0           # the client's table our encoder may fill (0: static only)
     # handshakes under way per worker from which a new client proves its
     # address first (a Retry); 0: always; None (`off`): never
     retry_above: Optional[int] = 100

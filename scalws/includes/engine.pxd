@@ -341,6 +341,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t qpack_table
         uint32_t qpack_blocked
         uint32_t retry_above
+        uint32_t qpack_encoder_table
 
     ctypedef struct sws_quic_certs_t:
         pass

@@ -29,6 +29,7 @@ cdef build_quic(Engine eng, config):
     c.qpack_table = h.qpack_table
     c.qpack_blocked = h.qpack_blocked_streams
     c.retry_above = 0xFFFFFFFF if h.retry_above is None else h.retry_above
+    c.qpack_encoder_table = h.qpack_encoder_table
     if sws_engine_set_h3(eng.e, &c) < 0:
         raise ValueError("http3: invalid settings")
     by_key = {}

@@ -134,6 +134,7 @@ static int h3_setup(h3conn_t *hc)
     nghttp3_settings_default(&st);
     st.qpack_max_dtable_capacity = e->h3.conf.qpack_table;
     st.qpack_blocked_streams = e->h3.conf.qpack_blocked;
+    st.qpack_encoder_max_dtable_capacity = e->h3.conf.qpack_encoder_table;
     st.max_field_section_size = e->core.lim.max_header_bytes;
     if (nghttp3_conn_server_new(&hc->h3, &h3_callbacks, &st, NULL, hc) != 0)
         return -1;
