@@ -3,7 +3,12 @@
  * is built without QUIC). One thread, one epoll; output in h2load's shape,
  * which bench/lib/benchlib.py parses.
  *
- *   h3load [-c CONNS] [-m STREAMS] (-n REQUESTS | -D SECONDS) [--sni NAME] URL
+ *   h3load [-c CONNS] [-m STREAMS] (-n REQUESTS | -D SECONDS) [--sni NAME]
+ *          [--hold SECONDS] URL
+ *
+ * --hold: once every request is answered, keep the connections open (idle)
+ * this long before the summary, saying "holding N connections" on stderr
+ * (bench/h3_idle_rss.py measures the server meanwhile).
  *
  * Each connection keeps up to STREAMS requests in flight (GET, no body).
  * The certificate is not verified (a benchmark against our own test
@@ -52,7 +57,7 @@ static struct {
     const char *host, *port, *path, *authority, *sni;
     uint32_t conns, streams;
     uint64_t n_total;        /* -n: requests to make; 0 with -D */
-    double duration;
+    double duration, hold;
     uint64_t started, done, ok, failed, errored;
     uint64_t s2, s3, s4, s5, bytes;
     uint64_t deadline;       /* ns; 0: by count */
@@ -459,6 +464,7 @@ int main(int argc, char **argv)
     G.streams = 1;
     static const struct option longs[] = {{"sni", required_argument, NULL, 's'},
                                           {"threads", required_argument, NULL, 't'},
+                                          {"hold", required_argument, NULL, 'H'},
                                           {NULL, 0, NULL, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "c:m:n:D:t:", longs, NULL)) != -1) {
@@ -469,6 +475,7 @@ int main(int argc, char **argv)
         case 'D': G.duration = atof(optarg); break;
         case 's': G.sni = optarg; break;
         case 't': break; /* one thread (h2load's -t1) */
+        case 'H': G.hold = atof(optarg); break;
         default: usage();
         }
     }
@@ -516,6 +523,7 @@ int main(int argc, char **argv)
         conn_write(&G.c[i]);
     }
     struct epoll_event evs[64];
+    uint64_t hold_until = 0;
     for (;;) {
         int live = 0;
         uint64_t next = UINT64_MAX, now = now_ns();
@@ -538,7 +546,14 @@ int main(int argc, char **argv)
             if (x < next)
                 next = x;
         }
-        if (!live)
+        if (!live && G.hold > 0 && !hold_until) {
+            uint32_t open = 0;
+            for (uint32_t i = 0; i < G.conns; i++)
+                open += !G.c[i].dead;
+            fprintf(stderr, "holding %u connections\n", open);
+            hold_until = now + (uint64_t)(G.hold * 1e9);
+        }
+        if (!live && (!hold_until || now >= hold_until))
             break;
         int ms = next == UINT64_MAX ? 100 : (int)((next > now ? next - now : 0) / 1000000);
         int n = epoll_wait(ep, evs, 64, ms);
