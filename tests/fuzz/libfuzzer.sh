@@ -29,7 +29,7 @@ sources() {
         cachecc) echo "tests/fuzz/fuzz_cachecc.c csrc/http/cachecc.c csrc/http/sfv.c" ;;
         vary) echo "tests/fuzz/fuzz_vary.c csrc/handlers/cache_key.c csrc/http/cachecc.c csrc/http/sfv.c" ;;
         priority) echo "tests/fuzz/fuzz_priority.c csrc/http/priority.c csrc/http/sfv.c" ;;
-        h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c csrc/http/h2/*.c) csrc/engine.c -lssl -lcrypto" ;;
+        h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c csrc/http/h2/*.c) csrc/http/h3/none.c csrc/engine.c -lssl -lcrypto" ;;
         hpack) echo "tests/fuzz/fuzz_hpack.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2 -lpthread" ;;
         h2sess) echo "tests/fuzz/fuzz_h2sess.c csrc/http/h2/session.c csrc/http/h2/session_recv.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2" ;;
         *) return 1 ;;
