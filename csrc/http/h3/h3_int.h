@@ -202,10 +202,17 @@ typedef struct cident {
 
 /* HTTP/3's part of the engine (e->h3), declared in context.h as sws_h3_t. */
 
-/* quic.c */
-SWS_INTERNAL uint64_t h3_now_ns(void);
+/* table.c: connection IDs, and the timer heap (h3_timer: hc's next expiry in it) */
+SWS_INTERNAL h3conn_t *h3_cid_find(sws_engine_t *e, const uint8_t *id, size_t len);
 SWS_INTERNAL int h3_cid_add(sws_engine_t *e, h3conn_t *hc, const uint8_t *id, size_t len);
 SWS_INTERNAL void h3_cid_del(sws_engine_t *e, const uint8_t *id, size_t len);
+SWS_INTERNAL void h3_heap_down(sws_engine_t *e, size_t i);
+SWS_INTERNAL void h3_heap_del(sws_engine_t *e, h3conn_t *hc);
+/* The timerfd at the heap's top, when that comes sooner than it is set to. */
+SWS_INTERNAL void h3_arm(sws_engine_t *e);
+
+/* quic.c */
+SWS_INTERNAL uint64_t h3_now_ns(void);
 SWS_INTERNAL void h3_rand(void *buf, size_t n);
 SWS_INTERNAL void h3_new_cid(const quic_lst_t *ql, uint8_t *id, size_t len);
 SWS_INTERNAL void h3_reset_token(const quic_lst_t *ql, uint8_t *token, const uint8_t *id,

@@ -5,8 +5,9 @@
  * their requests handed to the same handlers through the response
  * interface (scalws/response.h) as HTTP/1's and HTTP/2's.
  *
- * Files by concern: quic.c (datagrams in and out, the connection table by
- * connection ID, timers, closing and draining), conn.c (one connection's
+ * Files by concern: quic.c (datagrams in and out, Retry and stateless
+ * resets, the timer's event, closing and draining), table.c (the
+ * connection table by connection ID, the timer heap), conn.c (one connection's
  * QUIC and HTTP/3 sessions and their callbacks), request.c (a request
  * stream becomes the request view and goes to its handler), resp.c (the
  * response interface: heads, queued body, acknowledgements), tls.c (the
