@@ -192,7 +192,7 @@ static int c_write(int64_t id, const uint8_t *data, size_t n, int fin)
     size_t off = 0;
     for (int i = 0; i < 256; i++) {
         ngtcp2_ssize nd = -1;
-        ngtcp2_vec v = {(uint8_t *)data + off, n - off};
+        ngtcp2_vec v = {data ? (uint8_t *)data + off : NULL, n - off};
         int64_t sid = id >= 0 && (off < n || fin) ? id : -1;
         uint32_t flags = sid >= 0 && fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0;
         ngtcp2_pkt_info pi;
