@@ -133,7 +133,7 @@ fuzz: build fuzz-deps
 # The other servers Debian packages, compared when present (h2o, lighttpd;
 # their columns say n/a without them). uvicorn and matplotlib come with
 # requirements-dev.txt, so bench/multi.sh runs whole after `make test`.
-BENCH_SYSPKGS := h2o lighttpd lighttpd-mod-openssl haproxy
+BENCH_SYSPKGS := h2o lighttpd lighttpd-mod-openssl haproxy caddy
 bench-deps: sysdeps $(STAMP_VENV)
 	@missing=""; for p in $(BENCH_SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
