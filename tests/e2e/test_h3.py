@@ -163,7 +163,7 @@ class LossyRelay:
     """A UDP relay between one client and the server that drops every
     `drop`-th datagram each way and swaps each `swap`-th with the next."""
 
-    def __init__(self, server_port, drop=9, swap=5):
+    def __init__(self, server_port, drop=9, swap=5, cut_after=None):
         self.server = (HOST, server_port)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((HOST, 0))
@@ -172,6 +172,8 @@ class LossyRelay:
         self.up.bind((HOST, 0))
         self.client = None
         self.drop, self.swap = drop, swap
+        self.cut_after = cut_after  # server datagrams passed, then nothing more either way
+        self.cut = threading.Event()
         self.counts = {"dropped": 0, "swapped": 0, "passed": 0}
         self.stop = False
         self.threads = [threading.Thread(target=self._pump, args=(True,), daemon=True),
@@ -193,6 +195,11 @@ class LossyRelay:
             if from_client:
                 self.client = addr
             dest = (self.up, self.server) if from_client else (self.sock, self.client)
+            if self.cut.is_set():
+                continue
+            if not from_client and self.cut_after is not None and n >= self.cut_after:
+                self.cut.set()
+                continue
             n += 1
             if n % self.drop == 0:
                 self.counts["dropped"] += 1
@@ -233,6 +240,37 @@ def test_a_lossy_reordering_path_loses_nothing(server, pki, www, upstream_app):
         assert relay.counts["dropped"] > 50 and relay.counts["swapped"] > 50, relay.counts
     finally:
         relay.close()
+
+
+def test_a_graceful_stop_does_not_wait_for_a_client_that_vanished(server, pki, www):
+    """The client goes silent in the middle of a download (its network is
+    gone: nothing passes the relay any more), so our answer's stream is
+    never acknowledged. A graceful stop closes that connection once the
+    client has been silent for 2 s instead of waiting for it until
+    shutdown_timeout (30 s)."""
+    srv = start(server, pki, www)
+    relay = LossyRelay(srv.port, drop=10**9, swap=10**9, cut_after=200)
+    done = {}
+
+    def download():
+        try:
+            with H3(relay.port, cafile=pki.ca.cert_path, authority=f"localhost:{srv.port}",
+                    timeout=20) as c:
+                done["answer"] = c.get("/big.bin")
+        except Exception as exc:  # noqa: BLE001 - the client's side is cut on purpose
+            done["error"] = exc
+
+    t = threading.Thread(target=download, daemon=True)
+    t.start()
+    try:
+        assert relay.cut.wait(15), relay.counts
+        t0 = time.monotonic()
+        assert srv.stop(timeout=15) == 0
+        assert time.monotonic() - t0 < 10
+        assert "shutdown_timeout" not in srv.log()
+    finally:
+        relay.close()
+    assert "answer" not in done  # it never got the whole file
 
 
 def gtlsclient(port, *urls, args=(), download=None, timeout=30):

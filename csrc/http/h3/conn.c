@@ -355,6 +355,7 @@ h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_pkt_hd *hd,
     hc->peer_len = peer_len;
     hc->local_len = local_len;
     hc->c.fd = -1;
+    hc->last_rx = h3_now_ns();
     hc->c.lst = &ql->lst;
     hc->c.quic = 1;
     set_peer(&hc->c, peer);

@@ -37,6 +37,9 @@
 #define H3_GSO_SEGS 32         /* packets one sendmsg carries with UDP_SEGMENT */
 #define H3_FILE_CHUNK (64 * 1024) /* a file body is read this much at a time */
 #define H3_TIMER_SLACK 1000000u  /* ns a QUIC timer may fire late (quic.c arm) */
+#define H3_DRAIN_SILENCE 2000000000u /* ns: while the worker drains, a client silent this
+                                        long is gone (its acknowledgements would keep the
+                                        answers' streams, and the stop, open) */
 
 typedef struct h3conn h3conn_t;
 typedef struct h3s h3s_t;
@@ -182,6 +185,7 @@ struct h3conn {
     size_t close_len;
     uint64_t close_until;      /* ns: the closing or draining period's end */
     uint64_t goaway_until;     /* ns: after our GOAWAY, requests already sent may still come */
+    uint64_t last_rx;          /* ns: the last packet of the client that ngtcp2 took */
     unsigned due : 1,          /* on e->h3.due */
         busy : 1,              /* inside ngtcp2 or nghttp3: writes wait for the end */
         closing : 1,           /* we sent CONNECTION_CLOSE */

@@ -363,8 +363,9 @@ static void on_timer(sws_engine_t *e, void *obj, uint32_t events)
             kill(e, hc);
             continue;
         }
-        if (e->h3.stopping && !hc->n_streams && hc->goaway_until && now >= hc->goaway_until) {
-            close_no_error(e, hc);
+        if (e->h3.stopping && ((!hc->n_streams && hc->goaway_until && now >= hc->goaway_until) ||
+                               now >= hc->last_rx + H3_DRAIN_SILENCE)) {
+            close_no_error(e, hc); /* its requests are answered, or its client is gone */
             continue;
         }
         hc->busy = 1;
@@ -531,9 +532,12 @@ static void datagram(sws_engine_t *e, quic_lst_t *ql, uint8_t *data, size_t n,
     }
     ngtcp2_path path = {{local, local_len}, {peer, peer_len}, NULL};
     ngtcp2_pkt_info pi = {0};
+    uint64_t now = h3_now_ns();
     hc->busy = 1;
-    rv = ngtcp2_conn_read_pkt(hc->qc, &path, &pi, data, n, h3_now_ns());
+    rv = ngtcp2_conn_read_pkt(hc->qc, &path, &pi, data, n, now);
     hc->busy = 0;
+    if (rv == 0)
+        hc->last_rx = now;
     if (rv != 0) {
         switch (rv) {
         case NGTCP2_ERR_DRAINING:

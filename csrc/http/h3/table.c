@@ -202,6 +202,8 @@ void h3_timer(sws_engine_t *e, h3conn_t *hc)
     if (hc->goaway_until && !hc->n_streams && !hc->closing && !hc->draining &&
         hc->goaway_until < at)
         at = hc->goaway_until;
+    if (e->h3.stopping && !hc->closing && !hc->draining && hc->last_rx + H3_DRAIN_SILENCE < at)
+        at = hc->last_rx + H3_DRAIN_SILENCE;
     hc->expiry = at;
     if (!hc->heap_at) {
         if (e->h3.n_heap == e->h3.cap_heap) {
