@@ -56,8 +56,6 @@ STOPPED_TIMEOUT = 2.0     # old workers confirm they stopped accepting within th
 MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
 STEER_PAGE = 4096         # >= sizeof(sws_steer_shm_t) (net.h)
 
-
-
 # A QUIC socket's buffers: a burst of a connection's packets (a flight of
 # 32 segments of 1452 bytes, with GSO) and of new handshakes should not be
 # dropped by the kernel. Asked for, capped by net.core.[rw]mem_max
@@ -71,6 +69,7 @@ def _udp_buffers(s):
             s.setsockopt(socket.SOL_SOCKET, opt, UDP_BUFFER)
         except OSError:
             pass
+
 
 class StartupError(Exception):
     """The master cannot start (bind failed, ...); message names the config line."""
