@@ -92,8 +92,6 @@ static inline void lower_copy(char *d, const char *s, size_t n)
     }
 }
 
-static int conn_specific(const char *n, size_t nl);
-
 static void h2_head(sws_engine_t *e, sws_resp_t *r, int status, const char *reason,
                     size_t reason_len)
 {
@@ -127,7 +125,7 @@ static void h2_field(sws_engine_t *e, sws_resp_t *r, const char *name, size_t nl
     }
     char *p = s->hb + s->hb_len;
     lower_copy(p + HB_FIELD_HEAD, name, nl); /* HTTP/2's names are lowercase */
-    if (conn_specific(p + HB_FIELD_HEAD, nl))
+    if (sws_conn_specific(p + HB_FIELD_HEAD, nl))
         return; /* not HTTP/2's (RFC 9113 §8.2.2) */
     uint32_t l[2] = {(uint32_t)nl, (uint32_t)vl};
     p[0] = HB_FIELD;
@@ -294,19 +292,6 @@ static void h2_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h)
 
 static void h2_done(sws_engine_t *e, sws_resp_t *r) { H2S(r)->body_done = 1; }
 
-/* Connection-specific fields have no place in HTTP/2 (RFC 9113 §8.2.2). */
-static int conn_specific(const char *n, size_t nl)
-{
-    switch (nl) {
-    case 2: return memcmp(n, "te", 2) == 0;
-    case 7: return memcmp(n, "upgrade", 7) == 0;
-    case 10: return memcmp(n, "connection", 10) == 0 || memcmp(n, "keep-alive", 10) == 0;
-    case 16: return memcmp(n, "proxy-connection", 16) == 0;
-    case 17: return memcmp(n, "transfer-encoding", 17) == 0;
-    default: return 0;
-    }
-}
-
 /* h[0..nh) as fields to encode, in one allocation, `extra` empty slots
  * first, names lowercased, connection-specific ones left out (*n: the
  * slots used). NULL when out of memory. */
@@ -326,7 +311,7 @@ static sws_h2field_t *fields_copy(const sws_header_t *h, size_t nh, size_t extra
         for (size_t k = 0; k < h[i].name_len; k++)
             *p++ = (uint8_t)(h[i].name[k] >= 'A' && h[i].name[k] <= 'Z' ? h[i].name[k] + 32
                                                                         : h[i].name[k]);
-        if (conn_specific((const char *)name, h[i].name_len)) {
+        if (sws_conn_specific((const char *)name, h[i].name_len)) {
             p = name;
             continue;
         }
@@ -471,7 +456,7 @@ static size_t parse_lines(char *buf, size_t len, sws_h2field_t *nva, size_t n, s
             while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
                 ve--;
             size_t nl = (size_t)(colon - p);
-            if (!conn_specific(p, nl)) {
+            if (!sws_conn_specific(p, nl)) {
                 field_set(&nva[n], p, nl, v, (size_t)(ve - v));
                 /* A value new with every answer (the proxy's and FastCGI's
                  * request id) would push the connection's useful entries

@@ -253,7 +253,7 @@ static int q_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t le
 static int q_remove_cid(ngtcp2_conn *qc, const ngtcp2_cid *cid, void *u)
 {
     (void)qc;
-    h3_cid_del(HC(u)->e, cid->data, cid->datalen);
+    h3_cid_del(HC(u)->e, HC(u), cid->data, cid->datalen);
     return 0;
 }
 
@@ -422,7 +422,7 @@ void h3conn_free(sws_engine_t *e, h3conn_t *hc)
 {
     while (hc->streams)
         h3s_free(e, hc->streams);
-    h3_cid_del(e, hc->odcid, hc->odcid_len);
+    h3_cid_del(e, hc, hc->odcid, hc->odcid_len);
     h3_conn_forget(e, hc);
     if (hc->h3)
         nghttp3_conn_del(hc->h3);

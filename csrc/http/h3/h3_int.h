@@ -209,7 +209,8 @@ typedef struct cident {
 /* table.c: connection IDs, and the timer heap (h3_timer: hc's next expiry in it) */
 SWS_INTERNAL h3conn_t *h3_cid_find(sws_engine_t *e, const uint8_t *id, size_t len);
 SWS_INTERNAL int h3_cid_add(sws_engine_t *e, h3conn_t *hc, const uint8_t *id, size_t len);
-SWS_INTERNAL void h3_cid_del(sws_engine_t *e, const uint8_t *id, size_t len);
+/* Forgets id when it names hc (an ID another connection holds stays). */
+SWS_INTERNAL void h3_cid_del(sws_engine_t *e, const h3conn_t *hc, const uint8_t *id, size_t len);
 SWS_INTERNAL void h3_heap_down(sws_engine_t *e, size_t i);
 SWS_INTERNAL void h3_heap_del(sws_engine_t *e, h3conn_t *hc);
 /* The timerfd at the heap's top, when that comes sooner than it is set to. */

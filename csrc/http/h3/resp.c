@@ -37,18 +37,6 @@ static int hb_room(h3s_t *s, size_t n)
     return 0;
 }
 
-static int conn_specific(const char *n, size_t nl)
-{
-    switch (nl) {
-    case 2: return memcmp(n, "te", 2) == 0;
-    case 7: return memcmp(n, "upgrade", 7) == 0;
-    case 10: return memcmp(n, "connection", 10) == 0 || memcmp(n, "keep-alive", 10) == 0;
-    case 16: return memcmp(n, "proxy-connection", 16) == 0;
-    case 17: return memcmp(n, "transfer-encoding", 17) == 0;
-    default: return 0;
-    }
-}
-
 /* A record: the name's and value's lengths (4 bytes each), the name
  * lowercased, the value without the blanks around it. */
 static void put_field(h3s_t *s, const char *name, size_t nl, const char *value, size_t vl)
@@ -62,7 +50,7 @@ static void put_field(h3s_t *s, const char *name, size_t nl, const char *value, 
     char *p = s->hb + s->hb_len;
     for (size_t i = 0; i < nl; i++)
         p[8 + i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
-    if (conn_specific(p + 8, nl))
+    if (sws_conn_specific(p + 8, nl))
         return; /* not HTTP/3's (RFC 9114 §4.2) */
     uint32_t l[2] = {(uint32_t)nl, (uint32_t)vl};
     memcpy(p, l, 8);
@@ -621,7 +609,7 @@ static void h3_interim(sws_engine_t *e, sws_resp_t *r, int status, const char *r
     size_t n = 0;
     nv_set(&nva[n++], ":status", 7, st, 3);
     for (size_t i = 0; i < nh; i++) /* names the proxy filtered, lowercase from HTTP/1 parsing */
-        if (!conn_specific(h[i].name, h[i].name_len))
+        if (!sws_conn_specific(h[i].name, h[i].name_len))
             nv_set(&nva[n++], h[i].name, h[i].name_len, h[i].value, h[i].value_len);
     nghttp3_conn_submit_info(s->hc->h3, s->id, nva, n);
     h3_due(s->hc);
@@ -641,7 +629,7 @@ static void h3_trailers(sws_engine_t *e, sws_resp_t *r, const sws_header_t *h, s
         return;
     char *p = (char *)(s->tr + nh);
     for (size_t i = 0; i < nh; i++) {
-        if (conn_specific(h[i].name, h[i].name_len))
+        if (sws_conn_specific(h[i].name, h[i].name_len))
             continue;
         for (size_t k = 0; k < h[i].name_len; k++)
             p[k] = (char)(h[i].name[k] >= 'A' && h[i].name[k] <= 'Z' ? h[i].name[k] + 32

@@ -78,13 +78,13 @@ int h3_cid_add(sws_engine_t *e, h3conn_t *hc, const uint8_t *id, size_t len)
     return 0;
 }
 
-void h3_cid_del(sws_engine_t *e, const uint8_t *id, size_t len)
+void h3_cid_del(sws_engine_t *e, const h3conn_t *hc, const uint8_t *id, size_t len)
 {
     if (!e->h3.tab)
         return;
     for (cident_t **pp = &e->h3.tab[cid_hash(e, id, len)]; *pp; pp = &(*pp)->next) {
         cident_t *c = *pp;
-        if (c->len == len && memcmp(c->id, id, len) == 0) {
+        if (c->hc == hc && c->len == len && memcmp(c->id, id, len) == 0) {
             *pp = c->next;
             c->hc->n_cids--;
             e->h3.n_cids--;
@@ -103,7 +103,7 @@ static void cid_forget(sws_engine_t *e, h3conn_t *hc)
         ngtcp2_cid ids[n ? n : 1];
         n = ngtcp2_conn_get_scid(hc->qc, ids);
         for (size_t i = 0; i < n && hc->n_cids; i++)
-            h3_cid_del(e, ids[i].data, ids[i].datalen);
+            h3_cid_del(e, hc, ids[i].data, ids[i].datalen);
     }
     for (size_t b = 0; hc->n_cids && b <= e->h3.tab_mask; b++)
         for (cident_t **pp = &e->h3.tab[b]; *pp;) {

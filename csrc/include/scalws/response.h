@@ -95,6 +95,20 @@ static inline const sws_header_t *find_header(const sws_request_t *r, const char
     return NULL;
 }
 
+/* A field HTTP/2 and HTTP/3 never carry (RFC 9113 §8.2.2, RFC 9114
+ * §4.2): n[0..nl) lowercase. */
+static inline int sws_conn_specific(const char *n, size_t nl)
+{
+    switch (nl) {
+    case 2: return memcmp(n, "te", 2) == 0;
+    case 7: return memcmp(n, "upgrade", 7) == 0;
+    case 10: return memcmp(n, "connection", 10) == 0 || memcmp(n, "keep-alive", 10) == 0;
+    case 16: return memcmp(n, "proxy-connection", 16) == 0;
+    case 17: return memcmp(n, "transfer-encoding", 17) == 0;
+    default: return 0;
+    }
+}
+
 /* A header name (lowercase). */
 typedef struct {
     const char *name;
