@@ -608,7 +608,7 @@ static void h3_interim(sws_engine_t *e, sws_resp_t *r, int status, const char *r
                   (char)('0' + status % 10)};
     size_t n = 0;
     nv_set(&nva[n++], ":status", 7, st, 3);
-    for (size_t i = 0; i < nh; i++) /* names the proxy filtered, lowercase from HTTP/1 parsing */
+    for (size_t i = 0; i < nh; i++) /* names the proxy filtered; nghttp3 copies them lowercased */
         if (!sws_conn_specific(h[i].name, h[i].name_len))
             nv_set(&nva[n++], h[i].name, h[i].name_len, h[i].value, h[i].value_len);
     nghttp3_conn_submit_info(s->hc->h3, s->id, nva, n);

@@ -95,6 +95,9 @@ RESPONSES: dict[str, bytes] = {
                    + b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
                    + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
     "/17-interim": b"HTTP/1.1 102 Processing\r\n\r\n" * 17 + PAUSE * 50,
+    # A 103 with a field of no QPACK static table entry, in mixed case.
+    "/103-hint": b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nX-Hint: Yes\r\n\r\n"
+                 b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
     # A 103, then the connection closes: no answer.
     "/103-then-close": b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n",
     # Other interim answers: 102 and 104 passed on, the upstream's 100 not.
