@@ -524,7 +524,7 @@ H3_HEADERS = ["/usr/include/ngtcp2/ngtcp2_crypto_gnutls.h", "/usr/include/nghttp
               "/usr/include/gnutls/gnutls.h"]
 HAVE_H3 = all(os.path.exists(h) for h in H3_HEADERS) and os.environ.get("SCALWS_NO_H3") != "1"
 H3_C = (["csrc/http/h3/quic.c", "csrc/http/h3/table.c", "csrc/http/h3/conn.c", "csrc/http/h3/request.c",
-         "csrc/http/h3/resp.c", "csrc/http/h3/tls.c"] if HAVE_H3 else ["csrc/http/h3/none.c"])
+         "csrc/http/h3/resp.c", "csrc/http/h3/tls.c", "csrc/http/h3/early.c"] if HAVE_H3 else ["csrc/http/h3/none.c"])
 H3_LIBS = ["ngtcp2_crypto_gnutls", "ngtcp2", "nghttp3", "gnutls"] if HAVE_H3 else []
 
 # csrc/core/sandbox.c's system call names, from this machine's kernel headers.

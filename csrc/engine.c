@@ -17,6 +17,7 @@ static void stats_gauges(sws_engine_t *e)
 {
     e->core.st->conns_active = e->core.cnt.active;
     e->core.st->conns_idle = e->core.tl[TL_KEEPALIVE].n;
+    e->core.st->h3_active = e->h3.n_conns;
 }
 
 static void after_pass(sws_engine_t *e)
@@ -163,7 +164,7 @@ void sws_engine_set_stats(sws_engine_t *e, void *slot, uint32_t n_routes)
     /* A worker that replaces a dead one continues its slot's counters, so
      * sums over workers never go back; its gauges start again. */
     sws_stats_head_t *st = slot;
-    st->conns_active = st->conns_idle = st->conns_tls_active = 0;
+    st->conns_active = st->conns_idle = st->conns_tls_active = st->h3_active = 0;
     st->pid = (uint64_t)getpid();
     e->core.st = st;
     e->core.st_routes = (sws_hist_t *)(st + 1);

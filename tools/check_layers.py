@@ -32,7 +32,8 @@ FLOORS = [
                   "csrc/http/h2/conn.c", "csrc/http/h2/input.c", "csrc/http/h2/request.c",
                   "csrc/http/h2/resp.c", "csrc/http/h2/streams.c",
                   "csrc/http/h3/quic.c", "csrc/http/h3/table.c", "csrc/http/h3/conn.c", "csrc/http/h3/request.c",
-                  "csrc/http/h3/resp.c", "csrc/http/h3/tls.c", "csrc/http/h3/none.c"]),
+                  "csrc/http/h3/resp.c", "csrc/http/h3/tls.c", "csrc/http/h3/early.c",
+                  "csrc/http/h3/none.c"]),
     # The route's chain: the one file that starts or answers through a handler.
     ("dispatch", ["csrc/handlers/dispatch.c"]),
     ("handlers", ["csrc/handlers/respond.c", "csrc/handlers/static.c",

@@ -327,6 +327,8 @@ static int build_params(sws_engine_t *e, fx_t *x, const sws_request_t *req)
     }
     rc |= PARAM(x, "SERVER_NAME", hn, hl);
     rc |= PARAM(x, "HTTP_X_REQUEST_ID", x->rid, x->rid_len);
+    if (req->early && !find_header(req, "early-data", 10))
+        rc |= PARAM(x, "HTTP_EARLY_DATA", "1", 1); /* RFC 8470: as a proxy's Early-Data */
     for (size_t i = 0; i < req->nh; i++)
         if (!(req->h[i].name_len == 12 && strncasecmp(req->h[i].name, "x-request-id", 12) == 0))
             rc |= http_param(x, &req->h[i]);

@@ -211,6 +211,8 @@ int build_head(sws_engine_t *e, px_t *x, const sws_request_t *r, const sws_reque
         PUT("\r\nX-Forwarded-Host: ");
         PUTN(r->host, r->host_len);
     }
+    if (r->early && !hval(r, "early-data", 10, &vl))
+        PUT("\r\nEarly-Data: 1"); /* RFC 8470 §5.1: the origin may answer 425 */
     PUT("\r\nX-Request-Id: ");
     PUTN(x->rid, x->rid_len);
     PUT("\r\n");

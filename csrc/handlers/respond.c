@@ -89,6 +89,7 @@ int err_index(int status)
     case 413: return SWS_ERR_413;
     case 414: return SWS_ERR_414;
     case 417: return SWS_ERR_417;
+    case 425: return SWS_ERR_425;
     case 431: return SWS_ERR_431;
     case 501: return SWS_ERR_501;
     case 502: return SWS_ERR_502;

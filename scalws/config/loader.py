@@ -997,6 +997,8 @@ _HTTP3 = {
     "qpack_encoder_table": ("size", dict(lo=0, hi=64 << 10)),
     "alt_svc_max_age": ("integer", dict(lo=0, hi=1 << 31)),
     "retry_above": ("integer", dict(lo=0, hi=1_000_000)),
+    "early_data": ("boolean", {}),
+    "early_data_window": ("duration", dict(lo=1.0, hi=3600.0)),
 }
 
 

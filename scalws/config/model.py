@@ -67,6 +67,8 @@ class Http3:
     # address first (a Retry); 0: always; None (`off`): never
     retry_above: Optional[int] = 100
     alt_svc_max_age: int = 86400           # Alt-Svc's ma= on the site's TLS answers; 0: no Alt-Svc
+    early_data: bool = False               # 0-RTT: GET/HEAD before the handshake ends (RFC 8470)
+    early_data_window: float = 10.0        # its anti-replay window, seconds
 
 
 @dataclass

@@ -255,6 +255,7 @@ class Master:
         old ones stop. Under scalws-controller the instances share each
         group, so the kernel's hash spreads packets (no migration across)."""
         if os.environ.get("SCALWS_INSTANCE"):
+            self._no_early(config, "under scalws-controller")
             return
         for key, (even, odd) in self.quic_slots.items():
             socks = self.sockets.get(key)
@@ -269,6 +270,7 @@ class Master:
                                 "(steering names up to %d): a client that moves loses its "
                                 "connection", len(table), quicsteer.MAX_TABLE)
                 self.quic_unsteered = True
+                self._no_early(config, "QUIC packets are not steered")
                 continue
             try:
                 quicsteer.attach(socks[0], self.quic_key, table)
@@ -276,6 +278,16 @@ class Master:
                 log.warning("HTTP/3: cannot steer QUIC packets (%s): spread by address",
                             exc.strerror or exc)
                 self.quic_unsteered = True
+                self._no_early(config, "QUIC packets are not steered")
+
+    @staticmethod
+    def _no_early(config, why):
+        """0-RTT's anti-replay holds only where a client's first flight and
+        a replay of it reach one worker (csrc/http/h3/early.c): the workers
+        take no early data, and the log says why."""
+        if config.http3.early_data and any(l.kind == "quic" for s in config.sites
+                                           for l in s.listen):
+            log.warning("HTTP/3: http3.early_data is on but %s: 0-RTT is off", why)
 
     def _quic_steer_of(self, key, sock):
         """For a quic socket: (index in the group, key byte, the secret), the

@@ -63,7 +63,7 @@ HEAD_FIELDS = (["pid", "busy_ns", "idle_ns", "conns_accepted", "conns_active", "
                   "cache_stores", "cache_evictions", "cache_bytes", "cache_entries"]
                + ["h2_calm"]  # HTTP/2 connections ended by a DoS budget (ADR 0016)
                + list(PEER_FIELDS)  # cache peers (csrc/handlers/dispatch.c)
-               + [f"reserved_{i}" for i in range(1)])
+               + ["h3_active"])  # QUIC connections open (csrc/http/h3/), in conns_active too
 HIST_WORDS = N_BUCKETS + 2
 HEAD_BYTES = 8 * (len(HEAD_FIELDS) + HIST_WORDS)
 GROUP_FIELDS = ["requests", "errors", "servers_up", "servers_down"]
@@ -217,7 +217,7 @@ def _read(buf):
     out = {"created": created, "workers": [], "busy_ns": 0, "idle_ns": 0, "requests": 0,
            "connections_active": 0, "connections_idle": 0, "connections_accepted": 0,
            "connections_tls_active": 0, "connections_tls_accepted": 0,
-           "requests_by_class": {c: 0 for c in CLASSES}, "bytes_in": 0, "bytes_out": 0,
+           "connections_h3_active": 0, "requests_by_class": {c: 0 for c in CLASSES}, "bytes_in": 0, "bytes_out": 0,
            "h2_calm": 0, **{f: 0 for f in PEER_FIELDS},
            "cache": {}, "request_duration": None, "routes": {}, "upstreams": {}}
     route_hists = [None] * n_routes
@@ -238,6 +238,7 @@ def _read(buf):
                            ("connections_accepted", "conns_accepted"),
                            ("connections_tls_active", "conns_tls_active"),
                            ("connections_tls_accepted", "conns_tls_accepted"),
+                           ("connections_h3_active", "h3_active"),
                            ("bytes_in", "bytes_in"), ("bytes_out", "bytes_out"),
                            ("h2_calm", "h2_calm")) + tuple((f, f) for f in PEER_FIELDS):
             out[key] += head[field]
@@ -303,7 +304,8 @@ def _sum_dicts(stats_dicts):
            "upstreams": {}, "request_duration": None, "cache": {}}
     for key in ("busy_ns", "idle_ns", "requests", "connections_active", "connections_idle",
                 "connections_accepted", "connections_tls_active",
-                "connections_tls_accepted", "bytes_in", "bytes_out", "h2_calm") + PEER_FIELDS:
+                "connections_tls_accepted", "connections_h3_active", "bytes_in", "bytes_out",
+                "h2_calm") + PEER_FIELDS:
         out[key] = sum(s.get(key, 0) for s in stats_dicts)
     for s in stats_dicts:
         out["workers"] += s["workers"]
@@ -366,8 +368,10 @@ def render_prometheus(stats_dicts, instance_labels=None) -> str:
                       ("", {"state": "idle"}, s["connections_idle"])])
     family("scalws_connections_by_protocol", "gauge", "Open client connections by protocol.",
            lambda s: [("", {"protocol": "http1"},
-                       s["connections_active"] - s.get("connections_tls_active", 0)),
-                      ("", {"protocol": "http1_tls"}, s.get("connections_tls_active", 0))])
+                       s["connections_active"] - s.get("connections_tls_active", 0)
+                       - s.get("connections_h3_active", 0)),
+                      ("", {"protocol": "http1_tls"}, s.get("connections_tls_active", 0)),
+                      ("", {"protocol": "h3"}, s.get("connections_h3_active", 0))])
     family("scalws_connections_accepted_total", "counter", "Client connections accepted.",
            lambda s: [("", {}, s.get("connections_accepted", 0))])
     family("scalws_received_bytes_total", "counter", "Bytes read from clients (after TLS).",

@@ -57,7 +57,8 @@ def from_config(respond, server: str | None) -> Prebuilt:
 
 
 # The engine's own answers, in the order of SWS_ERR_* in engine.h.
-ERROR_STATUSES = (400, 403, 404, 405, 408, 412, 413, 414, 417, 431, 500, 501, 502, 503, 504, 505)
+ERROR_STATUSES = (400, 403, 404, 405, 408, 412, 413, 414, 417, 425, 431, 500, 501, 502, 503, 504,
+                  505)
 
 
 def error_page(status: int, server: str | None) -> Prebuilt:

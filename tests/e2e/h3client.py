@@ -91,7 +91,7 @@ class _Proto(QuicConnectionProtocol):
 class H3:
     def __init__(self, port, cafile=None, host="127.0.0.1", server_name="localhost",
                  authority=None, timeout=10.0, verify=True, session_ticket=None,
-                 ticket_handler=None, max_data=None):
+                 ticket_handler=None, max_data=None, early=False):
         self.port, self.host, self.timeout = port, host, timeout
         self.authority = authority or f"{server_name}:{port}"
         cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
@@ -106,6 +106,7 @@ class H3:
             cfg.max_data = cfg.max_stream_data = max_data
         self.cfg = cfg
         self.ticket_handler = ticket_handler
+        self.early = early  # send requests before the handshake ends (0-RTT with a ticket)
         self.loop = asyncio.new_event_loop()
         self._cm = None
         self.proto: _Proto | None = None
@@ -114,7 +115,7 @@ class H3:
         async def go():
             self._cm = connect(self.host, self.port, configuration=self.cfg,
                                create_protocol=_Proto, session_ticket_handler=self.ticket_handler,
-                               wait_connected=True)
+                               wait_connected=not self.early)
             return await asyncio.wait_for(self._cm.__aenter__(), self.timeout)
         self.proto = self.loop.run_until_complete(go())
         return self

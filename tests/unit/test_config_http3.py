@@ -18,7 +18,8 @@ def certs(tmp_path_factory):
 def test_quic_listener_beside_tls_and_the_http3_block(tmp_path, certs):
     cfg = load(tmp_path, f"""\
         http3: {{max_concurrent_streams: 64, idle_timeout: 1m, retry_above: off,
-                qpack_encoder_table: 4k, alt_svc_max_age: 60}}
+                qpack_encoder_table: 4k, alt_svc_max_age: 60, early_data: on,
+                early_data_window: 30s}}
         sites:
           - listen: [":8443 tls", ":8443 quic"]
             {certs}
@@ -30,12 +31,15 @@ def test_quic_listener_beside_tls_and_the_http3_block(tmp_path, certs):
     h = cfg.http3
     assert (h.max_concurrent_streams, h.idle_timeout, h.retry_above) == (64, 60.0, None)
     assert (h.qpack_encoder_table, h.alt_svc_max_age) == (4096, 60)
-    assert load(tmp_path, f"""\
+    assert (h.early_data, h.early_data_window) == (True, 30.0)
+    defaults = load(tmp_path, f"""\
         sites:
           - listen: [":8443 quic"]
             {certs}
             routes: [{{path: /, respond: 204}}]
-    """).http3.retry_above == 100
+    """).http3
+    assert defaults.retry_above == 100
+    assert (defaults.early_data, defaults.early_data_window) == (False, 10.0)
 
 
 def test_quic_needs_certificates_and_the_http3_block_its_ranges(tmp_path, certs):
@@ -46,7 +50,8 @@ def test_quic_needs_certificates_and_the_http3_block_its_ranges(tmp_path, certs)
     """) == ("F:2:14: sites[0].listen[0]: listen option 'quic' needs the site's certificates: "
              "add tls: {cert: FILE, key: FILE} to the site")
     lines = problems(tmp_path, f"""\
-        http3: {{max_concurrent_streams: 0, idle_timeout: 0s, bogus: 1}}
+        http3: {{max_concurrent_streams: 0, idle_timeout: 0s, bogus: 1, early_data: yes please,
+                early_data_window: 0s}}
         sites:
           - listen: [":8443 quic"]
             {certs}
@@ -55,3 +60,4 @@ def test_quic_needs_certificates_and_the_http3_block_its_ranges(tmp_path, certs)
     text = "\n".join(lines)
     assert "http3.max_concurrent_streams" in text and "http3.idle_timeout" in text
     assert "unknown key 'bogus'" in text
+    assert "http3.early_data: expected on or off" in text and "http3.early_data_window" in text

@@ -126,7 +126,8 @@ void h3_consume(h3conn_t *hc, int64_t id, size_t n)
 }
 
 /* The HTTP/3 session and its three unidirectional streams (RFC 9114
- * §6.2): once the 1-RTT keys are in. */
+ * §6.2): once our 1-RTT key is in (with our Finished, before the client's:
+ * requests in 0-RTT packets come before the handshake ends). */
 static int h3_setup(h3conn_t *hc)
 {
     sws_engine_t *e = hc->e;
@@ -257,7 +258,7 @@ static int q_remove_cid(ngtcp2_conn *qc, const ngtcp2_cid *cid, void *u)
     return 0;
 }
 
-static int q_rx_key(ngtcp2_conn *qc, ngtcp2_crypto_level level, void *u)
+static int q_key(ngtcp2_conn *qc, ngtcp2_crypto_level level, void *u)
 {
     (void)qc;
     h3conn_t *hc = u;
@@ -319,7 +320,8 @@ static const ngtcp2_callbacks q_callbacks = {
     .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
     .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
     .path_validation = q_path_validation,
-    .recv_rx_key = q_rx_key,
+    .recv_rx_key = q_key,
+    .recv_tx_key = q_key,
 };
 
 /* The peer as net's connections keep it (handlers and the log read it). */

@@ -216,6 +216,16 @@ SWS_INTERNAL void h3_heap_del(sws_engine_t *e, h3conn_t *hc);
 /* The timerfd at the heap's top, when that comes sooner than it is set to. */
 SWS_INTERNAL void h3_arm(sws_engine_t *e);
 
+/* early.c: 0-RTT with anti-replay, when http3.early_window_ms is set */
+/* Whether a new connection on ql takes early data (its context made at
+ * the first one); then h3_early_session on its TLS session. */
+SWS_INTERNAL int h3_early_on(sws_engine_t *e, const quic_lst_t *ql);
+SWS_INTERNAL void h3_early_session(const sws_engine_t *e, gnutls_session_t tls);
+SWS_INTERNAL void h3_early_free(sws_engine_t *e);
+/* A request that came in early data with a method a replay could harm:
+ * it gets 425 Too Early (RFC 8470 §5.2). */
+SWS_INTERNAL int h3_early_refused(const sws_request_t *r);
+
 /* quic.c */
 SWS_INTERNAL uint64_t h3_now_ns(void);
 SWS_INTERNAL void h3_rand(void *buf, size_t n);

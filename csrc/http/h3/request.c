@@ -306,6 +306,8 @@ static int refuse(sws_engine_t *e, h3s_t *s, const sws_request_t *r, const sws_r
         return 431;
     if (r->method_id == SWS_M_CONNECT)
         return 501; /* not a forward proxy; no extended CONNECT over HTTP/3 yet */
+    if (h3_early_refused(r))
+        return 425;
     if (!r->target_len)
         return 400;
     if (r->target_len > e->core.lim.max_uri_bytes)
@@ -401,6 +403,7 @@ void h3_dispatch(sws_engine_t *e, h3conn_t *hc, h3s_t *s)
     r.target = s->pp.nl ? q + s->pp.v : "";
     r.target_len = s->pp.nl ? s->pp.vl : 0;
     r.method_id = info.method = sws_method_id(r.method, r.method_len);
+    r.early = !hc->handshaken; /* a server takes no 1-RTT packet before (RFC 9001 §5.7) */
     s->head_only = r.method_id == SWS_M_HEAD;
     int host_differs = 0;
     const sws_header_t *hh = find_header(&r, "host", 4);

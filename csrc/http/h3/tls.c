@@ -136,7 +136,9 @@ static int pick_site(gnutls_session_t tls)
 int h3_tls_session(h3conn_t *hc)
 {
     const sws_quic_certs_t *q = hc->ql->certs;
-    if (!q->n_cred || gnutls_init(&hc->tls, GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA) != 0)
+    int early = h3_early_on(hc->e, hc->ql);
+    if (!q->n_cred || gnutls_init(&hc->tls, GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA |
+                                                (early ? GNUTLS_ENABLE_EARLY_DATA : 0)) != 0)
         return -1;
     static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
     hc->ref.get_conn = get_conn;
@@ -150,6 +152,8 @@ int h3_tls_session(h3conn_t *hc)
      * after a reload (GnuTLS rotates the keys it derives from it) */
     if (gnutls_session_ticket_enable_server(hc->tls, &hc->ql->ticket) != 0)
         return -1;
+    if (early)
+        h3_early_session(hc->e, hc->tls);
     gnutls_session_set_ptr(hc->tls, &hc->ref);
     gnutls_handshake_set_post_client_hello_function(hc->tls, pick_site);
     ngtcp2_conn_set_tls_native_handle(hc->qc, hc->tls);

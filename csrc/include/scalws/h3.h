@@ -44,6 +44,10 @@
 #define SWS_H3_RESETS 100               /* stateless resets a worker sends per second, at most */
 #define SWS_H3_SECRET 128               /* the master's secret: reset tokens, address tokens,
                                            the session-ticket key (32 + 32 + 64 bytes) */
+#define SWS_H3_EARLY_WINDOW_MS 10000  /* 0-RTT's anti-replay window (RFC 8446 §8.2: "on the
+                                           order of ten seconds") */
+#define SWS_H3_EARLY_SEEN 16384         /* ClientHellos with early data a worker remembers
+                                           within one window; more: 1-RTT for the rest */
 #define SWS_H3_BACKLOG (64 * 1024)
 #define SWS_H3_SPARE 256                /* stream objects a worker keeps for reuse */      /* a stream's unacknowledged body over which a
                                            handler is told it is backed up */
@@ -59,9 +63,12 @@ typedef struct {
     uint32_t qpack_blocked;
     uint32_t retry_above;      /* handshakes under way; UINT32_MAX: never Retry, 0: always */
     uint32_t qpack_encoder_table; /* the most of the client's table our encoder uses */
+    uint32_t early_window_ms;  /* 0: no 0-RTT (the default); else early data is taken, with
+                                  anti-replay over this window (early.c) */
 } sws_h3_conf_t;
 
 struct quic_lst;
+struct h3_seen;
 struct h3conn;
 struct cident;
 
@@ -93,6 +100,8 @@ typedef struct {
     uint64_t retries;          /* Retry packets sent (counters) */
     int stopping;              /* a graceful stop: no new connections, the others drain */
     int gso;                   /* UDP_SEGMENT works (1), does not (0), untried (-1) */
+    void *anti_replay;         /* gnutls_anti_replay_t when 0-RTT is on (early.c) */
+    struct h3_seen *seen;      /* the ClientHellos it has seen: SWS_H3_EARLY_SEEN slots */
 } sws_h3_t;
 
 /* A QUIC listener's certificates: GnuTLS credentials per site, picked by

@@ -30,8 +30,8 @@ typedef struct {
 /* Error responses the engine sends itself, indexed by SWS_ERR_*. */
 enum {
     SWS_ERR_400, SWS_ERR_403, SWS_ERR_404, SWS_ERR_405, SWS_ERR_408, SWS_ERR_412, SWS_ERR_413,
-    SWS_ERR_414, SWS_ERR_417, SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_502, SWS_ERR_503,
-    SWS_ERR_504, SWS_ERR_505, SWS_ERR_COUNT
+    SWS_ERR_414, SWS_ERR_417, SWS_ERR_425, SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_502,
+    SWS_ERR_503, SWS_ERR_504, SWS_ERR_505, SWS_ERR_COUNT
 };
 
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied beside the head */

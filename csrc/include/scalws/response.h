@@ -83,8 +83,10 @@ typedef struct {
              peer_https : 1,      /* the scheme the first node saw (the marker says) */
              http3 : 1,           /* it came over HTTP/3 (the log says HTTP/3.0; else
                                      http2: HTTP/2.0) */
-             head_refused : 1;    /* a head refused before it parsed (the access log's view
+             head_refused : 1,    /* a head refused before it parsed (the access log's view
                                      alone): method is its first line as it came, cut */
+             early : 1;           /* it came in TLS early data (0-RTT), before the
+                                     handshake ended: a replay is possible (RFC 8470) */
 } sws_request_t;
 
 static inline const sws_header_t *find_header(const sws_request_t *r, const char *name, size_t len)

@@ -61,7 +61,8 @@ typedef struct {
      * received from a peer, of which answered from the store; PURGEs sent */
     uint64_t peer_forwarded, peer_local, peer_owner_down, peer_received, peer_hits;
     uint64_t peer_purges;
-    uint64_t reserved[1];
+    uint64_t h3_active;        /* QUIC connections open, handshakes included (a gauge, as
+                                * conns_active, which counts them too) */
     sws_hist_t duration;       /* every request answered */
 } sws_stats_head_t;
 
