@@ -24,9 +24,11 @@ from aioquic.quic.events import ConnectionTerminated, StreamReset
 
 
 class _Proto(QuicConnectionProtocol):
-    def __init__(self, *args, **kw):
+    def __init__(self, *args, setup=None, **kw):
         super().__init__(*args, **kw)
         self.h3 = H3Connection(self._quic)
+        if setup is not None:
+            setup(self)  # a test bends the client before the first packet
         # aioquic checks a response's content-length against its body, also
         # for HEAD (whose answer has the GET's length and no body: RFC 9110 §9.3.2)
         self.head_streams: set[int] = set()
@@ -91,7 +93,7 @@ class _Proto(QuicConnectionProtocol):
 class H3:
     def __init__(self, port, cafile=None, host="127.0.0.1", server_name="localhost",
                  authority=None, timeout=10.0, verify=True, session_ticket=None,
-                 ticket_handler=None, max_data=None, early=False):
+                 ticket_handler=None, max_data=None, early=False, setup=None):
         self.port, self.host, self.timeout = port, host, timeout
         self.authority = authority or f"{server_name}:{port}"
         cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
@@ -107,6 +109,7 @@ class H3:
         self.cfg = cfg
         self.ticket_handler = ticket_handler
         self.early = early  # send requests before the handshake ends (0-RTT with a ticket)
+        self.setup = setup  # setup(proto): called with the protocol before it sends
         self.loop = asyncio.new_event_loop()
         self._cm = None
         self.proto: _Proto | None = None
@@ -114,7 +117,8 @@ class H3:
     def __enter__(self):
         async def go():
             self._cm = connect(self.host, self.port, configuration=self.cfg,
-                               create_protocol=_Proto, session_ticket_handler=self.ticket_handler,
+                               create_protocol=lambda *a, **kw: _Proto(*a, setup=self.setup, **kw),
+                               session_ticket_handler=self.ticket_handler,
                                wait_connected=not self.early)
             return await asyncio.wait_for(self._cm.__aenter__(), self.timeout)
         self.proto = self.loop.run_until_complete(go())

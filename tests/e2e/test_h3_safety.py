@@ -146,3 +146,174 @@ def test_tickets_from_before_a_reload_get_no_early_data(server, pki, www):
     with H3(srv.port, cafile=pki.ca.cert_path, session_ticket=a_ticket(srv, pki),
             early=True) as c:
         assert c.get("/hello")[0] == 200 and c.proto._quic.tls.early_data_accepted
+
+
+# ---- budgets -------------------------------------------------------------------------------
+
+def served(srv, pki):
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        return c.get("/hello")[0] == 200
+
+
+def test_a_client_past_the_stream_limit_is_closed_with_stream_limit_error(server, pki, www):
+    srv = start(server, pki, www, head=STATUS + "http3: {{max_concurrent_streams: 10}}\n")
+
+    def ignore_limit(proto):  # the client believes it may open 1,000 streams
+        quic = proto._quic
+        orig = quic._handle_max_streams_bidi_frame
+
+        def handle(context, frame_type, buf):
+            orig(context, frame_type, buf)
+            quic._remote_max_streams_bidi = 1000
+        quic._handle_max_streams_bidi_frame = handle
+        quic._remote_max_streams_bidi = 1000
+
+    with H3(srv.port, cafile=pki.ca.cert_path, setup=ignore_limit) as c:
+        c.proto._quic._remote_max_streams_bidi = 1000
+        with pytest.raises(ConnectionError, match="connection closed: 0x4 "):
+            c.many([("GET", "/hello", [], b"")] * 40)  # STREAM_LIMIT_ERROR (RFC 9000 §4.6)
+    assert served(srv, pki)
+    until(lambda: h3_conns(srv) == 0, what="both connections gone")
+
+
+class _Encoder:
+    """pylsqpack's encoder told other settings than the server's."""
+    def __init__(self, enc, capacity=None, blocked=None):
+        self.enc, self.capacity, self.blocked = enc, capacity, blocked
+
+    def apply_settings(self, max_table_capacity, blocked_streams):
+        return self.enc.apply_settings(
+            max_table_capacity=self.capacity or max_table_capacity,
+            blocked_streams=self.blocked if self.blocked is not None else blocked_streams)
+
+    def __getattr__(self, name):
+        return getattr(self.enc, name)
+
+
+def test_a_qpack_table_larger_than_announced_is_a_connection_error(server, pki, www):
+    srv = start(server, pki, www, head=STATUS + "http3: {{qpack_table: 1k}}\n")
+
+    def big_table(proto):
+        proto.h3._encoder = _Encoder(proto.h3._encoder, capacity=64 << 10)
+
+    with pytest.raises(ConnectionError, match="connection closed: 0x201 "):
+        with H3(srv.port, cafile=pki.ca.cert_path, setup=big_table) as c:
+            c.get("/hello", [("x-fill", "y" * 2000)])  # QPACK_ENCODER_STREAM_ERROR
+            c.wait_closed()
+    assert served(srv, pki)
+
+
+def test_more_streams_blocked_on_qpack_than_announced_is_a_connection_error(server, pki, www):
+    """The client's encoder references table entries whose inserts it holds
+    back on its encoder stream: each request waits on them, and one more
+    than qpack_blocked_streams is QPACK_DECOMPRESSION_FAILED."""
+    srv = start(server, pki, www, head=STATUS + "http3: {{qpack_blocked_streams: 2}}\n")
+    held = []
+
+    def hold_inserts(proto):
+        h3 = proto.h3
+        h3._encoder = _Encoder(h3._encoder, blocked=100)
+        send = proto._quic.send_stream_data
+
+        def send_stream_data(stream_id, data, end_stream=False):
+            if stream_id == h3._local_encoder_stream_id and len(data) > 6:
+                held.append(data)  # inserts (the first bytes, the capacity, go)
+                return None
+            return send(stream_id, data, end_stream)
+        proto._quic.send_stream_data = send_stream_data
+
+    with H3(srv.port, cafile=pki.ca.cert_path, setup=hold_inserts, timeout=5) as c:
+        with pytest.raises(ConnectionError, match="connection closed: 0x200 "):
+            c.many([("GET", "/hello", [("x-token", "t" * 40), ("x-other", "o" * 40)], b"")
+                    for _ in range(8)])
+    assert held
+    assert served(srv, pki)
+
+
+def first_initials(srv, pki, n, sock):
+    """n first Initials (new connections) from sock, never followed up."""
+    from aioquic.quic.connection import QuicConnection
+    cfg = H3(srv.port, cafile=pki.ca.cert_path).cfg
+    now = time.monotonic()
+    sent = 0
+    for _ in range(n):
+        q = QuicConnection(configuration=cfg)
+        q.connect((HOST, srv.port), now=now)
+        for data, _ in q.datagrams_to_send(now=now):
+            sock.sendto(data, (HOST, srv.port))
+            sent += len(data)
+    return sent
+
+
+def test_half_open_handshakes_are_dropped_at_handshake_timeout(server, pki, www):
+    srv = start(server, pki, www,
+                head=STATUS + "http3: {{retry_above: off, handshake_timeout: 1s}}\n")
+    [worker] = web_workers(srv)
+    rss0 = rss_kib(worker)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    first_initials(srv, pki, 200, s)
+    until(lambda: h3_conns(srv) == 200, what="200 handshakes under way")
+    t0 = time.monotonic()
+    assert served(srv, pki)  # meanwhile
+    until(lambda: h3_conns(srv) == 0, timeout=10, what="the half-open handshakes dropped")
+    assert time.monotonic() - t0 < 5
+    assert rss_kib(worker) - rss0 < 24 * 1024
+    s.close()
+
+
+def test_an_idle_connection_ends_at_idle_timeout_and_a_busy_one_does_not(server, pki, www):
+    srv = start(server, pki, www, head=STATUS + "http3: {{idle_timeout: 1s}}\n")
+    with H3(srv.port, cafile=pki.ca.cert_path) as idle, \
+            H3(srv.port, cafile=pki.ca.cert_path) as busy:
+        assert idle.get("/hello")[0] == 200
+        until(lambda: h3_conns(srv) == 2, what="two connections")
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5:  # the busy one asks every 0.3 s
+            assert busy.get("/hello")[0] == 200
+            time.sleep(0.3)
+        assert h3_conns(srv) == 1  # the idle one went without a packet (RFC 9000 §10.1)
+    until(lambda: h3_conns(srv) == 0, what="no connections")
+
+
+def test_before_the_address_is_proved_the_server_sends_at_most_three_times_what_it_got(
+        server, tmp_path_factory):
+    """A first Initial from an address that never answers (a spoofed one:
+    the victim would get our handshake): with a certificate chain larger
+    than 3x that datagram, the server sends no more than 3x, its
+    retransmissions included (RFC 9000 §8.1)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+    from tests.tlspki import PKI
+    p = PKI(tmp_path_factory.mktemp("bigpki"))
+    root = p.root(key="rsa4096")
+    leaf = p.leaf(p.intermediate(root, key="rsa4096"), ["localhost"], key="rsa4096",
+                  include_root=True)
+    with open(leaf.cert_path, "rb") as f:
+        chain = x509.load_pem_x509_certificates(f.read())
+    chain_bytes = sum(len(c.public_bytes(Encoding.DER)) for c in chain)
+    srv = server("""
+workers: 1
+http3: {{retry_above: off}}
+sites:
+  - listen: ["127.0.0.1:{port} quic"]
+    tls: {{cert: {cert}, key: {key}}}
+    routes: [{{path: /, respond: {{status: 200, body: "ok\\n"}}}}]
+""", cert=leaf.cert_path, key=leaf.key_path)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    class Ca:  # first_initials wants the client's trust store
+        ca = root
+    sent = first_initials(srv, Ca, 1, s)
+    assert chain_bytes > 3 * sent, (chain_bytes, sent)  # the whole flight would exceed it
+    got = 0
+    s.settimeout(3.0)  # the first flight and the retransmissions a PTO or two bring
+    deadline = time.monotonic() + 3.0
+    try:
+        while time.monotonic() < deadline:
+            got += len(s.recvfrom(65536)[0])
+    except socket.timeout:
+        pass
+    s.close()
+    assert 0 < got <= 3 * sent, (got, sent)
+    with H3(srv.port, cafile=root.cert_path) as c:  # a client that answers gets it all
+        assert c.get("/")[2] == b"ok\n"
