@@ -107,6 +107,7 @@ int sws_engine_set_h3(sws_engine_t *e, const sws_h3_conf_t *conf)
     if (!conf->max_streams || !conf->stream_window || !conf->conn_window || !conf->max_conns)
         return -EINVAL;
     e->h3.conf = *conf;
+    e->h3.gso = conf->gso ? -1 : 0; /* -1: tried at the first send */
     return 0;
 }
 

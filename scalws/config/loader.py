@@ -999,6 +999,7 @@ _HTTP3 = {
     "retry_above": ("integer", dict(lo=0, hi=1_000_000)),
     "early_data": ("boolean", {}),
     "early_data_window": ("duration", dict(lo=1.0, hi=3600.0)),
+    "gso": ("boolean", {}),
 }
 
 

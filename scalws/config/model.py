@@ -69,6 +69,7 @@ class Http3:
     alt_svc_max_age: int = 86400           # Alt-Svc's ma= on the site's TLS answers; 0: no Alt-Svc
     early_data: bool = False               # 0-RTT: GET/HEAD before the handshake ends (RFC 8470)
     early_data_window: float = 10.0        # its anti-replay window, seconds
+    gso: bool = True                       # UDP GSO: a connection's packets in one sendmsg
 
 
 @dataclass

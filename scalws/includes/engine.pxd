@@ -343,6 +343,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t retry_above
         uint32_t qpack_encoder_table
         uint32_t early_window_ms
+        uint32_t gso
 
     ctypedef struct sws_quic_certs_t:
         pass

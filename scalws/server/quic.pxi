@@ -31,6 +31,7 @@ cdef build_quic(Engine eng, config):
     c.retry_above = 0xFFFFFFFF if h.retry_above is None else h.retry_above
     c.qpack_encoder_table = h.qpack_encoder_table
     c.early_window_ms = _ms(h.early_data_window) if h.early_data else 0
+    c.gso = 1 if h.gso else 0
     if sws_engine_set_h3(eng.e, &c) < 0:
         raise ValueError("http3: invalid settings")
     by_key = {}

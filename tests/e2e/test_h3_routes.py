@@ -66,3 +66,34 @@ def test_managed_apps_over_h3(server, pki, www):
             status, headers, body = c.get("/node/hello?x=1")
             assert status == 200 and b" node /node/hello?x=1" in body, body
             assert dict(headers)["content-type"] == "text/plain"
+
+
+def udp_counters():
+    with open("/proc/net/snmp") as f:
+        names, values = [line.split()[1:] for line in f if line.startswith("Udp:")]
+    return dict(zip(names, map(int, values)))
+
+
+@pytest.mark.parametrize("gso", ["on", "off"])
+def test_gso_sends_a_connections_packets_in_one_call_and_off_one_each(server, pki, www, gso):
+    """A 3 MiB answer: with GSO the kernel counts one datagram sent per
+    sendmsg of up to 64 packets (the client's receive counter sees each
+    packet); with `http3.gso: off` one per packet. Either way it arrives
+    whole."""
+    import hashlib
+    srv = start(server, pki, www, head="http3: {{gso: %s}}\n" % gso)
+    with H3(srv.port, cafile=pki.ca.cert_path, timeout=30) as c:
+        before = udp_counters()
+        status, _, body = c.get("/big.bin")
+        after = udp_counters()
+        assert status == 200
+        assert hashlib.sha256(body).digest() == \
+            hashlib.sha256((www / "big.bin").read_bytes()).digest()
+        assert [a[0] for a in c.many([("GET", "/hello", [], b"")] * 50)] == [200] * 50
+    got = after["InDatagrams"] - before["InDatagrams"]  # ours (segments) + the client's acks
+    sent = after["OutDatagrams"] - before["OutDatagrams"]  # the same, a GSO call counted once
+    assert got > 2000, got
+    if gso == "on":
+        assert sent < got / 2, (sent, got)
+    else:
+        assert sent > got * 0.9, (sent, got)

@@ -19,7 +19,7 @@ def test_quic_listener_beside_tls_and_the_http3_block(tmp_path, certs):
     cfg = load(tmp_path, f"""\
         http3: {{max_concurrent_streams: 64, idle_timeout: 1m, retry_above: off,
                 qpack_encoder_table: 4k, alt_svc_max_age: 60, early_data: on,
-                early_data_window: 30s}}
+                early_data_window: 30s, gso: off}}
         sites:
           - listen: [":8443 tls", ":8443 quic"]
             {certs}
@@ -31,7 +31,7 @@ def test_quic_listener_beside_tls_and_the_http3_block(tmp_path, certs):
     h = cfg.http3
     assert (h.max_concurrent_streams, h.idle_timeout, h.retry_above) == (64, 60.0, None)
     assert (h.qpack_encoder_table, h.alt_svc_max_age) == (4096, 60)
-    assert (h.early_data, h.early_data_window) == (True, 30.0)
+    assert (h.early_data, h.early_data_window, h.gso) == (True, 30.0, False)
     defaults = load(tmp_path, f"""\
         sites:
           - listen: [":8443 quic"]
@@ -39,7 +39,7 @@ def test_quic_listener_beside_tls_and_the_http3_block(tmp_path, certs):
             routes: [{{path: /, respond: 204}}]
     """).http3
     assert defaults.retry_above == 100
-    assert (defaults.early_data, defaults.early_data_window) == (False, 10.0)
+    assert (defaults.early_data, defaults.early_data_window, defaults.gso) == (False, 10.0, True)
 
 
 def test_quic_needs_certificates_and_the_http3_block_its_ranges(tmp_path, certs):

@@ -619,7 +619,7 @@ int sws_h3_init(sws_engine_t *e)
     e->h3.conf = (sws_h3_conf_t){SWS_H3_MAX_STREAMS, SWS_H3_STREAM_WINDOW, SWS_H3_CONN_WINDOW,
                                  SWS_H3_IDLE_MS, SWS_H3_HANDSHAKE_MS, SWS_H3_MAX_CONNS,
                                  SWS_H3_QPACK_TABLE, SWS_H3_QPACK_BLOCKED, SWS_H3_RETRY_ABOVE,
-                                 SWS_H3_QPACK_ENCODER, 0};
+                                 SWS_H3_QPACK_ENCODER, 0, 1};
     return 0;
 }
 

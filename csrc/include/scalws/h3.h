@@ -65,6 +65,8 @@ typedef struct {
     uint32_t qpack_encoder_table; /* the most of the client's table our encoder uses */
     uint32_t early_window_ms;  /* 0: no 0-RTT (the default); else early data is taken, with
                                   anti-replay over this window (early.c) */
+    uint32_t gso;              /* 1: a connection's packets in one sendmsg (UDP GSO) where
+                                  the kernel takes it; 0: one packet a call */
 } sws_h3_conf_t;
 
 struct quic_lst;
