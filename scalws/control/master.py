@@ -27,7 +27,6 @@ import gc
 import mmap
 import os
 import resource
-import secrets
 import select
 import signal
 import socket
@@ -171,12 +170,7 @@ class Master:
         # the master's life; none under scalws-controller, whose instances
         # share one reuseport group per address.
         self.steer = None if os.environ.get("SCALWS_INSTANCE") else mmap.mmap(-1, STEER_PAGE)
-        # HTTP/3: each quic address's sockets per generation parity, and the
-        # byte our connection IDs are checked with (quicsteer.py)
-        self.quic_slots = {}
-        self.quic_key = secrets.randbelow(255) + 1
-        self.quic_secret = secrets.token_bytes(128)  # SWS_H3_SECRET: resets, Retry, tickets
-        self.quic_unsteered = False
+        self.quic = quicsteer.QuicSockets()  # HTTP/3's socket sets, key byte, secret
 
     # ---- sockets -----------------------------------------------------------
     def _bind(self, listen):
@@ -229,13 +223,7 @@ class Master:
         for key, listen in wanted.items():
             socks = self.sockets.setdefault(key, [])
             if listen.kind == "quic":
-                # one set per generation parity, never shrunk: a socket's
-                # index in the reuseport group is its place in `socks`
-                # (quicsteer.py), and no old worker shares a new one's socket
-                mine = self.quic_slots.setdefault(key, ([], []))[parity]
-                while len(mine) < config.workers:
-                    socks.append(self._bind(listen))
-                    mine.append(socks[-1])
+                self.quic.ensure(key, socks, parity, config.workers, lambda: self._bind(listen))
                 continue
             n = 1 if listen.kind == "unix" else config.workers
             while len(socks) < n:
@@ -249,60 +237,9 @@ class Master:
                     socks.pop().close()  # tcp_migrate_req moves its queue to the others
         return stale
 
-    def _quic_steer(self, config, gen):
-        """Points each QUIC address's steering program at generation
-        `gen`'s workers (quicsteer.py): after they are ready, before the
-        old ones stop. Under scalws-controller the instances share each
-        group, so the kernel's hash spreads packets (no migration across)."""
-        if os.environ.get("SCALWS_INSTANCE"):
-            self._no_early(config, "under scalws-controller")
-            return
-        for key, (even, odd) in self.quic_slots.items():
-            socks = self.sockets.get(key)
-            mine = (even, odd)[gen % 2][:config.workers]
-            if not socks or not mine:
-                continue
-            index = {id(s): i for i, s in enumerate(socks)}
-            table = [index[id(s)] for s in mine]
-            if len(socks) > quicsteer.MAX_GROUP or len(table) > quicsteer.MAX_TABLE:
-                if not self.quic_unsteered:
-                    log.warning("HTTP/3: %d workers: QUIC packets are spread by address "
-                                "(steering names up to %d): a client that moves loses its "
-                                "connection", len(table), quicsteer.MAX_TABLE)
-                self.quic_unsteered = True
-                self._no_early(config, "QUIC packets are not steered")
-                continue
-            try:
-                quicsteer.attach(socks[0], self.quic_key, table)
-            except OSError as exc:
-                log.warning("HTTP/3: cannot steer QUIC packets (%s): spread by address",
-                            exc.strerror or exc)
-                self.quic_unsteered = True
-                self._no_early(config, "QUIC packets are not steered")
-
-    @staticmethod
-    def _no_early(config, why):
-        """0-RTT's anti-replay holds only where a client's first flight and
-        a replay of it reach one worker (csrc/http/h3/early.c): the workers
-        take no early data, and the log says why."""
-        if config.http3.early_data and any(l.kind == "quic" for s in config.sites
-                                           for l in s.listen):
-            log.warning("HTTP/3: http3.early_data is on but %s: 0-RTT is off", why)
-
-    def _quic_steer_of(self, key, sock):
-        """For a quic socket: (index in the group, key byte, the secret), the
-        first two -1 when the program does not steer to it; else None."""
-        if key[0] != "quic":
-            return None
-        if self.quic_unsteered or os.environ.get("SCALWS_INSTANCE"):
-            return (-1, -1, self.quic_secret)
-        i = next(i for i, s in enumerate(self.sockets[key]) if s is sock)
-        return (i, self.quic_key, self.quic_secret) if i < quicsteer.MAX_GROUP else \
-            (-1, -1, self.quic_secret)
-
     def _close_keys(self, keys):
         for key in keys:
-            self.quic_slots.pop(key, None)
+            self.quic.forget(key)
             for s in self.sockets.pop(key, []):
                 s.close()
             if key[0] == "unix":
@@ -317,10 +254,10 @@ class Master:
         for key in self._listens(config):
             socks = self.sockets[key]
             if key[0] == "quic":
-                sock = self.quic_slots[key][gen % 2][index]
+                sock = self.quic.socket_of(key, gen, index)
+                out.append((key, sock, self.quic.steer_of(key, sock, socks)))
             else:
-                sock = socks[0] if key[0] == "unix" else socks[index]
-            out.append((key, sock, self._quic_steer_of(key, sock)))
+                out.append((key, socks[0] if key[0] == "unix" else socks[index], None))
         return out
 
     # ---- workers -----------------------------------------------------------
@@ -710,7 +647,8 @@ class Master:
         self.stats = self._stats_block(cfg)
         self.status_sock = self._bind_status(cfg)
         self.statusd_pid = self._start_statusd(cfg, self.stats)
-        self._quic_steer(cfg, self.gen + 1)  # before the workers: they learn whether it steers
+        self.quic.steer(cfg, self.gen + 1, self.sockets)  # before the workers: they learn
+        # whether it steers
         self.slots, ready = self._start_generation(cfg, self.tls, self.stats)
         if self.pidfile is not None:
             self.pidfile.write()  # init scripts wait for it: once the workers are ready
@@ -933,7 +871,7 @@ class Master:
             self.cache.prune(self.config)  # the failed workers keep their own mappings
             return "reload failed, serving the previous configuration"
         # New QUIC connections go to the new workers; the old ones keep theirs.
-        self._quic_steer(new, self.gen)
+        self.quic.steer(new, self.gen, self.sockets)
         # The apps' old workers stop once the old web workers have drained.
         self.apps.commit(app_procs, self.gen)
         for s in old:

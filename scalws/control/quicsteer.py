@@ -28,8 +28,12 @@ ones; the program is replaced once the new generation is ready.
 from __future__ import annotations
 
 import ctypes
+import os
+import secrets
 import socket
 import struct
+
+from scalws.control.logs import log
 
 SO_ATTACH_REUSEPORT_CBPF = 51
 CID_LEN = 16               # csrc/http/h3/h3_int.h H3_SCID_LEN
@@ -102,3 +106,79 @@ def attach(sock: socket.socket, key: int, table: list[int]) -> None:
     buf = ctypes.create_string_buffer(raw, len(raw))
     fprog = struct.pack("HxxxxxxQ", len(insns), ctypes.addressof(buf))  # struct sock_fprog
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
+
+
+class QuicSockets:
+    """The master's QUIC sockets: per quic address, one set per generation
+    parity, never shrunk (a socket's index in the reuseport group is its
+    place in the address's list, and no old worker shares a new one's
+    socket); the key byte our connection IDs are checked with; the secret
+    of resets, Retry tokens and tickets; whether the program steers."""
+
+    def __init__(self):
+        self.slots = {}                            # key -> (even sockets, odd sockets)
+        self.key = secrets.randbelow(255) + 1
+        self.secret = secrets.token_bytes(128)     # SWS_H3_SECRET
+        self.unsteered = False
+
+    def ensure(self, key, socks, parity, workers, bind):
+        """At least `workers` sockets of `parity` for the address, new
+        ones (bind()) appended to socks, the address's group."""
+        mine = self.slots.setdefault(key, ([], []))[parity]
+        while len(mine) < workers:
+            socks.append(bind())
+            mine.append(socks[-1])
+
+    def socket_of(self, key, gen, index):
+        return self.slots[key][gen % 2][index]
+
+    def forget(self, key):
+        self.slots.pop(key, None)
+
+    def steer(self, config, gen, sockets):
+        """Points each address's program at generation `gen`'s workers:
+        after they are ready, before the old ones stop. Under
+        scalws-controller the instances share each group, so the kernel's
+        hash spreads packets (no migration across)."""
+        if os.environ.get("SCALWS_INSTANCE"):
+            no_early(config, "under scalws-controller")
+            return
+        for key, (even, odd) in self.slots.items():
+            socks = sockets.get(key)
+            mine = (even, odd)[gen % 2][:config.workers]
+            if not socks or not mine:
+                continue
+            index = {id(s): i for i, s in enumerate(socks)}
+            table = [index[id(s)] for s in mine]
+            if len(socks) > MAX_GROUP or len(table) > MAX_TABLE:
+                if not self.unsteered:
+                    log.warning("HTTP/3: %d workers: QUIC packets are spread by address "
+                                "(steering names up to %d): a client that moves loses its "
+                                "connection", len(table), MAX_TABLE)
+                self.unsteered = True
+                no_early(config, "QUIC packets are not steered")
+                continue
+            try:
+                attach(socks[0], self.key, table)
+            except OSError as exc:
+                log.warning("HTTP/3: cannot steer QUIC packets (%s): spread by address",
+                            exc.strerror or exc)
+                self.unsteered = True
+                no_early(config, "QUIC packets are not steered")
+
+    def steer_of(self, key, sock, socks):
+        """(index in the group, key byte, the secret) for a worker's
+        socket, the first two -1 when the program does not steer to it."""
+        if self.unsteered or os.environ.get("SCALWS_INSTANCE"):
+            return (-1, -1, self.secret)
+        i = next(i for i, s in enumerate(socks) if s is sock)
+        return (i, self.key, self.secret) if i < MAX_GROUP else (-1, -1, self.secret)
+
+
+def no_early(config, why):
+    """0-RTT's anti-replay holds only where a client's first flight and a
+    replay of it reach one worker (csrc/http/h3/early.c): the workers take
+    no early data there, and the log says why."""
+    if config.http3.early_data and any(l.kind == "quic" for s in config.sites
+                                       for l in s.listen):
+        log.warning("HTTP/3: http3.early_data is on but %s: 0-RTT is off", why)
