@@ -1,0 +1,85 @@
+/* The FastCGI handler's insides, shared by its two files: fastcgi.c (the
+ * exchange: start, the application's answer, errors and retries, the end)
+ * and fastcgi_params.c (the request as records: the PARAMS stream and its
+ * framing). Contract of the handler in scalws/fastcgi.h. */
+#ifndef SCALWS_FASTCGI_INT_H
+#define SCALWS_FASTCGI_INT_H
+
+#include "context.h"
+
+#include "proxy_int.h"
+#include "scalws/fastcgi.h"
+#include "scalws/fcgi.h"
+
+#define FCGI_ID 1
+#define STDIN_MAX 32768           /* content per STDIN record we write */
+/* An error-log line is at most 1024 bytes (elog): the STDERR text and the
+ * request target are cut so that the upstream and the request id after
+ * them always fit. */
+#define ERRLINE_MAX 480           /* one STDERR line logged; longer ones are cut */
+#define TARGET_LOG_MAX 200        /* the request target in a line that ends with the id */
+#define TLOG(x) ((x)->target_len > TARGET_LOG_MAX ? TARGET_LOG_MAX : (x)->target_len)
+#define REDIRECTS_MAX 5           /* local redirects followed for one request */
+
+enum { FS_WAIT_BODY, FS_HEAD, FS_BODY, FS_DONE };
+enum { G_CONNECT, G_CONNECT_TIMEOUT, G_RESET, G_READ_TIMEOUT, G_SEND_TIMEOUT, G_BAD_RESPONSE,
+       G_OVERLOADED };
+
+typedef struct fx {
+    sws_resp_t *r;
+    const sws_conn_t *conn;
+    upconn_t *uc;
+    const sws_fastcgi_t *f;
+    sws_upstream_t *up;
+    const sws_site_t *site;
+    int method;
+    int fs;                       /* FS_* */
+    int status;
+    unsigned started : 1,         /* a response byte went to the client */
+        req_done : 1,             /* the whole request body went into w (or body) */
+        hold : 1,                 /* chunked: the body is held until its end */
+        can_retry : 1,            /* head[] holds the whole request */
+        junk : 1,                 /* bytes after END_REQUEST, or a cut response: not reusable */
+        in_start : 1,             /* sws_fastcgi_start is on the stack */
+        ended : 1,                /* END_REQUEST read */
+        heard : 1,                /* a byte came from the application on this attempt */
+        queued : 1;               /* on uc->srv->fcgi_wait: see unqueue() */
+    int early_status;
+    int fail_status;              /* the last failed attempt's answer, for when none is left */
+    int redirects;
+    struct fx *qprev, *qnext;     /* uc->srv->fcgi_wait */
+    uint64_t t_queued;            /* e->core.now when it went on it */
+    uint32_t attempts;
+    uint64_t tried;
+    uint32_t up_gen;              /* the group's gen the indexes in tried belong to */
+    uint64_t hash;
+    char *params;                 /* the PARAMS stream's content, until framed */
+    size_t params_len, params_cap;
+    char *head;                   /* BEGIN + PARAMS (+ the whole STDIN when known), for retries */
+    size_t head_len;
+    char *w;                      /* bytes for the application */
+    size_t wlen, woff, wcap;
+    char *body;                   /* a held (chunked) body */
+    size_t body_len, body_cap;
+    sws_fcgi_dec_t dec;
+    char *rbuf;
+    size_t rcap, olen, last_len;  /* rbuf[0..olen): decoded STDOUT not yet passed on */
+    char errline[ERRLINE_MAX];
+    size_t errlen;
+    char rid[RID_MAX];
+    size_t rid_len;
+    int method_len, target_len;
+    char what[];                  /* the method, then the target (the request's REQUEST_URI) */
+} fx_t;
+
+/* fastcgi_params.c */
+SWS_INTERNAL int fx_grow(char **buf, size_t *cap, size_t need);
+/* n bytes as records of `type` appended to x->w; n 0: the stream's end. */
+SWS_INTERNAL int fx_w_records(fx_t *x, int type, const char *p, size_t n);
+/* x->params: the CGI variables of req (and the operator's, last). */
+SWS_INTERNAL int fx_build_params(sws_engine_t *e, fx_t *x, const sws_request_t *req);
+/* x->w (and x->head when done): BEGIN_REQUEST, the PARAMS stream, then
+ * the STDIN given. */
+SWS_INTERNAL int fx_frame_request(fx_t *x, const char *body, size_t n, int done);
+
+#endif
