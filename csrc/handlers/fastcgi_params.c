@@ -189,7 +189,9 @@ int fx_build_params(sws_engine_t *e, fx_t *x, const sws_request_t *req)
     }
     rc |= PARAM(x, "GATEWAY_INTERFACE", "CGI/1.1", 7);
     rc |= PARAM(x, "SERVER_SOFTWARE", "scalws", 6);
-    rc |= PARAM(x, "SERVER_PROTOCOL", req->minor ? "HTTP/1.1" : "HTTP/1.0", 8);
+    /* nginx's $server_protocol: what the client spoke */
+    rc |= PARAM(x, "SERVER_PROTOCOL", req->http3 ? "HTTP/3.0" : req->http2 ? "HTTP/2.0" :
+                req->minor ? "HTTP/1.1" : "HTTP/1.0", 8);
     rc |= PARAM(x, "REQUEST_SCHEME", is_tls(x->conn) ? "https" : "http", is_tls(x->conn) ? 5 : 4);
     if (is_tls(x->conn))
         rc |= PARAM(x, "HTTPS", "on", 2);

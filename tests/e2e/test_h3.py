@@ -507,6 +507,7 @@ def test_fastcgi_and_the_cache_over_h3(server, pki, www, php_fpm, upstream_app):
         env = json.loads(out)
         assert env["get"] == {"a": "1"} and env["server"]["HTTPS"] == "on"
         assert env["server"]["REQUEST_SCHEME"] == "https"
+        assert env["server"]["SERVER_PROTOCOL"] == "HTTP/3.0"  # as nginx's $server_protocol
         status, _, out = c.request("POST", "/md5.php", [("content-length", str(len(body)))],
                                    body)
         assert status == 200, out
