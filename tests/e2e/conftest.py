@@ -135,6 +135,19 @@ def server(tmp_path):
             assert not crashes or srv.expect_crashes, log
 
 
+def until(fn, timeout=10.0, what="condition"):
+    """Polls fn() until it returns something true, and returns that: for
+    state with no event to wait on (the shared counters, published at the
+    end of each pass and tick)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time the process has used (utime + stime), in seconds."""
     with open(f"/proc/{pid}/stat") as f:

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from scalws.control import stats
+from tests.e2e.conftest import until
 from tests.e2e.h3client import H3
 from tests.e2e.test_h3 import HOST, braces, pki, rss_kib, start, web_workers, www  # noqa: F401
 
@@ -24,17 +25,6 @@ STATUS = 'status: {{file: "{tmp}/stats.bin"}}\n'
 
 def h3_conns(srv) -> int:
     return stats.read(srv.tmp / "stats.bin")["connections_h3_active"]
-
-
-def until(fn, timeout=10.0, what="condition"):
-    """Polls fn() (the counters are published at the end of each pass)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def a_ticket(srv, pki):

@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 
 from scalws.control import stats
-from tests.e2e.conftest import free_port, read_response
+from tests.e2e.conftest import free_port, read_response, until
 
 CONFIG = """\
 workers: 2
@@ -39,18 +39,6 @@ def get(port, path, host="example.org"):
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
         status, headers, body, _ = read_response(s)
         return status, headers, body
-
-
-def until(fn, timeout=10.0, what="condition"):
-    """Polls fn() until it returns something true (the counters are
-    published at the end of each pass and tick: no event to wait on)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # A strict parser of the text exposition format 0.0.4 (enough for ours).
