@@ -140,12 +140,13 @@ def until(fn, timeout=10.0, what="condition"):
     state with no event to wait on (the shared counters, published at the
     end of each pass and tick)."""
     deadline = time.monotonic() + timeout
+    v = None
     while time.monotonic() < deadline:
         v = fn()
         if v:
             return v
         time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what} (last: {v!r})")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import free_port
+from tests.e2e.conftest import free_port, until
 from tests.e2e.upstreams.dnsserver import DnsServer
 
 CONF = """
@@ -114,17 +114,6 @@ def answers(port, n=12):
     return {get(port)[1] for _ in range(n)}
 
 
-def until(what, check, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
 def start(server, dns, bport, workers=1, balance="round_robin", name="app.test", run=True):
     return server(CONF.format(dns=dns.port, bport=bport, workers=workers, balance=balance,
                               name=name), start=run)
@@ -138,11 +127,11 @@ def test_addresses_join_and_leave_without_a_reload(server, dns, backends):
     assert answers(srv.port) == {"127.0.0.2"}
 
     dns.set("app.test", ["127.0.0.2", "127.0.0.3"])
-    until("both servers", lambda: answers(srv.port) == {"127.0.0.2", "127.0.0.3"})
+    until(lambda: answers(srv.port) == {"127.0.0.2", "127.0.0.3"}, what="both servers")
     srv.wait_log("app.test now resolves to 127.0.0.2, 127.0.0.3 (added: 127.0.0.3")
 
     dns.set("app.test", ["127.0.0.4", "127.0.0.3"])   # order does not matter
-    until("the new set", lambda: answers(srv.port) == {"127.0.0.3", "127.0.0.4"})
+    until(lambda: answers(srv.port) == {"127.0.0.3", "127.0.0.4"}, what="the new set")
     srv.wait_log("draining: 127.0.0.2")
     srv.wait_log('upstream server 127.0.0.2:%d of "api" removed (DNS)' % bport, count=2)
     assert sorted(srv.workers()) == workers            # the same processes
@@ -183,12 +172,12 @@ def test_a_failed_lookup_keeps_the_last_good_set(server, dns, backends, mode):
     assert "keeping its last good addresses (127.0.0.2, 127.0.0.3)" in srv.log()
     asked = dns.queries("app.test")
     assert answers(srv.port) == {"127.0.0.2", "127.0.0.3"}
-    until("a retry", lambda: dns.queries("app.test") > asked)
+    until(lambda: dns.queries("app.test") > asked, what="a retry")
     assert srv.log().count("resolving app.test for upstream api failed") == 1  # said once
     dns.mode = "answer"
     dns.set("app.test", ["127.0.0.4"])
     srv.wait_log("resolving app.test for upstream api works again")
-    until("the new server", lambda: answers(srv.port, 4) == {"127.0.0.4"})
+    until(lambda: answers(srv.port, 4) == {"127.0.0.4"}, what="the new server")
 
 
 def test_a_cname_and_the_ttl(server, dns, backends):
@@ -200,7 +189,7 @@ def test_a_cname_and_the_ttl(server, dns, backends):
     srv = start(server, dns, bport, name="www.app.test")
     assert answers(srv.port) == {"127.0.0.3"}
     dns.set("pods.app.test", ["127.0.0.4"], ttl=3)
-    until("the new server", lambda: answers(srv.port, 4) == {"127.0.0.4"})
+    until(lambda: answers(srv.port, 4) == {"127.0.0.4"}, what="the new server")
     # max_interval bounds a long TTL: asked about once a second
     n = dns.queries("www.app.test")
     time.sleep(2.5)
@@ -217,7 +206,7 @@ def test_hash_balance_keeps_its_keys_when_a_server_joins(server, dns, backends):
     before = {p: get(srv.port, p)[1] for p in paths}
     assert set(before.values()) == {"127.0.0.2", "127.0.0.3"}
     dns.set("app.test", ["127.0.0.2", "127.0.0.3", "127.0.0.4"])
-    until("the third server", lambda: "127.0.0.4" in {get(srv.port, p)[1] for p in paths})
+    until(lambda: "127.0.0.4" in {get(srv.port, p)[1] for p in paths}, what="the third server")
     after = {p: get(srv.port, p)[1] for p in paths}
     moved = [p for p in paths if after[p] != before[p]]
     assert all(after[p] == "127.0.0.4" for p in moved), (before, after)
