@@ -464,29 +464,39 @@ def test_proxied_downloads_that_are_never_read_hold_bounded_memory(server, pki, 
         assert c.read_frame() is None
 
 
-@pytest.mark.parametrize("bad, split", [([("X-Upper", "1")], False), ([("connection", "keep-alive")], False),
-                                        ([(":path", "/again")], False), ([("X-Upper", "1")], True)])
-def test_a_refused_header_block_leaves_the_connection_on_keepalive(srv, bad, split):
+REFUSED_BLOCKS = [([("X-Upper", "1")], False), ([("connection", "keep-alive")], False),
+                  ([(":path", "/again")], False), ([("X-Upper", "1")], True)]
+
+
+def test_a_refused_header_block_leaves_the_connection_on_keepalive(srv):
     # nghttp2 refuses these blocks itself (an uppercase name, a
     # connection-specific field, a pseudo-header twice: RFC 9113 §8.2) with
     # RST_STREAM PROTOCOL_ERROR and no frame callback; `split` sends the
     # bad field in a CONTINUATION. The block is over, so the idle
     # connection is timed by keepalive_timeout (30 s), not by
-    # header_timeout (2 s) as an unfinished block would be.
-    c = Client(srv.port).ready()
-    if split:
-        hb = block(extra=[("x-fine", "y" * 40), *bad])
-        c.send(frame(HEADERS, END_STREAM, 1, hb[:30]) + frame(CONTINUATION, END_HEADERS, 1, hb[30:]))
-    else:
-        c.send(request(1, extra=bad))
-    f, _ = c.until(lambda f: f[0] == RST_STREAM)
-    assert (f[2], struct.unpack(">I", f[3])[0]) == (1, PROTOCOL_ERROR)
-    c.sock.settimeout(2 + 2.5)  # header_timeout, the tick, slack
-    try:
-        f = c.read_frame()
-    except socket.timeout:
-        f = "still open"
-    assert f == "still open", f
-    c.sock.settimeout(10)
-    assert c.get(3) == ("200", b"ok\n")
+    # header_timeout (2 s) as an unfinished block would be. One
+    # connection per case, all waited on together.
+    clients = []
+    for bad, split in REFUSED_BLOCKS:
+        c = Client(srv.port).ready()
+        if split:
+            hb = block(extra=[("x-fine", "y" * 40), *bad])
+            c.send(frame(HEADERS, END_STREAM, 1, hb[:30]) +
+                   frame(CONTINUATION, END_HEADERS, 1, hb[30:]))
+        else:
+            c.send(request(1, extra=bad))
+        f, _ = c.until(lambda f: f[0] == RST_STREAM)
+        assert (f[2], struct.unpack(">I", f[3])[0]) == (1, PROTOCOL_ERROR), (bad, split)
+        clients.append(c)
+    deadline = time.monotonic() + 2 + 2.5  # header_timeout, the tick, slack
+    for (bad, split), c in zip(REFUSED_BLOCKS, clients):
+        c.sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            f = c.read_frame()
+        except socket.timeout:
+            f = "still open"
+        assert f == "still open", (bad, split, f)
+    for c in clients:
+        c.sock.settimeout(10)
+        assert c.get(3) == ("200", b"ok\n")
     assert "timed out" not in srv.log()

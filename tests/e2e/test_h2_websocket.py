@@ -446,6 +446,8 @@ def test_upstream_close_ends_the_stream(site):
     c.ws_send(sid, TEXT, b"!close")
     op, payload = c.ws_recv(sid)
     assert op == CLOSE and payload == struct.pack(">H", 1000) + b"upstream says bye"
+    c.ws_send(sid, CLOSE, struct.pack(">H", 1000))  # the closing handshake's answer (RFC 6455
+    # §5.5.1): the upstream closes its TCP connection now, not after its close timeout
     c.pump(lambda: c.streams[sid].ended or c.streams[sid].reset is not None)
     assert c.streams[sid].ended and c.streams[sid].reset is None
 
