@@ -7,6 +7,7 @@ code RFC 9000 / RFC 9204 name, the worker's memory bounded, and another
 client served meanwhile."""
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import time
@@ -16,7 +17,7 @@ import pytest
 from scalws.control import stats
 from tests.e2e.conftest import until
 from tests.e2e.h3client import H3
-from tests.e2e.test_h3 import HOST, braces, pki, rss_kib, start, web_workers, www  # noqa: F401
+from tests.e2e.test_h3 import HOST, pki, rss_kib, start, web_workers, www  # noqa: F401
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -64,7 +65,6 @@ def test_early_data_when_on_serves_get_and_head_and_refuses_the_rest(server, pki
         assert c.proto._quic.tls.early_data_accepted
         assert [a[0] for a in answers] == [200, 200, 425, 425]
         # the origin learns that a request came early (RFC 8470 §5.1)
-        import json
         echo = {k.lower(): v for k, v in json.loads(answers[0][2])["headers"]}
         assert echo["early-data"] == "1"
         # after the handshake the same methods are served, with no Early-Data
