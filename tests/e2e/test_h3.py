@@ -334,14 +334,44 @@ def test_a_killed_worker_is_replaced_and_serves_h3(server, pki, www):
             assert c.get("/hello")[0] == 200
 
 
-def test_reload_serves_h3_on_the_new_workers(server, pki, www):
-    srv = start(server, pki, www)
-    with H3(srv.port, cafile=pki.ca.cert_path) as c:
-        assert c.get("/hello")[0] == 200
-    srv.kill(signal.SIGHUP)
-    srv.wait_log("reloaded")
-    with H3(srv.port, cafile=pki.ca.cert_path) as c:
-        assert c.get("/hello")[0] == 200
+def test_reloads_under_h3_load_lose_no_request(server, pki, www):
+    """Three clients open connection after connection (8 requests at once
+    on each) while the server reloads three times: every request is
+    answered, on old workers that drain or on new ones."""
+    srv = start(server, pki, www, workers=2)
+    stop = threading.Event()
+    results = {"answers": 0, "errors": []}
+    lock = threading.Lock()
+
+    def load():
+        reqs = [("GET", "/hello" if i % 2 else "/index.html", [], b"") for i in range(8)]
+        while not stop.is_set():
+            try:
+                with H3(srv.port, cafile=pki.ca.cert_path, timeout=10) as c:
+                    statuses = [a[0] for a in c.many(reqs)]
+                with lock:
+                    results["answers"] += statuses.count(200)
+                    if statuses != [200] * 8:
+                        results["errors"].append(statuses)
+            except Exception as exc:  # a lost request or connection
+                with lock:
+                    results["errors"].append(repr(exc))
+
+    threads = [threading.Thread(target=load) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for n in range(1, 4):
+            time.sleep(0.3)  # load on the generation before
+            srv.kill(signal.SIGHUP)
+            srv.wait_log("reloaded", timeout=20, count=n)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not results["errors"], results["errors"][:5]
+    assert results["answers"] >= 3 * 8 * 3, results
 
 
 def test_migration_reaches_the_owning_worker_among_four(server, pki, www, tmp_path):
