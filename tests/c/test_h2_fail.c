@@ -65,8 +65,7 @@ static sws_respond_t ERR[SWS_ERR_COUNT];
 
 static sws_engine_t *engine(void)
 {
-    static const int status[SWS_ERR_COUNT] = {400, 403, 404, 405, 408, 412, 413, 414,
-                                              417, 425, 431, 500, 501, 502, 503, 504, 505};
+    static const int status[SWS_ERR_COUNT] = SWS_ERR_STATUSES;
     for (int i = 0; i < SWS_ERR_COUNT; i++)
         ERR[i] = (sws_respond_t){status[i], "Err", 3, "", 0, "err\n", 4, 1};
     sws_limits_t lim = {.max_header_bytes = 8192, .max_headers = 64, .max_uri_bytes = 4096,

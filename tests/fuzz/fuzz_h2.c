@@ -70,8 +70,7 @@ static sws_handler_t H_PX = {SWS_H_PROXY, &PX};
 
 static void setup(void)
 {
-    static const int status[SWS_ERR_COUNT] = {400, 403, 404, 405, 408, 412, 413, 414,
-                                              417, 425, 431, 500, 501, 502, 503, 504, 505};
+    static const int status[SWS_ERR_COUNT] = SWS_ERR_STATUSES;
     for (int i = 0; i < SWS_ERR_COUNT; i++)
         ERR[i] = (sws_respond_t){status[i], "Err", 3, "Content-Type: text/plain\r\n", 26,
                                  "err\n", 4, 1};

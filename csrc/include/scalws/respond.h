@@ -33,6 +33,10 @@ enum {
     SWS_ERR_414, SWS_ERR_417, SWS_ERR_425, SWS_ERR_431, SWS_ERR_500, SWS_ERR_501, SWS_ERR_502,
     SWS_ERR_503, SWS_ERR_504, SWS_ERR_505, SWS_ERR_COUNT
 };
+/* Their statuses in that order (scalws/handlers/respond.py ERROR_STATUSES
+ * builds the pages; tests/unit/test_respond_errors.py holds the two equal). */
+#define SWS_ERR_STATUSES                                                                          \
+    {400, 403, 404, 405, 408, 412, 413, 414, 417, 425, 431, 500, 501, 502, 503, 504, 505}
 
 #define COPY_BODY_MAX 4096    /* bodies up to this are copied beside the head */
 
