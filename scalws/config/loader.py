@@ -38,11 +38,11 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .directives import (HANDLERS, UNAVAILABLE_HANDLERS, app, cache, cache_peers, fastcgi,
-                         proxy, resolver, tls)
+                         protocols, proxy, resolver, tls)
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
 from .machine import busy_poll_auto, usable_cpus
-from .model import Config, Http2, Http3, Instances, Limits, Listen, LogConfig, Route, Site
+from .model import Config, Instances, Listen, LogConfig, Route, Site
 from .units import DURATION_HINT, SIZE_HINT, format_size, parse_duration, parse_size
 
 __all__ = ["load_config", "load_config_text", "default_config", "ConfigError"]
@@ -69,9 +69,6 @@ TOP_KEYS = ("workers", "user", "sandbox", "server_header", "shutdown_timeout", "
 # (none today; the mechanism stays for the next ones).
 TOP_UNAVAILABLE: dict = {}
 LOG_KEYS = ("access", "format", "error", "error_format", "level", "buffer", "flush")
-LIMIT_KEYS = tuple(Limits.__dataclass_fields__)
-HTTP2_KEYS = tuple(Http2.__dataclass_fields__)
-HTTP3_KEYS = tuple(Http3.__dataclass_fields__)
 SITE_KEYS = ("listen", "server_names", "tls", "routes")
 
 LOG_FORMATS = ("combined", "json")
@@ -623,11 +620,11 @@ def _walk_document(ctx: _Context, root) -> Config:
         _log(ctx, keys["log"][1], cfg.log)
 
     if "limits" in keys:
-        _limits(ctx, keys["limits"][1], cfg.limits)
+        protocols.limits(ctx, keys["limits"][1], cfg.limits)
     if "http2" in keys:
-        _http2(ctx, keys["http2"][1], cfg.http2)
+        protocols.http2(ctx, keys["http2"][1], cfg.http2)
     if "http3" in keys:
-        _http3(ctx, keys["http3"][1], cfg.http3)
+        protocols.http3(ctx, keys["http3"][1], cfg.http3)
 
     if "trusted_proxies" in keys:
         cfg.trusted_proxies = proxy.compile_trusted_proxies(
@@ -899,124 +896,6 @@ def _is_off(ctx, node) -> bool:
     kind = ctx.kind(node)
     return ((kind == "bool" and not _CONSTRUCTOR.construct_yaml_bool(node))
             or (kind == "str" and node.value == "off"))
-
-
-# (reader, arguments) per limit; ranges are documented in docs/configuration.md.
-_LIMITS = {
-    "max_header_bytes": ("size", dict(lo=1 << 10, hi=1 << 20)),
-    "max_headers": ("integer", dict(lo=1, hi=1000)),
-    "max_uri_bytes": ("size", dict(lo=256, hi=1 << 20)),
-    "max_body_bytes": ("size", dict(lo=1, hi=1 << 62)),
-    "header_timeout": ("duration", dict(positive=True)),
-    "body_timeout": ("duration", dict(positive=True)),
-    "keepalive_timeout": ("duration", dict()),
-    "send_timeout": ("duration", dict(positive=True)),
-    "keepalive_requests": ("integer", dict(lo=1, hi=(1 << 31) - 1)),
-    "max_connections": ("integer", dict(lo=1, hi=1_000_000)),
-}
-
-
-def _limits(ctx, node, limits: Limits) -> None:
-    keys = ctx.mapping(node, "limits", LIMIT_KEYS)
-    if keys is None:
-        return
-    for name, (reader, kwargs) in _LIMITS.items():
-        if name not in keys:
-            continue
-        vnode = keys[name][1]
-        kpath = f"limits.{name}"
-        if (name == "max_body_bytes" and ctx.kind(vnode) in ("int", "str")
-                and vnode.value.strip() == "0"):
-            # nginx's client_max_body_size 0 means "no limit"; refuse the
-            # ambiguity instead of guessing either meaning.
-            ctx.error(vnode, kpath, "0 is not allowed: to accept large bodies "
-                      "give a large size such as 1g (nginx's 0 = unlimited has "
-                      "no equivalent)")
-            continue
-        value = getattr(ctx, reader)(vnode, kpath, **kwargs)
-        if value is not None:
-            setattr(limits, name, value)
-    # A request line is part of the header block: the URI limit cannot exceed
-    # it. When only the header limit is given, the URI default follows it down.
-    if "max_uri_bytes" in keys:
-        if limits.max_uri_bytes > limits.max_header_bytes:
-            ctx.error(keys["max_uri_bytes"][1], "limits.max_uri_bytes",
-                      f"must not exceed max_header_bytes "
-                      f"({format_size(limits.max_header_bytes)})")
-    else:
-        limits.max_uri_bytes = min(limits.max_uri_bytes, limits.max_header_bytes)
-
-
-# (reader, arguments) per http2 key; ranges are documented in
-# docs/configuration.md. Windows: RFC 9113 §6.9.2 (at most 2^31-1; the
-# connection's never below the RFC's 65,535 start); the budgets fit the C
-# side's thousandths of a frame in 32 bits.
-_WINDOW_MAX = (1 << 31) - 1
-_HTTP2 = {
-    "max_concurrent_streams": ("integer", dict(lo=1, hi=10_000)),
-    "stream_window": ("size", dict(lo=1 << 10, hi=_WINDOW_MAX)),
-    "connection_window": ("size", dict(lo=65535, hi=_WINDOW_MAX)),
-    "max_header_list_size": ("size", dict(lo=1 << 10, hi=2 << 20)),
-    "header_table_size": ("size", dict(lo=0, hi=64 << 10)),
-    "max_continuations": ("integer", dict(lo=1, hi=1000)),
-    "unsent_limit": ("size", dict(lo=0, hi=64 << 20)),
-    "reset_burst": ("integer", dict(lo=1, hi=1_000_000)),
-    "reset_rate": ("integer", dict(lo=1, hi=1_000_000)),
-    "frame_burst": ("integer", dict(lo=1, hi=1_000_000)),
-    "frame_rate": ("integer", dict(lo=1, hi=1_000_000)),
-}
-
-
-def _http2(ctx, node, http2: Http2) -> None:
-    keys = ctx.mapping(node, "http2", HTTP2_KEYS)
-    if keys is None:
-        return
-    for name, (reader, kwargs) in _HTTP2.items():
-        if name in keys:
-            value = getattr(ctx, reader)(keys[name][1], f"http2.{name}", **kwargs)
-            if name == "unsent_limit" and value is not None and 0 < value < 4096:
-                # a few bytes would wake the worker for every few bytes sent
-                ctx.error(keys[name][1], "http2.unsent_limit",
-                          f"expected 0 (none) or at least 4k, got {keys[name][1].value}")
-                value = None
-            if value is not None:
-                setattr(http2, name, value)
-
-
-# (reader, arguments) per http3 key (docs/configuration.md, "http3"); QUIC's
-# flow-control limits are varints (RFC 9000 §16), ours far below them.
-_HTTP3 = {
-    "max_concurrent_streams": ("integer", dict(lo=1, hi=10_000)),
-    "stream_window": ("size", dict(lo=1 << 10, hi=1 << 30)),
-    "connection_window": ("size", dict(lo=64 << 10, hi=1 << 30)),
-    "idle_timeout": ("duration", dict(lo=1.0, hi=3600.0)),
-    "handshake_timeout": ("duration", dict(lo=1.0, hi=600.0)),
-    "max_connections": ("integer", dict(lo=1, hi=1_000_000)),
-    "qpack_table": ("size", dict(lo=0, hi=64 << 10)),
-    "qpack_blocked_streams": ("integer", dict(lo=0, hi=10_000)),
-    "qpack_encoder_table": ("size", dict(lo=0, hi=64 << 10)),
-    "alt_svc_max_age": ("integer", dict(lo=0, hi=1 << 31)),
-    "retry_above": ("integer", dict(lo=0, hi=1_000_000)),
-    "early_data": ("boolean", {}),
-    "early_data_window": ("duration", dict(lo=1.0, hi=3600.0)),
-    "gso": ("boolean", {}),
-}
-
-
-def _http3(ctx, node, http3: Http3) -> None:
-    keys = ctx.mapping(node, "http3", HTTP3_KEYS)
-    if keys is None:
-        return
-    for name, (reader, kwargs) in _HTTP3.items():
-        if name in keys:
-            node_ = keys[name][1]
-            if name == "retry_above" and ctx.kind(node_) in ("bool", "str") and \
-                    str(node_.value).lower() in ("off", "false", "no"):
-                http3.retry_above = None  # YAML's `off` is false
-                continue
-            value = getattr(ctx, reader)(node_, f"http3.{name}", **kwargs)
-            if value is not None:
-                setattr(http3, name, value)
 
 
 # -- sites -----------------------------------------------------------------
