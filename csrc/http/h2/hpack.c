@@ -50,7 +50,7 @@ static uint32_t pow2_at_least(uint32_t v)
  * after those, for the encoder's hashes and links). An entry takes 32 of
  * the table's size at least, so cap / 32 entries fit at most (128 for
  * 4096: 1 KiB of entries). */
-static int tab_init(sws_hpack_table_t *t, uint32_t cap, size_t extra_per_ent)
+int sws_hpack_tab_init(sws_hpack_table_t *t, uint32_t cap, size_t extra_per_ent)
 {
     memset(t, 0, sizeof *t);
     uint32_t slots = pow2_at_least(cap / SWS_HPACK_OVERHEAD);
@@ -65,20 +65,15 @@ static int tab_init(sws_hpack_table_t *t, uint32_t cap, size_t extra_per_ent)
     return 0;
 }
 
-static inline const sws_hpack_ent_t *tab_get(const sws_hpack_table_t *t, uint32_t k)
-{
-    return &t->ent[(t->ins - k) & t->ent_mask]; /* k = 1: the newest */
-}
-
 static void tab_evict_oldest(sws_hpack_table_t *t)
 {
-    const sws_hpack_ent_t *e = tab_get(t, t->n);
+    const sws_hpack_ent_t *e = sws_hpack_tab_get(t, t->n);
     t->size -= e->nl + e->vl + SWS_HPACK_OVERHEAD;
     if (--t->n == 0)
         t->head = 0; /* start the ring over: fewer entries wrap */
 }
 
-static void tab_set_max(sws_hpack_table_t *t, uint32_t max)
+void sws_hpack_tab_set_max(sws_hpack_table_t *t, uint32_t max)
 {
     t->max = max;
     while (t->size > t->max)
@@ -86,7 +81,7 @@ static void tab_set_max(sws_hpack_table_t *t, uint32_t max)
 }
 
 /* Copies len bytes of the ring from off into dst (the ring may wrap). */
-static void ring_read(const sws_hpack_table_t *t, uint32_t off, uint32_t len, uint8_t *dst)
+void sws_hpack_ring_read(const sws_hpack_table_t *t, uint32_t off, uint32_t len, uint8_t *dst)
 {
     uint32_t first = t->cap - off < len ? t->cap - off : len;
     memcpy(dst, t->bytes + off, first);
@@ -106,7 +101,7 @@ static void ring_write(sws_hpack_table_t *t, uint32_t off, const uint8_t *src, u
  * at most max - 32 n < cap of them, so the new entry's bytes never land on
  * a live entry's. They may land on an evicted one's: a name taken from the
  * table must be copied out first (the decoder does). */
-static int tab_add(sws_hpack_table_t *t, const uint8_t *name, uint32_t nl, const uint8_t *value,
+int sws_hpack_tab_add(sws_hpack_table_t *t, const uint8_t *name, uint32_t nl, const uint8_t *value,
                    uint32_t vl)
 {
     uint64_t sz = (uint64_t)nl + vl + SWS_HPACK_OVERHEAD;
@@ -135,7 +130,7 @@ int sws_hpack_dec_init(sws_hpack_dec_t *d, uint32_t limit)
     if (limit > SWS_HPACK_FIELD_MAX)
         limit = SWS_HPACK_FIELD_MAX;
     /* a ring of at least one byte keeps `% cap` defined when limit is 0 */
-    if (tab_init(&d->t, limit ? limit : 1, 0) < 0)
+    if (sws_hpack_tab_init(&d->t, limit ? limit : 1, 0) < 0)
         return -1;
     d->t.max = limit < SWS_HPACK_DEFAULT_TABLE ? limit : SWS_HPACK_DEFAULT_TABLE;
     d->limit = limit;
@@ -165,7 +160,7 @@ void sws_hpack_dec_set_limit(sws_hpack_dec_t *d, uint32_t limit)
     d->limit = limit;
     if (limit < d->t.max) {
         /* the table shrinks now; the peer's next block must confirm it */
-        tab_set_max(&d->t, limit);
+        sws_hpack_tab_set_max(&d->t, limit);
         if (!d->expect || limit + 1 < d->expect)
             d->expect = 1 + limit;
     }
@@ -290,7 +285,7 @@ static int lookup(sws_hpack_dec_t *d, uint32_t idx, uint32_t at, sws_hpack_field
     }
     if (idx - STATIC_N > d->t.n)
         return -1;
-    const sws_hpack_ent_t *e = tab_get(&d->t, idx - STATIC_N);
+    const sws_hpack_ent_t *e = sws_hpack_tab_get(&d->t, idx - STATIC_N);
     f->nl = e->nl;
     f->vl = e->vl;
     if (e->off + e->nl + e->vl <= d->t.cap) {
@@ -298,7 +293,7 @@ static int lookup(sws_hpack_dec_t *d, uint32_t idx, uint32_t at, sws_hpack_field
     } else {
         if (scratch_reserve(d, at + e->nl + e->vl) < 0)
             return -1;
-        ring_read(&d->t, e->off, e->nl + e->vl, d->scratch + at);
+        sws_hpack_ring_read(&d->t, e->off, e->nl + e->vl, d->scratch + at);
         f->name = d->scratch + at;
     }
     f->value = f->name + e->nl;
@@ -340,7 +335,7 @@ static int literal(sws_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, u
     if (name_in_scratch)
         f.name = d->scratch; /* get_str may have moved the scratch buffer */
     if (index) /* a field over FIELD_MAX (its bytes not all kept) empties the table, adds nothing */
-        (void)tab_add(&d->t, f.name, f.nl, f.value, f.vl);
+        (void)sws_hpack_tab_add(&d->t, f.name, f.nl, f.value, f.vl);
     return put_field(o, &f);
 }
 
@@ -371,7 +366,7 @@ int sws_hpack_decode(sws_hpack_dec_t *d, const uint8_t *p, size_t n, size_t list
             if (v > (d->expect ? d->expect - 1 : d->limit))
                 goto fail;
             d->expect = 0;
-            tab_set_max(&d->t, v);
+            sws_hpack_tab_set_max(&d->t, v);
             continue;
         } else { /* 6.2.2 without indexing (0000), 6.2.3 never indexed (0001) */
             r = literal(d, &p, end, 4, 0, b & 0x10 ? SWS_HPACK_NEVER : 0, &o);
@@ -567,7 +562,7 @@ int sws_hpack_enc_init_cap(sws_hpack_enc_t *e, uint32_t cap)
     memset(e, 0, sizeof *e);
     if (cap > SWS_HPACK_FIELD_MAX)
         cap = SWS_HPACK_FIELD_MAX;
-    if (tab_init(&e->t, cap ? cap : 1, 4 * sizeof(uint32_t)) < 0)
+    if (sws_hpack_tab_init(&e->t, cap ? cap : 1, 4 * sizeof(uint32_t)) < 0)
         return -1;
     e->hash = (uint32_t *)(e->t.ent + e->t.ent_mask + 1);
     e->next = e->hash + 2 * (e->t.ent_mask + 1);
@@ -709,7 +704,7 @@ static uint32_t enc_find(const sws_hpack_enc_t *e, const sws_hpack_field_t *f, u
 static void enc_add(sws_hpack_enc_t *e, const sws_hpack_field_t *f, uint32_t hn, uint32_t hf)
 {
     uint32_t q = e->t.ins, slots = e->t.ent_mask + 1, slot = q & e->t.ent_mask;
-    if (!tab_add(&e->t, f->name, f->nl, f->value, f->vl))
+    if (!sws_hpack_tab_add(&e->t, f->name, f->nl, f->value, f->vl))
         return;
     uint32_t *bn = &e->by_name[hn & (SWS_HPACK_BUCKETS - 1)];
     uint32_t *bf = &e->by_field[hf & (SWS_HPACK_BUCKETS - 1)];
@@ -830,10 +825,10 @@ size_t sws_hpack_encode(sws_hpack_enc_t *e, const sws_hpack_field_t *f, size_t n
     if (e->pending) { /* RFC 7541 4.2: the smallest size since the last block, then the last */
         if (e->pend_min < e->pend_final) {
             o = put_int(o, 0x20, 5, e->pend_min);
-            tab_set_max(&e->t, e->pend_min);
+            sws_hpack_tab_set_max(&e->t, e->pend_min);
         }
         o = put_int(o, 0x20, 5, e->pend_final);
-        tab_set_max(&e->t, e->pend_final);
+        sws_hpack_tab_set_max(&e->t, e->pend_final);
         e->pending = 0;
     }
     for (size_t i = 0; i < n; i++) {

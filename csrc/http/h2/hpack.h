@@ -67,6 +67,26 @@ typedef struct {
     uint32_t size, max;   /* RFC 7541 4.1's size; the maximum now in force */
 } sws_hpack_table_t;
 
+/* The ring as a table of its own, for QPACK's decoder too (RFC 9204 3.2
+ * keeps HPACK's entry size and eviction order). init: one allocation of
+ * cap bytes and cap / 32 entry slots (extra bytes per slot after them),
+ * max = min(cap, 4096); 0, or -1 when out of memory. set_max evicts the
+ * oldest entries until size <= max. add evicts until the entry fits, then
+ * adds it (1); one bigger than max empties the table and is not added (0);
+ * a name or value read out of this table must be copied first (the bytes
+ * of an evicted entry may be overwritten). ring_read copies len bytes at
+ * off, across the ring's end. get(k): k = 1 the newest entry, k <= n. */
+SWS_INTERNAL int sws_hpack_tab_init(sws_hpack_table_t *t, uint32_t cap, size_t extra_per_ent);
+SWS_INTERNAL void sws_hpack_tab_set_max(sws_hpack_table_t *t, uint32_t max);
+SWS_INTERNAL int sws_hpack_tab_add(sws_hpack_table_t *t, const uint8_t *name, uint32_t nl,
+                                   const uint8_t *value, uint32_t vl);
+SWS_INTERNAL void sws_hpack_ring_read(const sws_hpack_table_t *t, uint32_t off, uint32_t len,
+                                      uint8_t *dst);
+static inline const sws_hpack_ent_t *sws_hpack_tab_get(const sws_hpack_table_t *t, uint32_t k)
+{
+    return &t->ent[(t->ins - k) & t->ent_mask];
+}
+
 /* ---- decoder ---- */
 
 typedef struct sws_hpack_dec {
