@@ -501,7 +501,7 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/http/h2/conn.c", "csrc/http/h2/input.c", "csrc/http/h2/request.c",
           "csrc/http/h2/resp.c", "csrc/http/h2/streams.c", "csrc/http/h2/session.c",
           "csrc/http/h2/session_recv.c", "csrc/http/h2/hpack.c", "csrc/http/h2/huffman.c",
-          "csrc/http/accesslog.c",
+          "csrc/http/reqcheck.c", "csrc/http/accesslog.c",
           "csrc/handlers/dispatch.c",
           "csrc/handlers/respond.c", "csrc/handlers/static.c", "csrc/handlers/autoindex.c",
           "csrc/handlers/proxy.c", "csrc/handlers/proxy_head.c", "csrc/handlers/proxy_fields.c",

@@ -32,7 +32,7 @@ sources() {
         h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c csrc/http/h2/*.c) csrc/http/h3/none.c csrc/engine.c -lssl -lcrypto" ;;
         hpack) echo "tests/fuzz/fuzz_hpack.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2 -lpthread" ;;
         qpack) echo "tests/fuzz/fuzz_qpack.c csrc/http/h3/qpack.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp3 -lpthread" ;;
-        h2sess) echo "tests/fuzz/fuzz_h2sess.c csrc/http/h2/session.c csrc/http/h2/session_recv.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2" ;;
+        h2sess) echo "tests/fuzz/fuzz_h2sess.c csrc/http/h2/session.c csrc/http/h2/session_recv.c csrc/http/reqcheck.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2" ;;
         h3) echo "-msse4.2 tests/fuzz/fuzz_h3.c $(ls csrc/*/*.c csrc/http/h2/*.c) $(ls csrc/http/h3/*.c | grep -v none.c) csrc/engine.c -lssl -lcrypto -lngtcp2_crypto_gnutls -lngtcp2 -lnghttp3 -lgnutls" ;;
         *) return 1 ;;
     esac

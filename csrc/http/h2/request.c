@@ -240,7 +240,7 @@ void h2_dispatch(sws_engine_t *e, h2conn_t *hc, h2s_t *s)
     int status = 0;
     const sws_header_t *cl = find_header(&r, "content-length", 14);
     if (cl) {
-        if (sws_h2_parse_cl((const uint8_t *)cl->value, cl->value_len, &info.content_length) < 0)
+        if (sws_parse_content_length((const uint8_t *)cl->value, cl->value_len, &info.content_length) < 0)
             status = 400;
         info.has_content_length = 1;
         s->cl_known = !status;

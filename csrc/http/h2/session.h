@@ -33,6 +33,7 @@
 #include <sys/types.h>
 
 #include "http/h2/hpack.h"
+#include "http/reqcheck.h"
 
 #ifndef SWS_INTERNAL
 #define SWS_INTERNAL __attribute__((visibility("hidden")))
@@ -247,20 +248,16 @@ struct sws_h2st {
     uint32_t recv_unacked;
     int64_t send_win;          /* may go below 0 (SETTINGS_INITIAL_WINDOW_SIZE shrank) */
     uint64_t seq;              /* scheduler order: lower first within an urgency */
-    uint64_t cl, cl_got;       /* content-length, and DATA bytes received */
+    uint64_t cl_got;           /* DATA bytes received (chk.cl: content-length) */
+    sws_reqcheck_t chk;        /* what the request's fields said (http/reqcheck.h) */
     uint8_t state;
     uint8_t urgency;           /* RFC 9218: 0 (most urgent) .. 7; 3 by default */
-    /* the request's pseudo-headers seen, and what they said (session_recv.c's PH_*) */
-    uint8_t pseudo, said;
     unsigned incremental : 1,
         body : 1,              /* a response body follows our HEADERS (data_read) */
         deferred : 1,          /* data_read said DEFERRED */
         end_queued : 1,        /* our END_STREAM is serialized or being written */
         rst_queued : 1,        /* our RST_STREAM is serialized */
         malformed : 1,         /* the header block broke RFC 9113 §8: reset once it ends */
-        regular : 1,           /* a regular field came (pseudo-headers must come before) */
-        cl_known : 1,
-        connect : 1,           /* :method CONNECT */
         final_sent : 1,        /* a final (non-1xx) HEADERS was submitted */
         pre_ack : 1;           /* opened before the client acknowledged our SETTINGS */
 };
@@ -316,8 +313,6 @@ SWS_INTERNAL sws_h2st_t *sws_h2sess_stream(const sws_h2sess_t *s, int32_t id);
 SWS_INTERNAL int32_t sws_h2sess_recv_window(const sws_h2sess_t *s, int32_t id);
 /* The highest stream the session took (GOAWAY's last-stream-id). */
 SWS_INTERNAL int32_t sws_h2sess_last_stream(const sws_h2sess_t *s);
-/* Content-Length as 1*DIGIT, at most 19 digits: 0, or -1. */
-SWS_INTERNAL int sws_h2_parse_cl(const uint8_t *v, size_t n, uint64_t *out);
 
 /* Inside the session (session.c and session_recv.c). */
 SWS_INTERNAL sws_h2st_t *h2st_open(sws_h2sess_t *s, int32_t id);
