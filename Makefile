@@ -4,7 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 # What building needs (the engine's C: OpenSSL, and for HTTP/3 ngtcp2 with its
-# GnuTLS helper, nghttp3, GnuTLS); `make build` and `make run` install them when root.
+# GnuTLS helper and GnuTLS; nghttp3 for bench/h3load.c and as the tests' oracle
+# of our HTTP/3 and QPACK); `make build` and `make run` install them when root.
 BUILDPKGS := gcc make libssl-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev
 SYSPKGS := $(BUILDPKGS) ngtcp2-client curl wrk nghttp2-client libnghttp2-dev php-fpm nginx-light nodejs strace gcc make libssl-dev openssl testssl.sh iproute2 man-db libjemalloc2 libmimalloc2.0 prometheus
 STAMP_VENV := $(VENV)/.deps-stamp

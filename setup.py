@@ -520,12 +520,13 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
 # libnghttp3 and GnuTLS: `make build` installs their -dev packages when root.
 # Without their headers the engine is built without it (csrc/http/h3/none.c)
 # and a `quic` listener is refused with the packages' names.
-H3_HEADERS = ["/usr/include/ngtcp2/ngtcp2_crypto_gnutls.h", "/usr/include/nghttp3/nghttp3.h",
-              "/usr/include/gnutls/gnutls.h"]
+H3_HEADERS = ["/usr/include/ngtcp2/ngtcp2_crypto_gnutls.h", "/usr/include/gnutls/gnutls.h"]
 HAVE_H3 = all(os.path.exists(h) for h in H3_HEADERS) and os.environ.get("SCALWS_NO_H3") != "1"
 H3_C = (["csrc/http/h3/quic.c", "csrc/http/h3/table.c", "csrc/http/h3/conn.c", "csrc/http/h3/request.c",
-         "csrc/http/h3/resp.c", "csrc/http/h3/tls.c", "csrc/http/h3/early.c"] if HAVE_H3 else ["csrc/http/h3/none.c"])
-H3_LIBS = ["ngtcp2_crypto_gnutls", "ngtcp2", "nghttp3", "gnutls"] if HAVE_H3 else []
+         "csrc/http/h3/resp.c", "csrc/http/h3/tls.c", "csrc/http/h3/early.c",
+         "csrc/http/h3/h3sess.c", "csrc/http/h3/h3sess_recv.c", "csrc/http/h3/qpack.c"]
+        if HAVE_H3 else ["csrc/http/h3/none.c"])
+H3_LIBS = ["ngtcp2_crypto_gnutls", "ngtcp2", "gnutls"] if HAVE_H3 else []
 
 # csrc/core/sandbox.c's system call names, from this machine's kernel headers.
 subprocess.run([sys.executable, os.path.join(HERE, "tools", "gen_syscall_names.py")], check=True)

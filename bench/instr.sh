@@ -2,14 +2,15 @@
 # Instructions per answer of the worker's C loop, under callgrind.
 #
 #   bench/instr.sh [SCENARIO]        tls-h2-static-small (default),
-#                                    tls-h2-respond, static-small, respond
+#                                    tls-h2-respond, static-small, respond,
+#                                    tls-h3-static-small (build/bench/h3load)
 #   SCALWSD=path/to/scalwsd          the build to probe (default: this tree's)
 #   N1=4000 N2=24000                 the two request counts
 #   KEEP=1                           keep the callgrind outputs (path printed)
 #
 # A fresh server (one worker, sandbox off, busy_poll 0) serves N1, then a
 # second fresh one N2 requests (h2load -c16 -m10, or --h1 for the HTTP/1
-# scenarios); the difference of the two totals over N2-N1 is the cost of an
+# scenarios, or bench/h3load -c16 -m10 for HTTP/3); the difference of the two totals over N2-N1 is the cost of an
 # answer without start-up and teardown. Only sws_core_serve and what it
 # calls is counted (--toggle-collect): the engine, HTTP, HPACK, TLS and
 # libc work of a pass, not uvloop or Python. Deterministic to a few
@@ -48,11 +49,18 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 case $scen in
 tls-h2-static-small) tls=1 route="static: {root: $work/www}" path=/1k.html ;;
 tls-h2-respond) tls=1 route='respond: {status: 200, body: "hello world"}' path=/respond ;;
+tls-h3-static-small) tls=3 route="static: {root: $work/www}" path=/1k.html ;;
 static-small) tls=0 route="static: {root: $work/www}" path=/1k.html ;;
 respond) tls=0 route='respond: {status: 200, body: "hello world"}' path=/respond ;;
 *) echo "instr.sh: unknown scenario $scen" >&2; exit 2 ;;
 esac
-if [ $tls = 1 ]; then
+h3load=$root/build/bench/h3load
+if [ $tls = 3 ]; then
+    [ -x "$h3load" ] || { echo "instr.sh: $h3load is not built (make bench-deps)" >&2; exit 2; }
+    listen="[\"127.0.0.1:$port tls\", \"127.0.0.1:$port quic\"]"
+    site_tls="    tls: {cert: $work/cert.pem, key: $work/key.pem}"
+    url=https://127.0.0.1:$port$path h2opt=
+elif [ $tls = 1 ]; then
     listen="\"127.0.0.1:$port tls\"" site_tls="    tls: {cert: $work/cert.pem, key: $work/key.pem}"
     url=https://127.0.0.1:$port$path h2opt=
 else
@@ -87,7 +95,11 @@ run() {     # $1: requests -> prints the worker's instructions
         curl -skf -o /dev/null "$url" && break
         sleep 0.1
     done
-    h2load $h2opt -c16 -m10 -n"$n" "$url" >"$out/h2load" 2>&1
+    if [ $tls = 3 ]; then
+        "$h3load" -c16 -m10 -n"$n" --sni localhost "$url" >"$out/h2load" 2>&1
+    else
+        h2load $h2opt -c16 -m10 -n"$n" "$url" >"$out/h2load" 2>&1
+    fi
     grep -q "succeeded, 0 errored" "$out/h2load" || grep -q "$((n)) succeeded" "$out/h2load" ||
         { cat "$out/h2load" >&2; kill "$pid"; exit 1; }
     kill -TERM "$pid"

@@ -15,7 +15,7 @@ ROOT=$PWD
 CLANG=${CLANG:-clang-14}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 OUT=${FUZZ_DIR:-/tmp/scalws-fuzz}
-ALL="http1 sni fcgi cachecc vary priority h2 hpack h2sess h3 qpack"
+ALL="http1 sni fcgi cachecc vary priority h2 hpack h2sess h3 qpack h3sess"
 command -v "$CLANG" >/dev/null || { echo "fuzz: $CLANG not found (make fuzz-deps)"; exit 2; }
 [ -f csrc/core/syscall_names.h ] || { echo "fuzz: csrc/core/syscall_names.h missing (make build)"; exit 2; }
 FLAGS="-g -O1 -DFUZZING -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Icsrc/include -Icsrc"
@@ -31,6 +31,7 @@ sources() {
         priority) echo "tests/fuzz/fuzz_priority.c csrc/http/priority.c csrc/http/sfv.c" ;;
         h2) echo "-msse4.2 tests/fuzz/fuzz_h2.c $(ls csrc/*/*.c csrc/http/h2/*.c) csrc/http/h3/none.c csrc/engine.c -lssl -lcrypto" ;;
         hpack) echo "tests/fuzz/fuzz_hpack.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2 -lpthread" ;;
+        h3sess) echo "tests/fuzz/fuzz_h3sess.c csrc/http/h3/h3sess.c csrc/http/h3/h3sess_recv.c csrc/http/reqcheck.c csrc/http/priority.c csrc/http/sfv.c csrc/http/h3/qpack.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lpthread" ;;
         qpack) echo "tests/fuzz/fuzz_qpack.c csrc/http/h3/qpack.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp3 -lpthread" ;;
         h2sess) echo "tests/fuzz/fuzz_h2sess.c csrc/http/h2/session.c csrc/http/h2/session_recv.c csrc/http/reqcheck.c csrc/http/h2/hpack.c csrc/http/h2/huffman.c -lnghttp2" ;;
         h3) echo "-msse4.2 tests/fuzz/fuzz_h3.c $(ls csrc/*/*.c csrc/http/h2/*.c) $(ls csrc/http/h3/*.c | grep -v none.c) csrc/engine.c -lssl -lcrypto -lngtcp2_crypto_gnutls -lngtcp2 -lnghttp3 -lgnutls" ;;
@@ -48,6 +49,7 @@ options() {
         h2) echo "-max_len=8192 -dict=$ROOT/tests/fuzz/h2.dict" ;;
         hpack) echo "-max_len=4096" ;;
         qpack) echo "-max_len=4096" ;;
+        h3sess) echo "-max_len=4096" ;;
         h2sess) echo "-max_len=4096 -dict=$ROOT/tests/fuzz/h2.dict" ;;
         h3) echo "-max_len=4096" ;;
     esac

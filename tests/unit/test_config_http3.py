@@ -32,6 +32,10 @@ def test_quic_listener_beside_tls_and_the_http3_block(tmp_path, certs):
     assert (h.max_concurrent_streams, h.idle_timeout, h.retry_above) == (64, 60.0, None)
     assert (h.qpack_encoder_table, h.alt_svc_max_age) == (4096, 60)
     assert (h.early_data, h.early_data_window, h.gso) == (True, 30.0, False)
+    # kept so that files which set it still load, and told it does nothing now
+    assert [(w.key_path, w.message) for w in cfg.warnings if w.key_path.startswith("http3")] == [
+        ("http3.qpack_encoder_table", "has no effect: our QPACK encoder uses the static table "
+         "and literals only (ADR 0034)")]
     defaults = load(tmp_path, f"""\
         sites:
           - listen: [":8443 quic"]

@@ -1,8 +1,8 @@
 /* One QUIC connection (csrc/http/h3/h3_int.h): its ngtcp2 session and the
  * callbacks that tie it to GnuTLS, to the connection ID table and to its
- * HTTP/3 session; the nghttp3 session, made once the 1-RTT keys are in,
- * and its callbacks, which hand request streams to request.c and
- * acknowledgements to resp.c. */
+ * HTTP/3 session (h3sess.h), made once our 1-RTT key is in, and its
+ * callbacks, which hand request streams to request.c and acknowledgements
+ * and body reads to resp.c. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -13,107 +13,71 @@
 
 #define HC(u) ((h3conn_t *)(u))
 
-/* ---- HTTP/3 (nghttp3) ------------------------------------------------------------------------ */
+/* ---- HTTP/3 (h3sess.h) ----------------------------------------------------------------------- */
 
-static int h_acked(nghttp3_conn *c, int64_t id, uint64_t n, void *cu, void *su)
+static void *h_begin(void *u, int64_t id) { return h3s_new(HC(u), id); }
+
+static int h_header(void *u, void *su, const uint8_t *n, size_t nl, const uint8_t *v, size_t vl)
 {
-    (void)c, (void)id;
-    if (su)
-        h3s_acked(HC(cu)->e, su, n);
-    return 0;
+    (void)u;
+    return h3s_header(su, n, nl, v, vl);
 }
 
-static int h_stream_close(nghttp3_conn *c, int64_t id, uint64_t code, void *cu, void *su)
+static void h_too_big(void *u, void *su)
 {
-    (void)c, (void)code;
-    h3conn_t *hc = cu;
-    if (su)
-        h3s_free(hc->e, su);
-    if (ngtcp2_is_bidi_stream(id))
-        ngtcp2_conn_extend_max_streams_bidi(hc->qc, 1);
-    return 0;
+    (void)u;
+    ((h3s_t *)su)->too_big = 1;
 }
 
-static int h_recv_data(nghttp3_conn *c, int64_t id, const uint8_t *p, size_t n, void *cu, void *su)
+static void h_request(void *u, void *su, int fin)
 {
-    (void)c, (void)id;
-    if (su)
-        h3s_body_in(HC(cu)->e, su, p, n);
-    else
-        h3_consume(HC(cu), id, n);
-    return 0;
-}
-
-static int h_deferred_consume(nghttp3_conn *c, int64_t id, size_t n, void *cu, void *su)
-{
-    (void)c, (void)su;
-    h3_consume(HC(cu), id, n);
-    return 0;
-}
-
-static int h_begin_headers(nghttp3_conn *c, int64_t id, void *cu, void *su)
-{
-    (void)su;
-    h3s_t *s = h3s_new(HC(cu), id);
-    if (!s)
-        return NGHTTP3_ERR_CALLBACK_FAILURE;
-    nghttp3_conn_set_stream_user_data(c, id, s);
-    return 0;
-}
-
-static int h_recv_header(nghttp3_conn *c, int64_t id, int32_t token, nghttp3_rcbuf *name,
-                         nghttp3_rcbuf *value, uint8_t flags, void *cu, void *su)
-{
-    (void)c, (void)id, (void)flags, (void)cu;
-    if (su && h3s_header(su, token, name, value) < 0)
-        return NGHTTP3_ERR_CALLBACK_FAILURE;
-    return 0;
-}
-
-static int h_end_headers(nghttp3_conn *c, int64_t id, int fin, void *cu, void *su)
-{
-    (void)c, (void)id;
     h3s_t *s = su;
-    if (!s)
-        return 0;
     if (fin)
         s->req_done = 1;
-    h3_dispatch(HC(cu)->e, HC(cu), s);
-    return 0;
+    h3_dispatch(HC(u)->e, HC(u), s);
 }
 
-static int h_end_stream(nghttp3_conn *c, int64_t id, void *cu, void *su)
+static int h_data(void *u, void *su, const uint8_t *p, size_t n)
 {
-    (void)c, (void)id;
-    if (su)
-        h3s_body_end(HC(cu)->e, su);
+    h3s_body_in(HC(u)->e, su, p, n);
     return 0;
 }
 
-static int h_stop_sending(nghttp3_conn *c, int64_t id, uint64_t code, void *cu, void *su)
+static void h_end_stream(void *u, void *su) { h3s_body_end(HC(u)->e, su); }
+
+static void h_consume(void *u, int64_t id, size_t n) { h3_consume(HC(u), id, n); }
+
+static void h_close(void *u, void *su, int64_t id, uint64_t code)
 {
-    (void)c, (void)su;
-    ngtcp2_conn_shutdown_stream_read(HC(cu)->qc, id, code);
-    return 0;
+    (void)id, (void)code;
+    h3s_free(HC(u)->e, su);
 }
 
-static int h_reset_stream(nghttp3_conn *c, int64_t id, uint64_t code, void *cu, void *su)
+static void h_acked(void *u, void *su, uint64_t n) { h3s_acked(HC(u)->e, su, n); }
+
+static void h_stop_sending(void *u, int64_t id, uint64_t code)
 {
-    (void)c, (void)su;
-    ngtcp2_conn_shutdown_stream_write(HC(cu)->qc, id, code);
-    return 0;
+    ngtcp2_conn_shutdown_stream_read(HC(u)->qc, id, code);
 }
 
-static const nghttp3_callbacks h3_callbacks = {
-    .acked_stream_data = h_acked,
-    .stream_close = h_stream_close,
-    .recv_data = h_recv_data,
-    .deferred_consume = h_deferred_consume,
-    .begin_headers = h_begin_headers,
-    .recv_header = h_recv_header,
-    .end_headers = h_end_headers,
-    .stop_sending = h_stop_sending,
+static void h_reset_stream(void *u, int64_t id, uint64_t code)
+{
+    ngtcp2_conn_shutdown_stream_write(HC(u)->qc, id, code);
+}
+
+static const sws_h3cb_t h3_callbacks = {
+    .begin = h_begin,
+    .header = h_header,
+    .too_big = h_too_big,
+    .request = h_request,
+    .data = h_data,
     .end_stream = h_end_stream,
+    .consume = h_consume,
+    .close = h_close,
+    .acked = h_acked,
+    .read_data = h3_read_data,
+    .trailers = h3_submit_trailers,
+    .stop_sending = h_stop_sending,
     .reset_stream = h_reset_stream,
 };
 
@@ -131,31 +95,43 @@ void h3_consume(h3conn_t *hc, int64_t id, size_t n)
 static int h3_setup(h3conn_t *hc)
 {
     sws_engine_t *e = hc->e;
-    nghttp3_settings st;
-    nghttp3_settings_default(&st);
-    st.qpack_max_dtable_capacity = e->h3.conf.qpack_table;
-    st.qpack_blocked_streams = e->h3.conf.qpack_blocked;
-    st.qpack_encoder_max_dtable_capacity = e->h3.conf.qpack_encoder_table;
-    st.max_field_section_size = e->core.lim.max_header_bytes;
-    if (nghttp3_conn_server_new(&hc->h3, &h3_callbacks, &st, NULL, hc) != 0)
-        return -1;
-    nghttp3_conn_set_max_client_streams_bidi(hc->h3, e->h3.conf.max_streams);
+    /* what we take: RFC 9114 4.2.2's size (names, values, 32 each), as
+     * request.c counts it for the 431 */
+    sws_h3sess_conf_t conf = {e->h3.conf.qpack_table, e->h3.conf.qpack_blocked,
+                              e->core.lim.max_header_bytes + 32ull * e->core.lim.max_headers,
+                              e->h3.pool};
     if (ngtcp2_conn_get_max_local_streams_uni(hc->qc) < 3)
         return -1; /* the client must let us open control and QPACK streams */
+    if (!conf.pool) {
+        if (!(conf.pool = e->h3.pool = calloc(1, sizeof *e->h3.pool)))
+            return -1;
+        e->h3.pool->max_runs = 4 * SWS_H3_SPARE;
+        e->h3.pool->max_sts = SWS_H3_SPARE;
+    }
+    hc->h3 = malloc(sizeof *hc->h3);
+    if (!hc->h3 || sws_h3sess_init(hc->h3, &conf, &h3_callbacks, hc) < 0) {
+        free(hc->h3);
+        hc->h3 = NULL;
+        return -1;
+    }
     int64_t ctrl, enc, dec;
     if (ngtcp2_conn_open_uni_stream(hc->qc, &ctrl, NULL) != 0 ||
-        nghttp3_conn_bind_control_stream(hc->h3, ctrl) != 0 ||
         ngtcp2_conn_open_uni_stream(hc->qc, &enc, NULL) != 0 ||
         ngtcp2_conn_open_uni_stream(hc->qc, &dec, NULL) != 0 ||
-        nghttp3_conn_bind_qpack_streams(hc->h3, enc, dec) != 0)
+        sws_h3sess_bind(hc->h3, ctrl, enc, dec) != 0)
         return -1;
     hc->h3_ready = 1;
     return 0;
 }
 
-nghttp3_conn *h3_session(h3conn_t *hc) { return hc->h3; }
-
 /* ---- QUIC (ngtcp2) --------------------------------------------------------------------------- */
+
+/* A connection error the session found: CONNECTION_CLOSE with its code. */
+static int session_error(h3conn_t *hc, int64_t rc)
+{
+    ngtcp2_connection_close_error_set_application_error(&hc->last_error, (uint64_t)-rc, NULL, 0);
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+}
 
 static int q_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t off,
                               const uint8_t *p, size_t n, void *u, void *su)
@@ -164,12 +140,9 @@ static int q_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint6
     h3conn_t *hc = u;
     if (!hc->h3)
         return NGTCP2_ERR_CALLBACK_FAILURE;
-    nghttp3_ssize k = nghttp3_conn_read_stream(hc->h3, id, p, n, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
-    if (k < 0) {
-        ngtcp2_connection_close_error_set_application_error(
-            &hc->last_error, nghttp3_err_infer_quic_app_error_code((int)k), NULL, 0);
-        return NGTCP2_ERR_CALLBACK_FAILURE;
-    }
+    int64_t k = sws_h3sess_read(hc->h3, id, p, n, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
+    if (k < 0)
+        return session_error(hc, k);
     ngtcp2_conn_extend_max_stream_offset(qc, id, (uint64_t)k);
     ngtcp2_conn_extend_max_offset(qc, (uint64_t)k);
     return 0;
@@ -179,26 +152,25 @@ static int q_acked_offset(ngtcp2_conn *qc, int64_t id, uint64_t off, uint64_t n,
 {
     (void)qc, (void)off, (void)su;
     h3conn_t *hc = u;
-    if (hc->h3 && nghttp3_conn_add_ack_offset(hc->h3, id, n) != 0)
-        return NGTCP2_ERR_CALLBACK_FAILURE;
+    if (hc->h3)
+        sws_h3sess_acked_bytes(hc->h3, id, n);
     return 0;
 }
 
 static int q_stream_close(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t code, void *u,
                           void *su)
 {
-    (void)qc, (void)su;
+    (void)su;
     h3conn_t *hc = u;
     if (!hc->h3)
         return 0;
     if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
-        code = NGHTTP3_H3_NO_ERROR;
-    int rv = nghttp3_conn_close_stream(hc->h3, id, code);
-    if (rv != 0 && rv != NGHTTP3_ERR_STREAM_NOT_FOUND) {
-        ngtcp2_connection_close_error_set_application_error(
-            &hc->last_error, nghttp3_err_infer_quic_app_error_code(rv), NULL, 0);
-        return NGTCP2_ERR_CALLBACK_FAILURE;
-    }
+        code = H3_NO_ERROR;
+    int rv = sws_h3sess_close_stream(hc->h3, id, code);
+    if (rv < 0)
+        return session_error(hc, rv);
+    if (ngtcp2_is_bidi_stream(id) && !(id & 1)) /* the client may open another */
+        ngtcp2_conn_extend_max_streams_bidi(qc, 1);
     return 0;
 }
 
@@ -207,17 +179,8 @@ static int q_stream_reset(ngtcp2_conn *qc, int64_t id, uint64_t size, uint64_t c
 {
     (void)qc, (void)size, (void)code, (void)su;
     h3conn_t *hc = u;
-    if (hc->h3 && nghttp3_conn_shutdown_stream_read(hc->h3, id) != 0)
-        return NGTCP2_ERR_CALLBACK_FAILURE;
-    return 0;
-}
-
-static int q_extend_streams(ngtcp2_conn *qc, uint64_t max, void *u)
-{
-    (void)qc;
-    h3conn_t *hc = u;
     if (hc->h3)
-        nghttp3_conn_set_max_client_streams_bidi(hc->h3, max);
+        sws_h3sess_shutdown_read(hc->h3, id);
     return 0;
 }
 
@@ -225,8 +188,8 @@ static int q_extend_stream_data(ngtcp2_conn *qc, int64_t id, uint64_t max, void 
 {
     (void)qc, (void)max, (void)su;
     h3conn_t *hc = u;
-    if (hc->h3 && nghttp3_conn_unblock_stream(hc->h3, id) != 0)
-        return NGTCP2_ERR_CALLBACK_FAILURE;
+    if (hc->h3)
+        sws_h3sess_unblock(hc->h3, id);
     return 0;
 }
 
@@ -313,7 +276,6 @@ static const ngtcp2_callbacks q_callbacks = {
     .remove_connection_id = q_remove_cid,
     .update_key = ngtcp2_crypto_update_key_cb,
     .stream_reset = q_stream_reset,
-    .extend_max_remote_streams_bidi = q_extend_streams,
     .extend_max_stream_data = q_extend_stream_data,
     .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
     .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
@@ -426,8 +388,10 @@ void h3conn_free(sws_engine_t *e, h3conn_t *hc)
         h3s_free(e, hc->streams);
     h3_cid_del(e, hc, hc->odcid, hc->odcid_len);
     h3_conn_forget(e, hc);
-    if (hc->h3)
-        nghttp3_conn_del(hc->h3);
+    if (hc->h3) {
+        sws_h3sess_free(hc->h3);
+        free(hc->h3);
+    }
     if (hc->qc)
         ngtcp2_conn_del(hc->qc);
     if (hc->tls)

@@ -2,7 +2,7 @@
  * scalws/h3.h). One worker's QUIC side:
  *
  *   quic_lst_t   a UDP socket of a "quic" listener (in the inner epoll)
- *   h3conn_t     a QUIC connection: its ngtcp2 and nghttp3 sessions, its
+ *   h3conn_t     a QUIC connection: its ngtcp2 and HTTP/3 sessions, its
  *                GnuTLS session, its request streams; found by any of its
  *                connection IDs (the table in quic.c)
  *   h3s_t        a request stream: the request as it came, the handler's
@@ -25,11 +25,11 @@
 #include <sys/socket.h>
 
 #include <gnutls/gnutls.h>
-#include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 
 #include "context.h"
+#include "http/h3/h3sess.h"
 
 #define H3_SCID_LEN 16         /* our connection IDs: random but for bytes 0 and 1 (steering) */
 #define H3_MAX_PKT 1452        /* the UDP payload we send at most (path MTU 1500 with IPv6) */
@@ -129,23 +129,23 @@ struct h3s {
     uint64_t body_len;         /* SWS_BODY_LENGTH's length: content-length */
     uint16_t status;
     /* the response body */
-    piece_t *qh, *qt;          /* queued, in order; given to nghttp3 up to `given` */
-    piece_t *gv;               /* the first piece not given to nghttp3 (pieces go whole) */
+    piece_t *qh, *qt;          /* queued, in order; given to the session up to `gv` */
+    piece_t *gv;               /* the first piece not given to the session (pieces go whole) */
     piece_t *commit;           /* the last piece a flush committed (resp.c) */
     size_t gv_off;             /* 0 (a piece goes whole) */
     size_t q_head_acked;       /* bytes of qh acknowledged */
-    uint64_t unacked;          /* given to nghttp3, not yet acknowledged */
+    uint64_t unacked;          /* given to the session, not yet acknowledged */
     uint64_t queued;           /* queued, not yet given */
     uint64_t sent;             /* body bytes described, for the log */
-    nghttp3_nv *tr;            /* trailers, copied (one allocation), submitted at the end */
+    sws_hpack_field_t *tr;     /* trailers, copied (one allocation), submitted at the end */
     size_t ntr;
-    unsigned open : 1,         /* nghttp3 has the stream */
+    unsigned open : 1,         /* the session has the stream */
         req_done : 1,          /* the request's end came */
         fin_given : 1,         /* the handler got body(done = 1) */
         too_big : 1,           /* the field section went over the limit: 431 */
         head_only : 1,
         no_body : 1,
-        submitted : 1,         /* the head went to nghttp3 */
+        submitted : 1,         /* the head went to the session */
         head_ready : 1,        /* start_body was called */
         body_done : 1,         /* done was called */
         blocked : 1,           /* read_data said WOULDBLOCK: resume when more comes */
@@ -166,7 +166,7 @@ struct h3conn {
     sws_engine_t *e;
     quic_lst_t *ql;
     ngtcp2_conn *qc;
-    nghttp3_conn *h3;
+    sws_h3sess_t *h3;          /* HTTP/3 (h3sess.h), from our 1-RTT key on */
     gnutls_session_t tls;
     ngtcp2_crypto_conn_ref ref;
     ngtcp2_connection_close_error last_error;
@@ -187,7 +187,7 @@ struct h3conn {
     uint64_t goaway_until;     /* ns: after our GOAWAY, requests already sent may still come */
     uint64_t last_rx;          /* ns: the last packet of the client that ngtcp2 took */
     unsigned due : 1,          /* on e->h3.due */
-        busy : 1,              /* inside ngtcp2 or nghttp3: writes wait for the end */
+        busy : 1,              /* inside ngtcp2 or the session: writes wait for the end */
         closing : 1,           /* we sent CONNECTION_CLOSE */
         draining : 1,          /* the peer closed */
         dead : 1,              /* to free at the end of the batch */
@@ -253,7 +253,6 @@ SWS_INTERNAL h3conn_t *h3conn_new(sws_engine_t *e, quic_lst_t *ql, const ngtcp2_
                                   socklen_t peer_len, const struct sockaddr *local,
                                   socklen_t local_len);
 SWS_INTERNAL void h3conn_free(sws_engine_t *e, h3conn_t *hc);
-SWS_INTERNAL nghttp3_conn *h3_session(h3conn_t *hc);
 
 /* tls.c: hc's TLS session (hc->qc made): 0, or -1. */
 SWS_INTERNAL int h3_tls_session(h3conn_t *hc);
@@ -261,7 +260,8 @@ SWS_INTERNAL int h3_tls_session(h3conn_t *hc);
 /* request.c */
 SWS_INTERNAL h3s_t *h3s_new(h3conn_t *hc, int64_t id);
 SWS_INTERNAL void h3s_free(sws_engine_t *e, h3s_t *s);
-SWS_INTERNAL int h3s_header(h3s_t *s, int32_t token, nghttp3_rcbuf *name, nghttp3_rcbuf *value);
+SWS_INTERNAL int h3s_header(h3s_t *s, const uint8_t *name, size_t nl, const uint8_t *value,
+                            size_t vl);
 SWS_INTERNAL void h3_dispatch(sws_engine_t *e, h3conn_t *hc, h3s_t *s);
 SWS_INTERNAL void h3s_body_in(sws_engine_t *e, h3s_t *s, const uint8_t *p, size_t n);
 SWS_INTERNAL void h3s_body_end(sws_engine_t *e, h3s_t *s);
@@ -272,10 +272,12 @@ SWS_INTERNAL void h3s_log(sws_engine_t *e, h3s_t *s, const sws_request_t *r, int
 
 /* resp.c */
 extern const sws_resp_ops_t h3_resp_ops;
-/* The head (and, with a body, its reader) to nghttp3: 0 or -1. */
+/* The head (and, with a body, its reader) to the session: 0 or -1. */
 SWS_INTERNAL int h3_commit(sws_engine_t *e, h3s_t *s);
-SWS_INTERNAL nghttp3_ssize h3_read_data(nghttp3_conn *conn, int64_t id, nghttp3_vec *vec,
-                                        size_t veccnt, uint32_t *pflags, void *cu, void *su);
+/* The session's read_data and trailers callbacks (h3sess.h). */
+SWS_INTERNAL ssize_t h3_read_data(void *cu, void *su, sws_h3vec_t *vec, size_t veccnt,
+                                  uint32_t *flags);
+SWS_INTERNAL void h3_submit_trailers(void *cu, void *su, int64_t id);
 SWS_INTERNAL void h3s_acked(sws_engine_t *e, h3s_t *s, uint64_t n);
 SWS_INTERNAL void h3s_release(sws_engine_t *e, h3s_t *s);
 /* Deferred work of hc's streams (drained, body asked for), out of the libraries' calls. */

@@ -304,6 +304,8 @@ int sws_qpack_dec_encoder(sws_qpack_dec_t *d, const uint8_t *in, size_t n)
 {
     if (d->bad)
         return SWS_QPACK_ENC_STREAM;
+    if (!n)
+        return 0;
     const uint8_t *p = in, *end = in + n;
     int buffered = d->elen != 0;
     if (buffered) { /* finish what the last call left, from one buffer */
@@ -413,6 +415,8 @@ int sws_qpack_decode(sws_qpack_dec_t *d, uint64_t stream_id, const uint8_t *p, s
 {
     if (d->bad)
         return SWS_QPACK_ERR;
+    if (!n) /* not even the prefix */
+        goto fail;
     const uint8_t *end = p + n;
     uint64_t enc, delta, ric, base;
     if (get_int(&p, end, 8, &enc) <= 0 || required_count(d, enc, &ric) < 0 || p == end)

@@ -161,17 +161,17 @@ int h3_write(sws_engine_t *e, h3conn_t *hc)
         budget = 64;
     size_t pkts = 0;
     int rc = 0;
-    nghttp3_conn *h3 = hc->h3;
+    sws_h3sess_t *h3 = hc->h3;
     for (;;) {
         int64_t sid = -1;
         int fin = 0;
-        nghttp3_vec vec[16];
-        nghttp3_ssize nv = 0;
+        sws_h3vec_t vec[16];
+        ssize_t nv = 0;
         if (h3 && ngtcp2_conn_get_max_data_left(hc->qc)) {
-            nv = nghttp3_conn_writev_stream(h3, &sid, &fin, vec, 16);
+            nv = sws_h3sess_writev(h3, &sid, &fin, vec, 16);
             if (nv < 0) {
-                ngtcp2_connection_close_error_set_application_error(
-                    &hc->last_error, nghttp3_err_infer_quic_app_error_code((int)nv), NULL, 0);
+                ngtcp2_connection_close_error_set_application_error(&hc->last_error,
+                                                                    (uint64_t)-nv, NULL, 0);
                 rc = -1;
                 break;
             }
@@ -186,18 +186,15 @@ int h3_write(sws_engine_t *e, h3conn_t *hc)
                                                    (const ngtcp2_vec *)vec, (size_t)nv, ts);
         if (w < 0) {
             if (w == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-                nghttp3_conn_block_stream(h3, sid);
+                sws_h3sess_block(h3, sid);
                 continue;
             }
             if (w == NGTCP2_ERR_STREAM_SHUT_WR) {
-                nghttp3_conn_shutdown_stream_write(h3, sid);
+                sws_h3sess_shut_wr(h3, sid);
                 continue;
             }
             if (w == NGTCP2_ERR_WRITE_MORE) {
-                if (nghttp3_conn_add_write_offset(h3, sid, (size_t)ndatalen) != 0) {
-                    rc = -1;
-                    break;
-                }
+                sws_h3sess_written(h3, sid, (size_t)ndatalen);
                 continue;
             }
             ngtcp2_connection_close_error_set_transport_error_liberr(&hc->last_error, (int)w,
@@ -205,10 +202,8 @@ int h3_write(sws_engine_t *e, h3conn_t *hc)
             rc = -1;
             break;
         }
-        if (ndatalen >= 0 && nghttp3_conn_add_write_offset(h3, sid, (size_t)ndatalen) != 0) {
-            rc = -1;
-            break;
-        }
+        if (ndatalen >= 0)
+            sws_h3sess_written(h3, sid, (size_t)ndatalen);
         if (w == 0)
             break;
         /* Batch packets of one size (the last may be shorter) on one path. */
@@ -727,8 +722,7 @@ static void close_no_error(sws_engine_t *e, h3conn_t *hc)
 {
     if (hc->closing || hc->draining || hc->dead)
         return;
-    ngtcp2_connection_close_error_set_application_error(&hc->last_error, NGHTTP3_H3_NO_ERROR,
-                                                        NULL, 0);
+    ngtcp2_connection_close_error_set_application_error(&hc->last_error, H3_NO_ERROR, NULL, 0);
     h3_close(e, hc, !hc->handshaken);
 }
 
@@ -771,7 +765,7 @@ void sws_h3_shutdown(sws_engine_t *e)
         if (hc->dead || hc->closing || hc->draining)
             continue;
         if (hc->h3 && hc->handshaken) {
-            nghttp3_conn_shutdown(hc->h3);
+            sws_h3sess_goaway(hc->h3);
             /* a request the client sent before it saw the GOAWAY may still come */
             hc->goaway_until = h3_now_ns() + 3 * ngtcp2_conn_get_pto(hc->qc);
         }
@@ -805,6 +799,10 @@ void sws_h3_free(sws_engine_t *e)
         free(s);
     }
     h3_early_free(e);
+    if (e->h3.pool) {
+        sws_h3pool_free(e->h3.pool);
+        free(e->h3.pool);
+    }
     free(e->h3.heap);
     free(e->h3.out);
     free(e->h3.path);

@@ -72,7 +72,7 @@ void h3s_free(sws_engine_t *e, h3s_t *s)
     h3conn_t *hc = s->hc;
     h3s_gone(e, s, SWS_GONE_CLIENT);
     if (hc->h3 && s->open)
-        nghttp3_conn_set_stream_user_data(hc->h3, s->id, NULL);
+        sws_h3sess_set_user(hc->h3, s->id, NULL);
     h3s_release(e, s);
     if (s->prev)
         s->prev->next = s->next;
@@ -131,38 +131,30 @@ static int rq_put(h3s_t *s, const uint8_t *p, size_t n, uint32_t *at)
     return 0;
 }
 
-int h3s_header(h3s_t *s, int32_t token, nghttp3_rcbuf *name, nghttp3_rcbuf *value)
+int h3s_header(h3s_t *s, const uint8_t *name, size_t nl, const uint8_t *value, size_t vl)
 {
     sws_engine_t *e = s->hc->e;
-    nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
     /* RFC 9114 §4.2.2: a field's size is its name's and value's plus 32 */
-    s->hsize += n.len + v.len + 32;
+    s->hsize += nl + vl + 32;
     if (s->too_big || s->hsize > e->core.lim.max_header_bytes + 32 * e->core.lim.max_headers ||
         s->nh >= e->core.lim.max_headers) {
         s->too_big = 1; /* read to its end, answered 431 */
         return 0;
     }
-    h3hoff_t f = {0, (uint32_t)n.len, 0, (uint32_t)v.len};
-    if (rq_put(s, n.base, n.len, &f.n) < 0 || rq_put(s, v.base, v.len, &f.v) < 0)
+    h3hoff_t f = {0, (uint32_t)nl, 0, (uint32_t)vl};
+    if (rq_put(s, name, nl, &f.n) < 0 || rq_put(s, value, vl, &f.v) < 0)
         return -1;
-    switch (token) {
-    case NGHTTP3_QPACK_TOKEN__METHOD:
-        s->pm = f;
+    if (nl && name[0] == ':') { /* the session let known ones through, once each */
+        if (nl == 7 && memcmp(name, ":method", 7) == 0)
+            s->pm = f;
+        else if (nl == 5 && memcmp(name, ":path", 5) == 0)
+            s->pp = f;
+        else if (nl == 10 && memcmp(name, ":authority", 10) == 0)
+            s->pa = f;
+        else if (nl == 7 && memcmp(name, ":scheme", 7) == 0)
+            s->ps = f;
         return 0;
-    case NGHTTP3_QPACK_TOKEN__PATH:
-        s->pp = f;
-        return 0;
-    case NGHTTP3_QPACK_TOKEN__AUTHORITY:
-        s->pa = f;
-        return 0;
-    case NGHTTP3_QPACK_TOKEN__SCHEME:
-        s->ps = f;
-        return 0;
-    default:
-        break;
     }
-    if (n.len && n.base[0] == ':')
-        return 0; /* :protocol without extended CONNECT: nghttp3 refused it already */
     if (s->nh == s->hcap) {
         size_t cap = s->hcap ? s->hcap * 2 : 16;
         h3hoff_t *nh = realloc(s->hdr, cap * sizeof *nh);
@@ -196,7 +188,7 @@ void h3_body_to_handler(sws_engine_t *e, h3s_t *s)
     h3_consume(hc, s->id, n); /* the client may send as much again */
     free(b);
     if (rc < 0 && s->live) {
-        h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+        h3s_reset(s, H3_INTERNAL_ERROR);
         h3s_gone(e, s, SWS_GONE_CLIENT);
     }
     h3_due(hc);
@@ -220,10 +212,10 @@ void h3s_body_in(sws_engine_t *e, h3s_t *s, const uint8_t *p, size_t n)
             sws_respond_answer(e, &s->resp, &e->rsp.err[SWS_ERR_413]);
             h3s_log(e, s, &s->log, 413);
             if (h3_commit(e, s) < 0)
-                h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+                h3s_reset(s, H3_INTERNAL_ERROR);
         } else {
             h3s_log(e, s, &s->log, s->status);
-            h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+            h3s_reset(s, H3_INTERNAL_ERROR);
         }
         h3_consume(hc, s->id, n + s->bin_len);
         s->bin_len = 0;
@@ -235,7 +227,7 @@ void h3s_body_in(sws_engine_t *e, h3s_t *s, const uint8_t *p, size_t n)
             cap *= 2;
         char *nb = realloc(s->bin, cap);
         if (!nb) {
-            h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+            h3s_reset(s, H3_INTERNAL_ERROR);
             h3s_gone(e, s, SWS_GONE_CLIENT);
             return;
         }
@@ -344,7 +336,7 @@ static void answer_now(sws_engine_t *e, h3s_t *s, sws_request_t *r, int status)
     sws_respond_answer(e, &s->resp, &e->rsp.err[err_index(status)]);
     h3s_log(e, s, r, s->status);
     if (h3_commit(e, s) < 0)
-        h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+        h3s_reset(s, H3_INTERNAL_ERROR);
 }
 
 void h3_dispatch(sws_engine_t *e, h3conn_t *hc, h3s_t *s)
@@ -486,10 +478,10 @@ void h3_dispatch(sws_engine_t *e, h3conn_t *hc, h3s_t *s)
         if (rc == 0) {
             if (info.expect_continue && !s->req_done) {
                 /* RFC 9110 §10.1.1: the handler reads the body; the client may send it */
-                static const nghttp3_nv cont[] = {
-                    {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP3_NV_FLAG_NONE}};
+                static const sws_hpack_field_t cont[] = {
+                    {(const uint8_t *)":status", (const uint8_t *)"100", 7, 3, 0}};
                 if (!s->submitted)
-                    nghttp3_conn_submit_info(hc->h3, s->id, cont, 1);
+                    sws_h3sess_info(hc->h3, s->id, cont, 1);
             }
             free(merged);
             h3_due(hc);
@@ -501,5 +493,5 @@ void h3_dispatch(sws_engine_t *e, h3conn_t *hc, h3s_t *s)
     h3s_log(e, s, &r, s->status);
     free(merged);
     if (h3_commit(e, s) < 0)
-        h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+        h3s_reset(s, H3_INTERNAL_ERROR);
 }

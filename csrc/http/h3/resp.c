@@ -1,15 +1,16 @@
 /* HTTP/3's response interface (sws_resp_t; csrc/http/h3/h3_int.h): a
- * handler's head becomes a QPACK-encoded HEADERS through nghttp3, its body
- * a queue of pieces that nghttp3 reads (h3_read_data) and keeps until
- * QUIC has them acknowledged (h3s_acked).
+ * handler's head becomes a QPACK-encoded HEADERS through the session
+ * (h3sess.h), its body a queue of pieces that the session reads
+ * (h3_read_data) and references until QUIC has them acknowledged
+ * (h3s_acked).
  *
  * Body bytes are copied into the queue, also those given with SWS_REF:
- * nghttp3 holds what it framed until the peer acknowledges it, which may
- * be long after a handler has moved on (HTTP/2 writes its frames at once
- * and copies only what a finishing handler leaves). Files are read a chunk
- * at a time as nghttp3 asks for more, so a large file costs memory only
+ * QUIC may send them again until the peer acknowledges them, which may be
+ * long after a handler has moved on (HTTP/2 writes its frames at once and
+ * copies only what a finishing handler leaves). Files are read a chunk at
+ * a time as the session asks for more, so a large file costs memory only
  * for what is in flight. Only what a flush (or done) committed is offered
- * to nghttp3: discard can still take back what came after. */
+ * to the session: discard can still take back what came after. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -112,13 +113,13 @@ static void h3_start_body(sws_engine_t *e, sws_resp_t *r, int kind, uint64_t len
         s->no_body = 1;
 }
 
-static void nv_set(nghttp3_nv *nv, const char *n, size_t nl, const char *v, size_t vl)
+static void nv_set(sws_hpack_field_t *nv, const char *n, size_t nl, const char *v, size_t vl)
 {
-    nv->name = (uint8_t *)n;
-    nv->namelen = nl;
-    nv->value = (uint8_t *)v;
-    nv->valuelen = vl;
-    nv->flags = NGHTTP3_NV_FLAG_NONE;
+    nv->name = (const uint8_t *)n;
+    nv->nl = (uint32_t)nl;
+    nv->value = (const uint8_t *)v;
+    nv->vl = (uint32_t)vl;
+    nv->flags = 0;
 }
 
 int h3_commit(sws_engine_t *e, h3s_t *s)
@@ -130,7 +131,7 @@ int h3_commit(sws_engine_t *e, h3s_t *s)
         return 0; /* nothing described yet */
     s->submitted = 1;
     size_t max = 4 + s->hb_n;
-    nghttp3_nv nva[max];
+    sws_hpack_field_t nva[max];
     char st[3] = {(char)('0' + s->status / 100 % 10), (char)('0' + s->status / 10 % 10),
                   (char)('0' + s->status % 10)};
     char cl[24];
@@ -156,26 +157,21 @@ int h3_commit(sws_engine_t *e, h3s_t *s)
         /* the request id and cookies: never in QPACK's dynamic table (ADR 0022) */
         if ((l[0] == 12 && memcmp(p + 8, "x-request-id", 12) == 0) ||
             (l[0] == 10 && memcmp(p + 8, "set-cookie", 10) == 0))
-            nva[n].flags = NGHTTP3_NV_FLAG_NEVER_INDEX;
+            nva[n].flags = SWS_HPACK_NEVER;
         n++;
         p += 8 + l[0] + l[1];
     }
     for (size_t k = 0; k < n; k++) { /* the response's own priority (RFC 9218 §8) */
         int u = 0, i = 0, got;
-        if (nva[k].namelen != 8 || memcmp(nva[k].name, "priority", 8) != 0 ||
-            (got = sws_parse_priority((const char *)nva[k].value, nva[k].valuelen, &u, &i)) <= 0)
+        if (nva[k].nl != 8 || memcmp(nva[k].name, "priority", 8) != 0 ||
+            (got = sws_parse_priority((const char *)nva[k].value, nva[k].vl, &u, &i)) <= 0)
             continue;
-        nghttp3_pri pri = {3, 0}; /* the client's signal, where the response gives none */
-        nghttp3_conn_get_stream_priority(hc->h3, &pri, s->id);
-        if (got & SWS_PRI_U)
-            pri.urgency = (uint32_t)u;
-        if (got & SWS_PRI_I)
-            pri.inc = i;
-        nghttp3_conn_set_stream_priority(hc->h3, s->id, &pri);
+        int cu = 3, ci = 0; /* the client's signal, where the response gives none */
+        sws_h3sess_get_priority(hc->h3, s->id, &cu, &ci);
+        sws_h3sess_set_priority(hc->h3, s->id, got & SWS_PRI_U ? u : cu, got & SWS_PRI_I ? i : ci);
     }
-    static const nghttp3_data_reader dr = {h3_read_data};
-    int rv = nghttp3_conn_submit_response(hc->h3, s->id, nva, n, s->no_body ? NULL : &dr);
-    s->hb_len = 0; /* nghttp3 copied the fields; the buffer stays for the next stream */
+    int rv = sws_h3sess_response(hc->h3, s->id, nva, n, !s->no_body);
+    s->hb_len = 0; /* encoded already; the buffer stays for the next stream */
     if (rv != 0) {
         elog_folded(e, "h3 submit", 0, SWS_L_ERROR, "HTTP/3: cannot submit a response");
         return -1;
@@ -189,7 +185,7 @@ int h3_commit(sws_engine_t *e, h3s_t *s)
 /* ---- the body -------------------------------------------------------------------------------- */
 
 /* A new piece at the queue's tail. s->commit is the last piece a flush
- * (or done) committed: pieces after it are not offered to nghttp3 yet.
+ * (or done) committed: pieces after it are not offered to the session yet.
  * NULL: none is (nothing committed, or all of it acknowledged). */
 static piece_t *piece_new(h3s_t *s, size_t room)
 {
@@ -271,7 +267,7 @@ static void h3_data(sws_engine_t *e, sws_resp_t *r, const char *p, size_t n, int
     q->len = n;
     return;
 fail:
-    h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+    h3s_reset(s, H3_INTERNAL_ERROR);
 }
 
 static void h3_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off, uint64_t len,
@@ -291,7 +287,7 @@ static void h3_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off,
     piece_t *q = piece_new(s, 0);
     if (!q) {
         sws_filecache_release(e->net.fc, f);
-        h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+        h3s_reset(s, H3_INTERNAL_ERROR);
         return;
     }
     q->kind = P_FILE;
@@ -322,12 +318,12 @@ static void h3_hold(sws_engine_t *e, sws_resp_t *r, sws_hold_t *h)
     h->release(h);
 }
 
-/* nghttp3 waited for data: it may read again. */
+/* The session waited for data: it may read again. */
 static void resume(h3s_t *s)
 {
     if (s->blocked && s->submitted && s->open && s->hc->h3) {
         s->blocked = 0;
-        nghttp3_conn_resume_stream(s->hc->h3, s->id);
+        sws_h3sess_resume(s->hc->h3, s->id);
     }
 }
 
@@ -339,7 +335,7 @@ static void h3_done(sws_engine_t *e, sws_resp_t *r)
     s->body_done = 1;
     commit(s);
     if (s->live && h3_commit(e, s) < 0)
-        h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+        h3s_reset(s, H3_INTERNAL_ERROR);
     resume(s);
     h3_due(s->hc);
 }
@@ -404,24 +400,22 @@ static int committed(const h3s_t *s, const piece_t *q)
     return 0;
 }
 
-nghttp3_ssize h3_read_data(nghttp3_conn *conn, int64_t id, nghttp3_vec *vec, size_t veccnt,
-                           uint32_t *pflags, void *cu, void *su)
+ssize_t h3_read_data(void *cu, void *su, sws_h3vec_t *vec, size_t veccnt, uint32_t *pflags)
 {
-    (void)conn, (void)id;
     h3s_t *s = su;
     h3conn_t *hc = cu;
     sws_engine_t *e = hc->e;
     if (!s)
-        return NGHTTP3_ERR_CALLBACK_FAILURE;
+        return SWS_H3D_FAIL;
     size_t n = 0;
     int in_commit = s->gv && committed(s, s->gv);
     while (n < veccnt && s->gv && in_commit) {
         piece_t *q = s->gv;
         if (q->kind == P_FILE && file_chunk(e, s, q) < 0)
-            return NGHTTP3_ERR_CALLBACK_FAILURE;
+            return SWS_H3D_FAIL;
         size_t k = q->len - s->gv_off;
         if (k) {
-            vec[n].base = (uint8_t *)q->p + s->gv_off;
+            vec[n].base = (const uint8_t *)q->p + s->gv_off;
             vec[n].len = k;
             n++;
             s->unacked += k;
@@ -434,18 +428,22 @@ nghttp3_ssize h3_read_data(nghttp3_conn *conn, int64_t id, nghttp3_vec *vec, siz
             break;
     }
     if (!s->gv && s->body_done && s->commit == s->qt) {
-        *pflags |= NGHTTP3_DATA_FLAG_EOF;
-        if (s->ntr) {
-            *pflags |= NGHTTP3_DATA_FLAG_NO_END_STREAM;
-            nghttp3_conn_submit_trailers(hc->h3, s->id, s->tr, s->ntr);
-        }
-        return (nghttp3_ssize)n;
+        *pflags |= SWS_H3D_EOF;
+        if (s->ntr)
+            *pflags |= SWS_H3D_TRAILERS; /* h3_submit_trailers, after these bytes */
+        return (ssize_t)n;
     }
     if (!n) {
         s->blocked = 1;
-        return NGHTTP3_ERR_WOULDBLOCK;
+        return SWS_H3D_DEFERRED;
     }
-    return (nghttp3_ssize)n;
+    return (ssize_t)n;
+}
+
+void h3_submit_trailers(void *cu, void *su, int64_t id)
+{
+    h3s_t *s = su;
+    sws_h3sess_trailers(((h3conn_t *)cu)->h3, id, s->tr, s->ntr);
 }
 
 void h3s_acked(sws_engine_t *e, h3s_t *s, uint64_t n)
@@ -499,7 +497,7 @@ static int h3_flush(sws_engine_t *e, sws_resp_t *r)
     if (!s->open || s->hc->dead)
         return 0; /* sent nowhere: gone comes with the close */
     if (s->head_ready && !s->submitted && h3_commit(e, s) < 0)
-        h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+        h3s_reset(s, H3_INTERNAL_ERROR);
     resume(s);
     h3_due(s->hc);
     h3_backed_up(r);
@@ -556,13 +554,13 @@ static void h3_finish(sws_engine_t *e, sws_resp_t *r, int how)
     s->hooks = NULL;
     s->drain_due = s->drain_ready = s->body_due = 0;
     if (!s->open)
-        return; /* the stream is gone on nghttp3's side; freed with its close */
+        return; /* the stream is gone on the session's side; freed with its close */
     if (how == SWS_FIN_ABORT || !s->head_ready || (!s->body_done && !s->no_body)) {
         /* cut short: the client must see it, never a complete-looking body */
-        h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+        h3s_reset(s, H3_INTERNAL_ERROR);
     } else {
         if (!s->submitted && h3_commit(e, s) < 0)
-            h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+            h3s_reset(s, H3_INTERNAL_ERROR);
         resume(s);
     }
     if (s->bin_len) { /* request body the handler never took */
@@ -588,7 +586,7 @@ static void h3_rclose(sws_engine_t *e, sws_resp_t *r)
     h3s_t *s = H3S(r);
     if (!s->live)
         return;
-    h3s_reset(s, NGHTTP3_H3_INTERNAL_ERROR);
+    h3s_reset(s, H3_INTERNAL_ERROR);
     h3s_gone(e, s, SWS_GONE_CLIENT);
     if (s->bin_len) {
         h3_consume(s->hc, s->id, s->bin_len);
@@ -603,15 +601,28 @@ static void h3_interim(sws_engine_t *e, sws_resp_t *r, int status, const char *r
     h3s_t *s = H3S(r);
     if (s->submitted || !s->open || !s->hc->h3 || status < 100 || status > 199)
         return;
-    nghttp3_nv nva[1 + nh];
+    sws_hpack_field_t nva[1 + nh];
     char st[3] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
                   (char)('0' + status % 10)};
-    size_t n = 0;
+    size_t n = 0, names = 0;
+    for (size_t i = 0; i < nh; i++)
+        names += h[i].name_len;
+    char *low = malloc(names + 1); /* HTTP/3's names are lowercase (RFC 9114 4.2) */
+    if (!low)
+        return;
     nv_set(&nva[n++], ":status", 7, st, 3);
-    for (size_t i = 0; i < nh; i++) /* names the proxy filtered; nghttp3 copies them lowercased */
-        if (!sws_conn_specific(h[i].name, h[i].name_len))
-            nv_set(&nva[n++], h[i].name, h[i].name_len, h[i].value, h[i].value_len);
-    nghttp3_conn_submit_info(s->hc->h3, s->id, nva, n);
+    char *lp = low;
+    for (size_t i = 0; i < nh; i++) { /* names the proxy filtered */
+        if (sws_conn_specific(h[i].name, h[i].name_len))
+            continue;
+        for (size_t k = 0; k < h[i].name_len; k++)
+            lp[k] = (char)(h[i].name[k] >= 'A' && h[i].name[k] <= 'Z' ? h[i].name[k] + 32
+                                                                      : h[i].name[k]);
+        nv_set(&nva[n++], lp, h[i].name_len, h[i].value, h[i].value_len);
+        lp += h[i].name_len;
+    }
+    sws_h3sess_info(s->hc->h3, s->id, nva, n);
+    free(low);
     h3_due(s->hc);
 }
 
@@ -642,7 +653,7 @@ static void h3_trailers(sws_engine_t *e, sws_resp_t *r, const sws_header_t *h, s
 
 /* Deferred work of hc's streams: drained after acknowledgements, and
  * request body a handler asked for. Runs at the end of the batch, out of
- * ngtcp2's and nghttp3's calls. */
+ * ngtcp2's and the session's calls. */
 void h3_work(sws_engine_t *e, h3conn_t *hc)
 {
     hc->work = 0;

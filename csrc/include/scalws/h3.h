@@ -71,6 +71,7 @@ typedef struct {
 
 struct quic_lst;
 struct h3_seen;
+struct sws_h3pool;
 struct h3conn;
 struct cident;
 
@@ -95,6 +96,7 @@ typedef struct {
     char *path;                /* the normalized path of the current request */
     uint8_t *out;              /* packets being built: H3_GSO_SEGS of H3_MAX_PKT */
     struct h3s *spare;         /* stream objects kept for reuse (request.c), with their buffers */
+    struct sws_h3pool *pool;   /* the sessions' spare runs and stream records (h3sess.h) */
     uint32_t n_spare;
     uint32_t n_handshaking;    /* connections whose handshake has not ended */
     uint32_t reset_tokens;     /* stateless resets left this second */

@@ -128,3 +128,7 @@ def http3(ctx, node, http3: Http3) -> None:
             value = getattr(ctx, reader)(node_, f"http3.{name}", **kwargs)
             if value is not None:
                 setattr(http3, name, value)
+            if name == "qpack_encoder_table" and value:
+                ctx.warning(node_, "http3.qpack_encoder_table",
+                            "has no effect: our QPACK encoder uses the static table and "
+                            "literals only (ADR 0034)")

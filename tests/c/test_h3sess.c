@@ -1,0 +1,643 @@
+/* csrc/http/h3/h3sess.c and h3sess_recv.c (RFC 9114) without QUIC or the
+ * engine, with libnghttp3's client session as the peer and the oracle:
+ * stream bytes go between the two sessions in memory (each side's writes
+ * read by the other in order, acknowledged at once or later).
+ *  - exchanges: GET with a body in pieces, POST with a request body, HEAD,
+ *    1xx then the final answer, trailers, a body read later (deferred),
+ *    many requests on a client whose QPACK encoder fills our dynamic table
+ *    (our decoder stream taken by its encoder); the client gets exactly
+ *    what the server gave; acknowledgements report the body bytes;
+ *  - RFC 9218's order: a more urgent stream's data goes first;
+ *  - GOAWAY: the client learns it, a later request is refused;
+ *  - crafted bytes, each the error RFC 9114 names: DATA before HEADERS,
+ *    SETTINGS on a request stream, a control stream without SETTINGS
+ *    first, a setting twice, an HTTP/2 setting, a second control stream,
+ *    the control stream closed, a frame cut by the stream's end, an
+ *    uppercase name, content-length against the body, too many blocked
+ *    streams, unknown frame and stream types passed over; every crafted
+ *    request also fed one byte at a time, with the same outcome. */
+#define _GNU_SOURCE
+#include <nghttp3/nghttp3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+#include "http/h3/h3sess_int.h"
+
+/* ---- the server side: our session, and what it told us ---- */
+
+typedef struct {
+    int64_t id;
+    char fields[2048];         /* "name: value\n" as they came */
+    size_t flen;
+    uint8_t body_in[65536];
+    size_t body_in_len;
+    int requested, fin, ended, closed, too_big;
+    uint64_t acked;
+    /* the answer the test gives */
+    const char *resp_body[4];
+    int deferred;              /* read_data says DEFERRED until cleared */
+    int trailers;
+    int given;                 /* pieces of resp_body given */
+} sreq_t;
+
+typedef struct {
+    sws_h3sess_t s;
+    sreq_t req[64];
+    int nreq;
+    int64_t stop_id, reset_id;
+    uint64_t stop_code, reset_code;
+    int consumed;
+} server_t;
+
+static sreq_t *sreq(server_t *sv, void *su) { return su; }
+
+static void *s_begin(void *u, int64_t id)
+{
+    server_t *sv = u;
+    sreq_t *r = &sv->req[sv->nreq++];
+    memset(r, 0, sizeof *r);
+    r->id = id;
+    return r;
+}
+
+static int s_header(void *u, void *su, const uint8_t *n, size_t nl, const uint8_t *v, size_t vl)
+{
+    sreq_t *r = sreq(u, su);
+    r->flen += (size_t)snprintf(r->fields + r->flen, sizeof r->fields - r->flen, "%.*s: %.*s\n",
+                                (int)nl, n, (int)vl, v);
+    return 0;
+}
+
+static void s_too_big(void *u, void *su) { sreq(u, su)->too_big = 1; }
+static void s_request(void *u, void *su, int fin)
+{
+    sreq(u, su)->requested = 1;
+    sreq(u, su)->fin = fin;
+}
+
+static int s_data(void *u, void *su, const uint8_t *p, size_t n)
+{
+    sreq_t *r = sreq(u, su);
+    memcpy(r->body_in + r->body_in_len, p, n);
+    r->body_in_len += n;
+    return 0;
+}
+
+static void s_end(void *u, void *su) { sreq(u, su)->ended = 1; }
+static void s_consume(void *u, int64_t id, size_t n)
+{
+    (void)id;
+    ((server_t *)u)->consumed += (int)n;
+}
+static void s_close(void *u, void *su, int64_t id, uint64_t code)
+{
+    (void)id, (void)code;
+    sreq(u, su)->closed = 1;
+}
+static void s_acked(void *u, void *su, uint64_t n) { sreq(u, su)->acked += n; }
+
+static ssize_t s_read(void *u, void *su, sws_h3vec_t *vec, size_t nvec, uint32_t *flags)
+{
+    sreq_t *r = sreq(u, su);
+    if (r->deferred)
+        return SWS_H3D_DEFERRED;
+    size_t n = 0;
+    while (n < nvec && r->given < 4 && r->resp_body[r->given]) {
+        vec[n].base = (const uint8_t *)r->resp_body[r->given];
+        vec[n].len = strlen(r->resp_body[r->given]);
+        n++;
+        r->given++;
+    }
+    if (r->given == 4 || !r->resp_body[r->given])
+        *flags |= SWS_H3D_EOF | (r->trailers ? SWS_H3D_TRAILERS : 0);
+    return (ssize_t)n;
+}
+
+static void s_trailers(void *u, void *su, int64_t id)
+{
+    (void)su;
+    static const sws_hpack_field_t tr[] = {{(const uint8_t *)"x-sum", (const uint8_t *)"42", 5, 2, 0}};
+    sws_h3sess_trailers(&((server_t *)u)->s, id, tr, 1);
+}
+
+static void s_stop(void *u, int64_t id, uint64_t code)
+{
+    ((server_t *)u)->stop_id = id;
+    ((server_t *)u)->stop_code = code;
+}
+
+static void s_reset(void *u, int64_t id, uint64_t code)
+{
+    ((server_t *)u)->reset_id = id;
+    ((server_t *)u)->reset_code = code;
+}
+
+static const sws_h3cb_t scb = {s_begin, s_header, s_too_big, s_request, s_data, s_end, s_consume,
+                               s_close, s_acked, s_read, s_trailers, s_stop, s_reset};
+
+/* The exchanges' sessions share one pool of spares, as a worker's do
+ * (small, so that it fills and empties); crafted bytes go to sessions
+ * without one. */
+static sws_h3pool_t pool = {.max_runs = 8, .max_sts = 2};
+
+static void server_init_pool(server_t *sv, uint32_t qpack_table, uint32_t blocked,
+                             sws_h3pool_t *p)
+{
+    memset(sv, 0, sizeof *sv);
+    sv->stop_id = sv->reset_id = -1;
+    sws_h3sess_conf_t conf = {qpack_table, blocked, 16384, p};
+    if (sws_h3sess_init(&sv->s, &conf, &scb, sv) != 0 || sws_h3sess_bind(&sv->s, 3, 7, 11) != 0)
+        abort();
+}
+
+static void server_init(server_t *sv, uint32_t qpack_table, uint32_t blocked)
+{
+    server_init_pool(sv, qpack_table, blocked, &pool);
+}
+
+/* ---- the client: nghttp3 ---- */
+
+typedef struct {
+    char fields[4096];         /* every head and trailer section, "name: value\n", "--\n" between */
+    size_t flen;
+    char body[65536];
+    size_t blen;
+    int ended, reset;
+    uint64_t reset_code;
+} creq_t;
+
+typedef struct {
+    nghttp3_conn *c;
+    creq_t req[64];
+    int64_t goaway;
+    const char *post_body;     /* the request body of the next request (NULL: none) */
+} client_t;
+
+static creq_t *creq(client_t *cl, int64_t id) { return &cl->req[id / 4 % 64]; }
+
+static int c_header(nghttp3_conn *c, int64_t id, int32_t token, nghttp3_rcbuf *name,
+                    nghttp3_rcbuf *value, uint8_t flags, void *u, void *su)
+{
+    (void)c, (void)token, (void)flags, (void)su;
+    creq_t *r = creq(u, id);
+    nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
+    r->flen += (size_t)snprintf(r->fields + r->flen, sizeof r->fields - r->flen, "%.*s: %.*s\n",
+                                (int)n.len, n.base, (int)v.len, v.base);
+    return 0;
+}
+
+static int c_end_headers(nghttp3_conn *c, int64_t id, int fin, void *u, void *su)
+{
+    (void)c, (void)fin, (void)su;
+    creq_t *r = creq(u, id);
+    r->flen += (size_t)snprintf(r->fields + r->flen, sizeof r->fields - r->flen, "--\n");
+    return 0;
+}
+
+static int c_data(nghttp3_conn *c, int64_t id, const uint8_t *p, size_t n, void *u, void *su)
+{
+    (void)c, (void)su;
+    creq_t *r = creq(u, id);
+    memcpy(r->body + r->blen, p, n);
+    r->blen += n;
+    return 0;
+}
+
+static int c_end_stream(nghttp3_conn *c, int64_t id, void *u, void *su)
+{
+    (void)c, (void)su;
+    creq(u, id)->ended = 1;
+    return 0;
+}
+
+static int c_reset(nghttp3_conn *c, int64_t id, uint64_t code, void *u, void *su)
+{
+    (void)c, (void)su;
+    creq(u, id)->reset = 1;
+    creq(u, id)->reset_code = code;
+    return 0;
+}
+
+static int c_shutdown(nghttp3_conn *c, int64_t id, void *u)
+{
+    (void)c;
+    ((client_t *)u)->goaway = id;
+    return 0;
+}
+
+static nghttp3_ssize c_read_body(nghttp3_conn *c, int64_t id, nghttp3_vec *vec, size_t n,
+                                 uint32_t *flags, void *u, void *su)
+{
+    (void)c, (void)id, (void)n, (void)su;
+    const char *b = su;
+    vec[0].base = (uint8_t *)b;
+    vec[0].len = strlen(b);
+    *flags |= NGHTTP3_DATA_FLAG_EOF;
+    return 1;
+}
+
+static void client_init(client_t *cl, size_t qpack_table)
+{
+    memset(cl, 0, sizeof *cl);
+    cl->goaway = -1;
+    nghttp3_callbacks cb = {0};
+    cb.recv_header = c_header;
+    cb.end_headers = c_end_headers;
+    cb.recv_trailer = c_header;
+    cb.end_trailers = c_end_headers;
+    cb.recv_data = c_data;
+    cb.end_stream = c_end_stream;
+    cb.reset_stream = c_reset;
+    cb.shutdown = c_shutdown;
+    nghttp3_settings st;
+    nghttp3_settings_default(&st);
+    st.qpack_max_dtable_capacity = 4096;
+    st.qpack_blocked_streams = 100;
+    st.qpack_encoder_max_dtable_capacity = qpack_table;
+    if (nghttp3_conn_client_new(&cl->c, &cb, &st, NULL, cl) != 0 ||
+        nghttp3_conn_bind_control_stream(cl->c, 2) != 0 ||
+        nghttp3_conn_bind_qpack_streams(cl->c, 6, 10) != 0)
+        abort();
+}
+
+static void client_get(client_t *cl, int64_t id, const char *method, const char *path,
+                       const char *extra_name, const char *extra_value, const char *body)
+{
+    nghttp3_nv nv[6] = {
+        {(uint8_t *)":method", (uint8_t *)method, 7, strlen(method), 0},
+        {(uint8_t *)":scheme", (uint8_t *)"https", 7, 5, 0},
+        {(uint8_t *)":authority", (uint8_t *)"example.com", 10, 11, 0},
+        {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+        {(uint8_t *)"user-agent", (uint8_t *)"test/1", 10, 6, 0},
+    };
+    size_t n = 5;
+    if (extra_name)
+        nv[n++] = (nghttp3_nv){(uint8_t *)extra_name, (uint8_t *)extra_value, strlen(extra_name),
+                               strlen(extra_value), 0};
+    static const nghttp3_data_reader dr = {c_read_body};
+    if (nghttp3_conn_submit_request(cl->c, id, nv, n, body ? &dr : NULL, (void *)body) != 0)
+        abort();
+}
+
+/* ---- moving bytes ---- */
+
+/* Client to server and back until neither has anything; acks at once
+ * unless hold_acks. Returns the server's last read error (0: none). */
+static int64_t pump(client_t *cl, server_t *sv, int hold_acks)
+{
+    int64_t err = 0;
+    for (int round = 0; round < 1000; round++) {
+        int moved = 0;
+        for (;;) { /* client -> server */
+            int64_t sid;
+            int fin;
+            nghttp3_vec v[16];
+            nghttp3_ssize k = nghttp3_conn_writev_stream(cl->c, &sid, &fin, v, 16);
+            if (k < 0)
+                abort();
+            if (sid < 0)
+                break;
+            size_t total = 0;
+            uint8_t buf[65536];
+            for (nghttp3_ssize i = 0; i < k; i++) {
+                memcpy(buf + total, v[i].base, v[i].len);
+                total += v[i].len;
+            }
+            int64_t r = sws_h3sess_read(&sv->s, sid, (const uint8_t *)guard_place(buf, total),
+                                        total, fin);
+            if (r < 0)
+                err = r;
+            nghttp3_conn_add_write_offset(cl->c, sid, total);
+            nghttp3_conn_add_ack_offset(cl->c, sid, total);
+            moved = 1;
+            if (!k && !fin)
+                break;
+            if (err)
+                return err;
+        }
+        for (;;) { /* server -> client */
+            int64_t sid;
+            int fin;
+            sws_h3vec_t v[16];
+            ssize_t k = sws_h3sess_writev(&sv->s, &sid, &fin, v, 16);
+            if (k < 0)
+                return k;
+            if (sid < 0)
+                break;
+            size_t total = 0;
+            uint8_t buf[65536];
+            for (ssize_t i = 0; i < k; i++) {
+                memcpy(buf + total, v[i].base, v[i].len);
+                total += v[i].len;
+            }
+            if (nghttp3_conn_read_stream(cl->c, sid, buf, total, fin) < 0)
+                abort();
+            sws_h3sess_written(&sv->s, sid, total);
+            if (!hold_acks)
+                sws_h3sess_acked_bytes(&sv->s, sid, total);
+            moved = 1;
+        }
+        if (!moved)
+            break;
+    }
+    return err;
+}
+
+/* ---- exchanges ---- */
+
+static void exchanges(void)
+{
+    server_t *sv = calloc(1, sizeof *sv);
+    client_t *cl = calloc(1, sizeof *cl);
+    server_init(sv, 4096, 100);
+    client_init(cl, 4096);
+    /* GET: a body in three pieces */
+    client_get(cl, 0, "GET", "/a", NULL, NULL, NULL);
+    CHECK(pump(cl, sv, 0) == 0, "GET");
+    sreq_t *r = &sv->req[0];
+    CHECK(r->requested && r->fin, "the request came whole");
+    CHECK(strcmp(r->fields, ":method: GET\n:scheme: https\n:authority: example.com\n:path: /a\n"
+                            "user-agent: test/1\n") == 0, "fields: %s", r->fields);
+    sws_hpack_field_t head[] = {{(const uint8_t *)":status", (const uint8_t *)"200", 7, 3, 0},
+                                {(const uint8_t *)"content-type", (const uint8_t *)"text/plain", 12, 10, 0},
+                                {(const uint8_t *)"set-cookie", (const uint8_t *)"a=b", 10, 3, 0}};
+    r->resp_body[0] = "hello, ";
+    r->resp_body[1] = "HTTP/3 ";
+    r->resp_body[2] = "world";
+    CHECK(sws_h3sess_response(&sv->s, 0, head, 3, 1) == 0, "response");
+    CHECK(pump(cl, sv, 0) == 0, "the answer");
+    creq_t *c = creq(cl, 0);
+    CHECK(strcmp(c->fields, ":status: 200\ncontent-type: text/plain\nset-cookie: a=b\n--\n") == 0,
+          "client fields: %s", c->fields);
+    CHECK(c->blen == 19 && memcmp(c->body, "hello, HTTP/3 world", 19) == 0 && c->ended,
+          "client body %zu", c->blen);
+    CHECK(r->acked == 19, "acked %llu", (unsigned long long)r->acked);
+    CHECK(sws_h3sess_close_stream(&sv->s, 0, H3_NO_ERROR) == 0 && r->closed, "close");
+    t_end();
+
+    /* POST with a body; the answer has a 103 first, and trailers */
+    client_get(cl, 4, "POST", "/up", "content-length", "11", "hello world");
+    CHECK(pump(cl, sv, 0) == 0, "POST");
+    r = &sv->req[1];
+    CHECK(r->requested && !r->fin && r->ended && r->body_in_len == 11 &&
+          memcmp(r->body_in, "hello world", 11) == 0, "request body %zu", r->body_in_len);
+    sws_hpack_field_t early[] = {{(const uint8_t *)":status", (const uint8_t *)"103", 7, 3, 0},
+                                 {(const uint8_t *)"link", (const uint8_t *)"</s.css>", 4, 8, 0}};
+    CHECK(sws_h3sess_info(&sv->s, 4, early, 2) == 0, "1xx");
+    r->resp_body[0] = "ok";
+    r->trailers = 1;
+    CHECK(sws_h3sess_response(&sv->s, 4, head, 1, 1) == 0, "final");
+    CHECK(sws_h3sess_info(&sv->s, 4, early, 2) < 0, "no 1xx after the final head");
+    CHECK(pump(cl, sv, 0) == 0, "answer");
+    c = creq(cl, 4);
+    CHECK(strcmp(c->fields, ":status: 103\nlink: </s.css>\n--\n:status: 200\n--\nx-sum: 42\n--\n") == 0,
+          "client fields: %s", c->fields);
+    CHECK(c->blen == 2 && c->ended, "body and end");
+    t_end();
+
+    /* HEAD: no body, the end with the head; a body read later */
+    client_get(cl, 8, "HEAD", "/h", NULL, NULL, NULL);
+    client_get(cl, 12, "GET", "/later", NULL, NULL, NULL);
+    CHECK(pump(cl, sv, 0) == 0, "HEAD and GET");
+    CHECK(sws_h3sess_response(&sv->s, 8, head, 1, 0) == 0, "HEAD's answer");
+    r = &sv->req[3];
+    r->deferred = 1;
+    r->resp_body[0] = "late";
+    CHECK(sws_h3sess_response(&sv->s, 12, head, 1, 1) == 0, "GET's head");
+    CHECK(pump(cl, sv, 0) == 0, "heads");
+    CHECK(creq(cl, 8)->ended && creq(cl, 8)->blen == 0, "HEAD ended");
+    CHECK(!creq(cl, 12)->ended && creq(cl, 12)->blen == 0, "the deferred body waits");
+    r->deferred = 0;
+    sws_h3sess_resume(&sv->s, 12);
+    CHECK(pump(cl, sv, 0) == 0, "resumed");
+    CHECK(creq(cl, 12)->ended && creq(cl, 12)->blen == 4, "the deferred body came");
+    t_end();
+
+    /* many requests: the client's encoder uses our table; acks held */
+    int64_t id = 16;
+    for (int i = 0; i < 40; i++, id += 4) {
+        char v[32];
+        snprintf(v, sizeof v, "token-%d", i % 3);
+        client_get(cl, id, "GET", "/many", "authorization", v, NULL);
+    }
+    CHECK(pump(cl, sv, 1) == 0, "40 requests");
+    CHECK(sv->s.dec.inserts > 0, "the client inserted into our table");
+    int good = 0;
+    for (int i = 4; i < 44; i++)
+        good += sv->req[i].requested && strstr(sv->req[i].fields, "authorization: token-") != NULL;
+    CHECK(good == 40, "%d of 40 decoded", good);
+    CHECK(sv->s.fatal == 0, "no error");
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
+    free(sv);
+    free(cl);
+    t_end();
+}
+
+static void urgency_and_goaway(void)
+{
+    server_t *sv = calloc(1, sizeof *sv);
+    client_t *cl = calloc(1, sizeof *cl);
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+    client_get(cl, 0, "GET", "/low", NULL, NULL, NULL);
+    client_get(cl, 4, "GET", "/high", "priority", "u=0", NULL);
+    CHECK(pump(cl, sv, 0) == 0, "two requests");
+    sws_hpack_field_t head[] = {{(const uint8_t *)":status", (const uint8_t *)"200", 7, 3, 0}};
+    sv->req[0].resp_body[0] = "low";
+    sv->req[1].resp_body[0] = "high";
+    sws_h3sess_response(&sv->s, 0, head, 1, 1);
+    sws_h3sess_response(&sv->s, 4, head, 1, 1);
+    int64_t sid;
+    int fin;
+    sws_h3vec_t v[16];
+    /* our own streams first (control, QPACK), then the urgent request */
+    for (int i = 0; i < 8; i++) {
+        ssize_t k = sws_h3sess_writev(&sv->s, &sid, &fin, v, 16);
+        CHECK(k >= 0, "writev");
+        if (k < 0 || sid < 0 || sid == 0 || sid == 4)
+            break;
+        size_t total = 0;
+        for (ssize_t j = 0; j < k; j++)
+            total += v[j].len;
+        sws_h3sess_written(&sv->s, sid, total);
+    }
+    CHECK(sid == 4, "u=0 goes first, not %lld", (long long)sid);
+    t_end();
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
+
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+    client_get(cl, 0, "GET", "/a", NULL, NULL, NULL);
+    CHECK(pump(cl, sv, 0) == 0, "request");
+    CHECK(sws_h3sess_goaway(&sv->s) == 0 && pump(cl, sv, 0) == 0, "GOAWAY");
+    CHECK(cl->goaway == 4, "the client was told 4, not %lld", (long long)cl->goaway);
+    /* a request the client sent before it saw it */
+    uint8_t b[64];
+    sws_hpack_field_t f[] = {{(const uint8_t *)":method", (const uint8_t *)"GET", 7, 3, 0}};
+    size_t n = sws_qpack_encode(f, 1, b + 2);
+    b[0] = F_HEADERS;
+    b[1] = (uint8_t)n;
+    CHECK(sws_h3sess_read(&sv->s, 8, b, n + 2, 1) == (int64_t)(n + 2), "read past");
+    CHECK(sv->reset_id == 8 && sv->reset_code == H3_REQUEST_REJECTED && sv->nreq == 1,
+          "refused: %lld %llx", (long long)sv->reset_id, (unsigned long long)sv->reset_code);
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
+    free(sv);
+    free(cl);
+    t_end();
+}
+
+/* ---- crafted bytes ---- */
+
+static size_t hexb(const char *h, uint8_t *out)
+{
+    size_t n = 0;
+    for (; *h; h++) {
+        if (*h == ' ')
+            continue;
+        unsigned v;
+        sscanf(h, "%2x", &v);
+        out[n++] = (uint8_t)v;
+        h++;
+    }
+    return n;
+}
+
+/* A section of f[] as a HEADERS frame, hex. */
+static void headers_hex(const sws_hpack_field_t *f, size_t nf, char *out)
+{
+    uint8_t sec[1024], fr[1100], *p = fr;
+    size_t n = sws_qpack_encode(f, nf, sec);
+    p = h3_put_varint(p, F_HEADERS);
+    p = h3_put_varint(p, n);
+    memcpy(p, sec, n);
+    p += n;
+    for (uint8_t *q = fr; q < p; q++)
+        out += sprintf(out, "%02x", *q);
+}
+
+#define F(n, v) {(const uint8_t *)n, (const uint8_t *)v, sizeof n - 1, sizeof v - 1, 0}
+static const sws_hpack_field_t GOOD[] = {F(":method", "GET"), F(":scheme", "https"),
+                                         F(":authority", "a.example"), F(":path", "/")};
+
+/* Feeds stream id (after the client's control stream with its SETTINGS)
+ * whole and byte by byte: the read's error both times (0: none). */
+static void crafted(const char *what, int64_t id, const char *hex, int fin, int64_t want,
+                    uint64_t want_reset)
+{
+    static uint8_t b[4096];
+    size_t n = hexb(hex, b);
+    for (int bytewise = 0; bytewise < 2; bytewise++) {
+        server_t *sv = calloc(1, sizeof *sv);
+        server_init_pool(sv, 4096, 1, NULL);
+        int64_t r = 0;
+        if (id != 2) { /* the client's control stream, SETTINGS empty */
+            uint8_t ctl[] = {0x00, 0x04, 0x00};
+            r = sws_h3sess_read(&sv->s, 2, ctl, 3, 0);
+        }
+        if (!bytewise) {
+            r = r < 0 ? r : sws_h3sess_read(&sv->s, id, (const uint8_t *)guard_place(b, n), n, fin);
+        } else {
+            for (size_t i = 0; i < n && r >= 0; i++)
+                r = sws_h3sess_read(&sv->s, id, (const uint8_t *)guard_place(b + i, 1), 1,
+                                    fin && i == n - 1);
+            if (!n && r >= 0)
+                r = sws_h3sess_read(&sv->s, id, b, 0, fin);
+        }
+        int64_t got = r < 0 ? r : 0;
+        CHECK(got == want, "%s%s: %lld, not %lld", what, bytewise ? " (byte by byte)" : "",
+              (long long)got, (long long)want);
+        CHECK(!want_reset || sv->reset_code == want_reset, "%s%s: reset %llx, not %llx", what,
+              bytewise ? " (byte by byte)" : "", (unsigned long long)sv->reset_code,
+              (unsigned long long)want_reset);
+        sws_h3sess_free(&sv->s);
+        free(sv);
+    }
+    t_end();
+}
+
+static void crafted_bytes(void)
+{
+    char good[2200], upper[2200], cl[2200], cl0[2200];
+    headers_hex(GOOD, 4, good);
+    sws_hpack_field_t up[] = {F(":method", "GET"), F(":scheme", "https"), F(":authority", "a"),
+                              F(":path", "/"), F("X-Up", "1")};
+    headers_hex(up, 5, upper);
+    sws_hpack_field_t withcl[] = {F(":method", "POST"), F(":scheme", "https"), F(":authority", "a"),
+                                  F(":path", "/"), F("content-length", "5")};
+    headers_hex(withcl, 5, cl);
+    strcpy(cl0, cl);
+    char buf[4500];
+
+    crafted("a good request", 0, good, 1, 0, 0);
+    snprintf(buf, sizeof buf, "0003616263 %s", good);
+    crafted("DATA before HEADERS", 0, buf, 1, -H3_FRAME_UNEXPECTED, 0);
+    snprintf(buf, sizeof buf, "%s 0400", good);
+    crafted("SETTINGS on a request stream", 0, buf, 1, -H3_FRAME_UNEXPECTED, 0);
+    snprintf(buf, sizeof buf, "%s 0200", good);
+    crafted("HTTP/2's PRIORITY type", 0, buf, 1, -H3_FRAME_UNEXPECTED, 0);
+    snprintf(buf, sizeof buf, "21 03 616263 %s 2103616263", good);
+    crafted("reserved frame types passed over", 0, buf, 1, 0, 0);
+    snprintf(buf, sizeof buf, "%s 0005 6162", good);
+    crafted("a frame cut by the end", 0, buf, 1, -H3_FRAME_ERROR, 0);
+    crafted("an uppercase name", 0, upper, 1, 0, H3_MESSAGE_ERROR);
+    crafted("content-length 5 and no body", 0, cl, 1, 0, H3_MESSAGE_ERROR);
+    snprintf(buf, sizeof buf, "%s 0003616263", cl0);
+    crafted("content-length 5 and 3 bytes", 0, buf, 1, 0, H3_MESSAGE_ERROR);
+    snprintf(buf, sizeof buf, "%s 0006616263646566", cl0);
+    crafted("content-length 5 and 6 bytes", 0, buf, 1, 0, H3_MESSAGE_ERROR);
+    crafted("a stream ended before HEADERS", 0, "", 1, 0, H3_REQUEST_INCOMPLETE);
+    crafted("an empty HEADERS", 0, "0100", 1, -SWS_QPACK_DECOMPRESSION_FAILED, 0);
+    /* two sections waiting for inserts, when we allow one */
+    crafted("a section waiting for inserts is held", 0, "0104 0300 8080", 0, 0, 0);
+    /* the control stream */
+    crafted("a control stream starting with GOAWAY", 2, "00 0701 00", 0, -H3_MISSING_SETTINGS, 0);
+    crafted("a setting twice", 2, "00 0404 0101 0102", 0, -H3_SETTINGS_ERROR, 0);
+    crafted("HTTP/2's SETTINGS_ENABLE_PUSH", 2, "00 0402 0200", 0, -H3_SETTINGS_ERROR, 0);
+    crafted("SETTINGS twice", 2, "00 0400 0400", 0, -H3_FRAME_UNEXPECTED, 0);
+    crafted("DATA on the control stream", 2, "00 0400 0000", 0, -H3_FRAME_UNEXPECTED, 0);
+    crafted("the control stream closed", 2, "00 0400", 1, -H3_CLOSED_CRITICAL_STREAM, 0);
+    crafted("unknown settings and frames", 2, "00 0405 2101 4a0a00 2103616263", 0, 0, 0);
+    crafted("a second control stream", 6, "00", 0, -H3_STREAM_CREATION_ERROR, 0);
+    crafted("a push stream from a client", 6, "01", 0, -H3_STREAM_CREATION_ERROR, 0);
+    crafted("a QPACK table over ours", 6, "02 3fe21f", 0, -SWS_QPACK_ENCODER_STREAM_ERROR, 0);
+    crafted("a QPACK decoder stream error", 6, "03 81", 0, -SWS_QPACK_DECODER_STREAM_ERROR, 0);
+
+    /* a second blocked stream over the limit of 1 is QPACK_DECOMPRESSION_FAILED */
+    server_t *sv = calloc(1, sizeof *sv);
+    server_init(sv, 4096, 1);
+    uint8_t ctl[] = {0x00, 0x04, 0x00}, blk[] = {0x01, 0x04, 0x03, 0x00, 0x80, 0x80};
+    CHECK(sws_h3sess_read(&sv->s, 2, ctl, 3, 0) == 3, "control");
+    CHECK(sws_h3sess_read(&sv->s, 0, blk, 6, 1) == 6 && sv->s.n_blocked == 1, "one blocked");
+    CHECK(sws_h3sess_read(&sv->s, 4, blk, 6, 1) == -SWS_QPACK_DECOMPRESSION_FAILED,
+          "a second blocked stream");
+    sws_h3sess_free(&sv->s);
+    free(sv);
+    t_end();
+
+    /* an unknown unidirectional stream type: stopped, read past */
+    sv = calloc(1, sizeof *sv);
+    server_init(sv, 4096, 1);
+    uint8_t unk[] = {0x21, 0xaa, 0xbb};
+    CHECK(sws_h3sess_read(&sv->s, 6, unk, 3, 0) == 3, "unknown type");
+    CHECK(sv->stop_id == 6 && sv->stop_code == H3_STREAM_CREATION_ERROR, "stop_sending");
+    sws_h3sess_free(&sv->s);
+    free(sv);
+    t_end();
+}
+
+int main(void)
+{
+    exchanges();
+    urgency_and_goaway();
+    crafted_bytes();
+    CHECK(pool.n_runs <= pool.max_runs && pool.n_sts <= pool.max_sts, "the pool's bounds");
+    sws_h3pool_free(&pool);
+    t_end();
+    return t_summary();
+}
