@@ -263,12 +263,17 @@ static void encode_to_nghttp3(void)
     nghttp3_qpack_decoder *ng;
     nghttp3_qpack_decoder_new(&ng, 0, 0, nghttp3_mem_default());
     static char store[1 << 16];
-    static uint8_t out[1 << 17];
+    static uint8_t out[1 << 17], again[1 << 17];
+    static sws_qpack_memo_t memo;
     sws_hpack_field_t f[40];
     for (int round = 0; round < 5000; round++) {
         size_t n = gen_list(f, 40, store, sizeof store);
         size_t len = sws_qpack_encode(f, n, out);
         CHECK(len <= sws_qpack_encode_bound(f, n), "bound");
+        /* the memo gives the same bytes, on first sight and on the next */
+        for (int k = 0; k < 2; k++)
+            CHECK(sws_qpack_encode_memo(&memo, f, n, again) == len && memcmp(again, out, len) == 0,
+                  "round %d: the memo's encoding differs (pass %d)", round, k);
         qbuf_t got = {0}, want = {0};
         for (size_t i = 0; i < n; i++)
             qlist_add(&want, f[i].name, f[i].nl, f[i].value, f[i].vl, must_be_never(&f[i]));
@@ -278,6 +283,19 @@ static void encode_to_nghttp3(void)
         if (t_case_failures)
             break;
     }
+    CHECK(memo.hits > 0, "memo: no hit");
+    /* an answer of a static file, again and again: after the first, every
+     * field comes from the memo but the request id (never indexed) */
+    sws_qpack_memo_t m2 = {0};
+    sws_hpack_field_t res[] = {{(const uint8_t *)":status", (const uint8_t *)"200", 7, 3, 0},
+                               {(const uint8_t *)"server", (const uint8_t *)"scalws", 6, 6, 0},
+                               {(const uint8_t *)"content-length", (const uint8_t *)"612", 14, 3, 0},
+                               {(const uint8_t *)"etag", (const uint8_t *)"\"6754-264\"", 4, 10, 0},
+                               {(const uint8_t *)"x-request-id", (const uint8_t *)"abc", 12, 3, 0}};
+    for (int i = 0; i < 100; i++)
+        sws_qpack_encode_memo(&m2, res, 5, again);
+    CHECK(m2.misses == 4 && m2.hits == 4 * 99, "memo of one answer: %llu hits, %llu misses",
+          (unsigned long long)m2.hits, (unsigned long long)m2.misses);
     t_end();
 
     /* the static table used: :status 200 is one byte; a name it has, its index */

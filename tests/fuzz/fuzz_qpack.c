@@ -22,7 +22,8 @@
  * [ctl][nl][name][vl][value]: ctl bit 0 flags the field never-indexed,
  * bit 1 takes the name from NAMES[nl byte] (no name bytes), bit 2 ends
  * the list here, and the input's remainder is a client's decoder stream.
- * Our encoding must fit its bound and decode in nghttp3 to the list,
+ * Our encoding must fit its bound, be the same bytes through the encoder's
+ * memo (empty, then holding the list), and decode in nghttp3 to the list,
  * never-indexed where asked (and for the names ADR 0022 names); the
  * decoder stream is given to ours and to an nghttp3 encoder that inserted
  * nothing: both take it or both refuse it.
@@ -196,10 +197,18 @@ static void encoder_mode(const uint8_t *data, size_t size)
         n++;
     }
     size_t bound = sws_qpack_encode_bound(f, n);
-    uint8_t *out = malloc(bound);
+    uint8_t *out = malloc(bound), *again = malloc(bound);
     size_t len = sws_qpack_encode(f, n, out);
     if (len > bound)
         FAIL("%zu bytes over the bound %zu", len, bound);
+    /* the memo's encoding is the same bytes, when it is empty and when it
+     * holds the list (a field may meet another's entry in its slot) */
+    static sws_qpack_memo_t memo;
+    memset(&memo, 0, sizeof memo);
+    for (int k = 0; k < 2; k++)
+        if (sws_qpack_encode_memo(&memo, f, n, again) != len || memcmp(again, out, len) != 0)
+            FAIL("the memo's encoding differs (pass %d)", k);
+    free(again);
     nghttp3_qpack_decoder *ng;
     if (nghttp3_qpack_decoder_new(&ng, 0, 0, nghttp3_mem_default()) != 0)
         abort();

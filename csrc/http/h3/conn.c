@@ -107,6 +107,7 @@ static int h3_setup(h3conn_t *hc)
             return -1;
         e->h3.pool->max_runs = 4 * SWS_H3_SPARE;
         e->h3.pool->max_sts = SWS_H3_SPARE;
+        e->h3.pool->memo = calloc(1, sizeof *e->h3.pool->memo); /* NULL: encode each time */
     }
     hc->h3 = malloc(sizeof *hc->h3);
     if (!hc->h3 || sws_h3sess_init(hc->h3, &conf, &h3_callbacks, hc) < 0) {

@@ -50,6 +50,7 @@ void sws_h3pool_free(sws_h3pool_t *p)
         free(st->blk);
         free(st);
     }
+    free(p->memo);
     memset(p, 0, sizeof *p);
 }
 
@@ -286,7 +287,7 @@ static int out_headers(sws_h3sess_t *s, sws_h3st_t *st, const sws_hpack_field_t 
     if (16 + bound > sizeof o->inl && !(b = o->own = malloc(16 + bound)))
         return -1; /* the run stays, empty */
     /* the section first, at the end of the frame header's longest room */
-    size_t len = sws_qpack_encode(f, n, b + 16);
+    size_t len = sws_qpack_encode_memo(s->conf.pool ? s->conf.pool->memo : NULL, f, n, b + 16);
     uint8_t hd[16], *h = hd;
     h = h3_put_varint(h, F_HEADERS);
     h = h3_put_varint(h, len);

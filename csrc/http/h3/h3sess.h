@@ -97,14 +97,16 @@ typedef struct {
 typedef struct h3out h3out_t;
 typedef struct sws_h3st sws_h3st_t;
 
-/* What the sessions of one thread (a worker's) keep for the next
- * streams: output runs (a few per answer: its HEADERS, each DATA frame's
- * header, each piece of body) and stream records, more at once than
- * malloc's per-size cache holds. At most max_runs and max_sts. */
+/* What the sessions of one thread (a worker's) share: output runs (a few
+ * per answer: its HEADERS, each DATA frame's header, each piece of body)
+ * and stream records kept for the next streams, more at once than
+ * malloc's per-size cache holds (at most max_runs and max_sts), and the
+ * QPACK encoder's memo (NULL: none; freed with the pool). */
 typedef struct sws_h3pool {
     h3out_t *runs;
     sws_h3st_t *sts;
     uint32_t n_runs, max_runs, n_sts, max_sts;
+    sws_qpack_memo_t *memo;
 } sws_h3pool_t;
 
 SWS_INTERNAL void sws_h3pool_free(sws_h3pool_t *p);

@@ -655,7 +655,40 @@ static uint8_t *put_str(uint8_t *o, uint8_t first, uint8_t hbit, unsigned bits, 
     return o + n;
 }
 
-size_t sws_qpack_encode(const sws_hpack_field_t *f, size_t n, uint8_t *out)
+/* One field line (never: the N bit). */
+static uint8_t *encode_field(const sws_hpack_field_t *x, int never, uint8_t *o)
+{
+    const qname_t *q = x->nl < 256 ? qname_find(x->name, x->nl) : NULL;
+    if (q && !never)
+        for (unsigned k = 0; k < q->n; k++) {
+            const static_ent_t *s = &static_tab[q->idx[k]];
+            if (s->vl == x->vl && memcmp(s->value, x->value, x->vl) == 0)
+                return put_int(o, 0xc0, 6, q->idx[k]); /* Indexed, static */
+        }
+    if (q) /* Literal with Name Reference, static: 01NT */
+        o = put_int(o, never ? 0x70 : 0x50, 4, q->idx[0]);
+    else /* Literal with Literal Name: 001NH */
+        o = put_str(o, never ? 0x30 : 0x20, 0x08, 3, x->name, x->nl);
+    return put_str(o, 0x00, 0x80, 7, x->value, x->vl);
+}
+
+/* A field's key for the memo: name and value, 8 bytes a step. */
+static uint64_t memo_hash(const uint8_t *p, size_t n, uint64_t h)
+{
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w ^ n) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 32);
+}
+
+size_t sws_qpack_encode_memo(sws_qpack_memo_t *m, const sws_hpack_field_t *f, size_t n,
+                             uint8_t *out)
 {
     pthread_once(&qnames_once, qnames_build);
     uint8_t *o = out;
@@ -664,24 +697,41 @@ size_t sws_qpack_encode(const sws_hpack_field_t *f, size_t n, uint8_t *out)
     for (size_t i = 0; i < n; i++) {
         const sws_hpack_field_t *x = &f[i];
         int never = (x->flags & SWS_HPACK_NEVER) || sensitive(x->name, x->nl);
-        const qname_t *q = x->nl < 256 ? qname_find(x->name, x->nl) : NULL;
-        int at = -1;
-        if (q) {
-            for (unsigned k = 0; k < q->n && at < 0; k++) {
-                const static_ent_t *s = &static_tab[q->idx[k]];
-                if (s->vl == x->vl && memcmp(s->value, x->value, x->vl) == 0)
-                    at = q->idx[k];
-            }
-        }
-        if (at >= 0 && !never) {
-            o = put_int(o, 0xc0, 6, (uint32_t)at); /* Indexed, static */
+        /* never-indexed fields are not kept: they are the secrets and
+         * what changes on every answer */
+        if (!m || never || x->nl + x->vl > SWS_QPACK_MEMO_KEY) {
+            o = encode_field(x, never, o);
             continue;
         }
-        if (q) /* Literal with Name Reference, static: 01NT */
-            o = put_int(o, never ? 0x70 : 0x50, 4, q->idx[0]);
-        else /* Literal with Literal Name: 001NH */
-            o = put_str(o, never ? 0x30 : 0x20, 0x08, 3, x->name, x->nl);
-        o = put_str(o, 0x00, 0x80, 7, x->value, x->vl);
+        uint64_t h = memo_hash(x->value, x->vl, memo_hash(x->name, x->nl, x->nl));
+        sws_qpack_memo_ent_t *e = &m->e[h & (SWS_QPACK_MEMO - 1)];
+        if (e->h == h && e->nl == x->nl && e->vl == x->vl && e->elen &&
+            memcmp(e->key, x->name, x->nl) == 0 && memcmp(e->key + x->nl, x->value, x->vl) == 0) {
+            memcpy(o, e->enc, e->elen);
+            o += e->elen;
+            m->hits++;
+            continue;
+        }
+        uint8_t *start = o;
+        o = encode_field(x, never, o);
+        size_t len = (size_t)(o - start);
+        m->misses++;
+        if (len > sizeof e->enc) {
+            e->elen = 0;
+            continue;
+        }
+        e->h = h;
+        e->nl = (uint8_t)x->nl;
+        e->vl = (uint8_t)x->vl;
+        e->elen = (uint8_t)len;
+        memcpy(e->key, x->name, x->nl);
+        memcpy(e->key + x->nl, x->value, x->vl);
+        memcpy(e->enc, start, len);
     }
     return (size_t)(o - out);
+}
+
+size_t sws_qpack_encode(const sws_hpack_field_t *f, size_t n, uint8_t *out)
+{
+    return sws_qpack_encode_memo(NULL, f, n, out);
 }

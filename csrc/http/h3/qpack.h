@@ -135,6 +135,28 @@ SWS_INTERNAL size_t sws_qpack_encode_bound(const sws_hpack_field_t *f, size_t n)
  */
 SWS_INTERNAL size_t sws_qpack_encode(const sws_hpack_field_t *f, size_t n, uint8_t *out);
 
+/* The same bytes, with a memo of the field lines encoded lately (one per
+ * worker: the answers of all its connections repeat server, date,
+ * content-type, a file's etag and length ...): a field seen before is
+ * copied, not looked up in the static table and Huffman-coded again.
+ * Direct-mapped by a hash of name and value; fields whose name and value
+ * are over SWS_QPACK_MEMO_KEY bytes, and never-indexed ones, are not
+ * kept. NULL: no memo. */
+#define SWS_QPACK_MEMO 64
+#define SWS_QPACK_MEMO_KEY 80
+typedef struct {
+    uint64_t h;
+    uint8_t nl, vl, elen;      /* elen 0: empty */
+    uint8_t key[SWS_QPACK_MEMO_KEY];
+    uint8_t enc[SWS_QPACK_MEMO_KEY + 12];
+} sws_qpack_memo_ent_t;
+typedef struct sws_qpack_memo {
+    sws_qpack_memo_ent_t e[SWS_QPACK_MEMO];
+    uint64_t hits, misses;
+} sws_qpack_memo_t;
+SWS_INTERNAL size_t sws_qpack_encode_memo(sws_qpack_memo_t *m, const sws_hpack_field_t *f,
+                                          size_t n, uint8_t *out);
+
 /* Static entry i (< SWS_QPACK_STATIC_N), for tests. */
 SWS_INTERNAL void sws_qpack_static(uint32_t i, sws_hpack_field_t *f);
 
