@@ -535,9 +535,9 @@ def test_static_config_imports_nothing_compiled(tmp_path):
     code = textwrap.dedent(f"""\
         import sys
         from scalws.config import loader
-        from scalws.config.directives import static
-        loader.HANDLERS["static"] = static.compile
-        loader.UNAVAILABLE_HANDLERS = ()
+        from scalws.config.directives import routes, static
+        routes.HANDLERS["static"] = static.compile
+        routes.UNAVAILABLE_HANDLERS = ()
         cfg = loader.load_config_text({text!r},
                                       base_dir={str(tmp_path)!r})
         assert cfg.sites[0].routes[0].kind == "static"

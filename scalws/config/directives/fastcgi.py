@@ -187,7 +187,7 @@ def _index(ctx, node, path):
 
 def _split(ctx, node, path):
     """A POSIX ERE with two groups (the script name, PATH_INFO)."""
-    from ..loader import _regex_problem
+    from .routes import _regex_problem
     text = ctx.string(node, path)
     if text is None:
         return None
