@@ -34,7 +34,7 @@ import urllib.parse
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .directives import app, cache, cache_peers, fastcgi, protocols, proxy, resolver, tls
+from .directives import app, cache, cache_peers, fastcgi, protocols, resolver, tls, upstreams
 from .directives.sites import _sites, _status
 from .directives.respond import header_value_problem
 from .errors import ConfigError, Problem
@@ -622,7 +622,7 @@ def _walk_document(ctx: _Context, root) -> Config:
         protocols.http3(ctx, keys["http3"][1], cfg.http3)
 
     if "trusted_proxies" in keys:
-        cfg.trusted_proxies = proxy.compile_trusted_proxies(
+        cfg.trusted_proxies = upstreams.compile_trusted_proxies(
             ctx, keys["trusted_proxies"][1], "trusted_proxies")
 
     if "status" in keys:
@@ -638,9 +638,9 @@ def _walk_document(ctx: _Context, root) -> Config:
         cfg.resolver = resolver.default()
     ctx.resolver = cfg.resolver
 
-    upstreams = {}
+    groups = {}
     if "upstreams" in keys:
-        upstreams = proxy.compile_upstreams(ctx, keys["upstreams"][1], "upstreams")
+        groups = upstreams.compile_upstreams(ctx, keys["upstreams"][1], "upstreams")
 
     zones = {}
     if "cache_zones" in keys:
@@ -661,7 +661,7 @@ def _walk_document(ctx: _Context, root) -> Config:
         if cfg.instances is not None:
             _instances_listens(ctx, cfg.sites)
     # After the sites: routes name groups, and `url:` adds implicit ones.
-    cfg.upstreams = proxy.check_references(ctx, upstreams)
+    cfg.upstreams = upstreams.check_references(ctx, groups)
     fastcgi.mark_groups(ctx, cfg.upstreams)
     app.check_references(ctx, cfg)
     cfg.cache_zones = cache.check_references(ctx, zones, cfg.trusted_proxies)

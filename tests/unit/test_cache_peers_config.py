@@ -93,10 +93,10 @@ def test_a_peers_name_that_does_not_resolve_yet_waits(monkeypatch):
     """A headless Service before its first pod is ready: a warning, and a
     placeholder the master asks again (control/resolver.py), not an error
     as for an upstream."""
-    from scalws.config.directives import proxy
+    from scalws.config.directives import upstreams
     from scalws.control import resolver
-    monkeypatch.setattr(proxy.dns, "resolve", lambda host, settings: ("fail", "no such name"))
-    monkeypatch.setattr(proxy.socket, "getaddrinfo", lambda *a, **k: [])
+    monkeypatch.setattr(upstreams.dns, "resolve", lambda host, settings: ("fail", "no such name"))
+    monkeypatch.setattr(upstreams.socket, "getaddrinfo", lambda *a, **k: [])
     cfg = load_config_text(text(f'{{servers: ["pods.web.svc:8081"], secret: "{SECRET}"}}'), "F")
     g = cfg.upstreams["peers:z"]
     assert [(s.host, s.resolve, s.port) for s in g.servers] == [("", "pods.web.svc", 8081)]

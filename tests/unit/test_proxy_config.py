@@ -1,9 +1,9 @@
-"""The config half of the reverse proxy (scalws/config/directives/proxy.py and
+"""The config half of the reverse proxy (scalws/config/directives/proxy.py and upstreams.py,
 the loader's `upstreams` and `trusted_proxies`): each accepted form, and each
 problem with its exact message and FILE:LINE:COLUMN position.
 
 Sample files are inline; in expected problem lines the file is shown as F.
-Name resolution goes through proxy.socket.getaddrinfo: the tests that need a
+Name resolution goes through upstreams.socket.getaddrinfo: the tests that need a
 particular answer (several addresses, a failure) replace it; "localhost" is
 resolved for real (from /etc/hosts).
 """
@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from scalws import dns
-from scalws.config.directives import proxy
+from scalws.config.directives import upstreams
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
 from scalws.config.model import Health, Proxy, Upstream, UpstreamServer, UpstreamTLS
@@ -126,8 +126,8 @@ def addresses(monkeypatch):
         return ("ok", dns.sort_addresses(ipaddress.ip_address(a).compressed
                                          for a in table[host]), 30)
 
-    monkeypatch.setattr(proxy.socket, "getaddrinfo", fake)
-    monkeypatch.setattr(proxy.dns, "resolve", fake_dns)
+    monkeypatch.setattr(upstreams.socket, "getaddrinfo", fake)
+    monkeypatch.setattr(upstreams.dns, "resolve", fake_dns)
     return table
 
 
@@ -541,7 +541,7 @@ def test_localhost_is_resolved(tmp_path):
     """The real resolver: each address of localhost is one server, with the
     options of its entry and the address text as written."""
     up = load_group(tmp_path, 'servers: [{address: "localhost:3002", weight: 5}]\n')
-    expected = proxy.resolve("localhost", 3002)
+    expected = upstreams.resolve("localhost", 3002)
     assert expected and set(expected) <= {"127.0.0.1", "::1"}
     assert [s.host for s in up.servers] == expected
     assert {(s.address, s.kind, s.port, s.weight) for s in up.servers} == \
@@ -776,7 +776,7 @@ def test_resolved_servers_name_what_the_master_asks_again(tmp_path, addresses):
 def test_resolver_off_resolves_once_with_getaddrinfo(tmp_path, monkeypatch):
     def no_dns(host, settings):
         raise AssertionError("the stub resolver was asked")
-    monkeypatch.setattr(proxy.dns, "resolve", no_dns)
+    monkeypatch.setattr(upstreams.dns, "resolve", no_dns)
     cfg = load_config(write(tmp_path, textwrap.dedent("""\
         resolver: off
         upstreams:
@@ -792,7 +792,7 @@ def test_resolver_off_resolves_once_with_getaddrinfo(tmp_path, monkeypatch):
 def test_a_name_only_getaddrinfo_knows_is_used_once_with_a_warning(tmp_path, monkeypatch,
                                                                    addresses):
     addresses["mdns.local"] = ["10.0.0.9"]
-    monkeypatch.setattr(proxy.dns, "resolve", lambda host, settings: ("fail", "no such name"))
+    monkeypatch.setattr(upstreams.dns, "resolve", lambda host, settings: ("fail", "no such name"))
     cfg = load_config(write(tmp_path, textwrap.dedent("""\
         upstreams:
           api: {servers: ["mdns.local:80"]}

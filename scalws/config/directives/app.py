@@ -36,7 +36,7 @@ import sys
 import sysconfig
 
 from ..model import App, Proxy, Upstream
-from . import proxy
+from . import proxy, upstreams
 
 KEYS = ("asgi", "command", "dir", "workers", "env", "python", "user", "restart",
         "start_timeout", "stop_timeout", "allocator", "cpus")
@@ -296,10 +296,10 @@ def compile(ctx, node, path):
     ok = name is not None
     values = {}
     if "strip_prefix" in keys:
-        values["strip_prefix"] = proxy._path_text(ctx, keys["strip_prefix"][1],
+        values["strip_prefix"] = upstreams._path_text(ctx, keys["strip_prefix"][1],
                                                   _sub(path, "strip_prefix"))
     if "host" in keys:
-        values["host"] = proxy._host_header(ctx, keys["host"][1], _sub(path, "host"))
+        values["host"] = upstreams._host_header(ctx, keys["host"][1], _sub(path, "host"))
     for key in ("connect_timeout", "read_timeout", "send_timeout"):
         if key in keys:
             values[key] = ctx.duration(keys[key][1], _sub(path, key), positive=True)

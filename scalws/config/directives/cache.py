@@ -580,7 +580,7 @@ def _purge(ctx, node, path):
             return None
         purge = CachePurge()
     elif kind == "map":
-        from .proxy import compile_trusted_proxies   # (proxy imports this module)
+        from .upstreams import compile_trusted_proxies
         n = len(ctx.problems)
         keys = ctx.mapping(node, path, PURGE_KEYS)
         purge = CachePurge()

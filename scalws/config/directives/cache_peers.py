@@ -30,7 +30,7 @@ import os
 
 from ..machine import local_addresses
 from ..model import CachePeers, Upstream
-from . import proxy
+from . import upstreams
 
 KEYS = ("servers", "secret", "secret_file", "self", "connect_timeout", "read_timeout")
 PREFIX = "peers:"
@@ -56,7 +56,7 @@ def compile(ctx, node, path, zone):
     # its name resolves, so a name without an address waits (a warning).
     ctx.pending_names_ok = True
     try:
-        servers = proxy._servers(ctx, keys["servers"][1], f"{path}.servers") if ok else None
+        servers = upstreams._servers(ctx, keys["servers"][1], f"{path}.servers") if ok else None
     finally:
         ctx.pending_names_ok = False
     secret = _secret(ctx, keys, node, path)
@@ -71,7 +71,7 @@ def compile(ctx, node, path, zone):
                      mark=ctx.mark(node))
     if "self" in keys:
         text = ctx.string(keys["self"][1], f"{path}.self")
-        mine = proxy._address(ctx, keys["self"][1], f"{path}.self", text) if text else None
+        mine = upstreams._address(ctx, keys["self"][1], f"{path}.self", text) if text else None
         if not mine:
             return None
         group.self_hosts = sorted({s.host for s in mine})
@@ -79,7 +79,7 @@ def compile(ctx, node, path, zone):
     if servers is None or secret is None:
         return None
     if any(s.kind != "tcp" for s in servers) or \
-            any(proxy._is_https(ctx, item) for item in keys["servers"][1].value):
+            any(upstreams._is_https(ctx, item) for item in keys["servers"][1].value):
         ctx.error(keys["servers"][1], f"{path}.servers", "peers are HOST:PORT addresses "
                   "of their plain HTTP listeners")
         return None

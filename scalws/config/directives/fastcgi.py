@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from ..model import FastCGI, Upstream
-from . import cache, proxy, static
+from . import cache, proxy, static, upstreams
 from .fields import Fields
 
 KEYS = ("upstream", "connect", "root", "index", "split_path_info", "check_script",
@@ -165,7 +165,7 @@ def _connect(ctx, node, path):
         ctx.error(node, path, f"expected an address such as 127.0.0.1:9000 or "
                   f"unix:/run/php/php8.2-fpm.sock, not a URL ('{text}')")
         return None
-    servers = proxy._address(ctx, node, path, text)
+    servers = upstreams._address(ctx, node, path, text)
     if servers is None:
         return None
     key = f"unix:{servers[0].path}" if servers[0].kind == "unix" else text

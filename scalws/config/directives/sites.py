@@ -10,7 +10,7 @@ import os
 import re
 
 from ..model import Listen, Site
-from . import proxy, tls
+from . import tls, upstreams
 from .routes import _routes
 
 
@@ -230,7 +230,7 @@ def _status(ctx, node):
             except ValueError as e:
                 ctx.error(lnode, "status.listen", str(e))
     if "allow" in keys:
-        st.allow = proxy.compile_trusted_proxies(ctx, keys["allow"][1], "status.allow")
+        st.allow = upstreams.compile_trusted_proxies(ctx, keys["allow"][1], "status.allow")
     if "file" in keys:
         st.file = ctx.path(keys["file"][1], "status.file")
     return st
