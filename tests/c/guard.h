@@ -42,6 +42,22 @@ __attribute__((unused)) static char *guard_place(const void *s, size_t len)
     return guard_end_ - len;
 }
 
+/* Bytes written in hex ("8286 84", blanks and newlines between pairs
+ * ignored) into out; returns how many. */
+__attribute__((unused)) static size_t unhex(const char *s, unsigned char *out)
+{
+    size_t n = 0;
+    for (; *s; s++) {
+        if (*s == ' ' || *s == '\n')
+            continue;
+        unsigned v;
+        sscanf(s, "%2x", &v);
+        out[n++] = (unsigned char)v;
+        s++;
+    }
+    return n;
+}
+
 /* Counters are per case: a case passes when none of its CHECKs failed. */
 static int t_passed, t_failed, t_case_failures;
 

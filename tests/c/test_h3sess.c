@@ -494,20 +494,6 @@ static void urgency_and_goaway(void)
 
 /* ---- crafted bytes ---- */
 
-static size_t hexb(const char *h, uint8_t *out)
-{
-    size_t n = 0;
-    for (; *h; h++) {
-        if (*h == ' ')
-            continue;
-        unsigned v;
-        sscanf(h, "%2x", &v);
-        out[n++] = (uint8_t)v;
-        h++;
-    }
-    return n;
-}
-
 /* A section of f[] as a HEADERS frame, hex. */
 static void headers_hex(const sws_hpack_field_t *f, size_t nf, char *out)
 {
@@ -531,7 +517,7 @@ static void crafted(const char *what, int64_t id, const char *hex, int fin, int6
                     uint64_t want_reset)
 {
     static uint8_t b[4096];
-    size_t n = hexb(hex, b);
+    size_t n = unhex(hex, b);
     for (int bytewise = 0; bytewise < 2; bytewise++) {
         server_t *sv = calloc(1, sizeof *sv);
         server_init_pool(sv, 4096, 1, NULL);

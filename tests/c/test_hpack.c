@@ -97,20 +97,6 @@ static void list_from_text(buf_t *b, const char *text)
     }
 }
 
-static size_t unhex(const char *s, uint8_t *out)
-{
-    size_t n = 0;
-    for (; *s; s++) {
-        if (*s == ' ' || *s == '\n')
-            continue;
-        unsigned v;
-        sscanf(s, "%2x", &v);
-        out[n++] = (uint8_t)v;
-        s++;
-    }
-    return n;
-}
-
 /* ---- our decoder and nghttp2's inflater, into lists ---- */
 
 typedef struct {

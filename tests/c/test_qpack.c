@@ -23,20 +23,6 @@
 #include "../fuzz/qpack_oracle.h"
 #include "guard.h"
 
-static size_t unhex(const char *h, uint8_t *out)
-{
-    size_t n = 0;
-    for (; *h; h++) {
-        if (*h == ' ')
-            continue;
-        unsigned v;
-        sscanf(h, "%2x", &v);
-        out[n++] = (uint8_t)v;
-        h++;
-    }
-    return n;
-}
-
 static int enc_hex(sws_qpack_dec_t *d, const char *hex)
 {
     uint8_t b[256];
