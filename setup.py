@@ -516,8 +516,9 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/handlers/cache_reval.c",
           "csrc/engine.c"]
 
-# HTTP/3 (csrc/http/h3/) with Debian's libngtcp2 (+ its GnuTLS crypto helper),
-# libnghttp3 and GnuTLS: `make build` installs their -dev packages when root.
+# HTTP/3 (csrc/http/h3/) with Debian's libngtcp2 (+ its GnuTLS crypto helper)
+# and GnuTLS, our own HTTP/3 and QPACK on them (ADR 0034): `make build`
+# installs their -dev packages when root.
 # Without their headers the engine is built without it (csrc/http/h3/none.c)
 # and a `quic` listener is refused with the packages' names.
 H3_HEADERS = ["/usr/include/ngtcp2/ngtcp2_crypto_gnutls.h", "/usr/include/gnutls/gnutls.h"]

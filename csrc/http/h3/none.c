@@ -1,5 +1,5 @@
-/* The engine built without HTTP/3 (setup.py found no libngtcp2, libnghttp3
- * or GnuTLS headers): the protocol floor's HTTP/3 entry points, each a
+/* The engine built without HTTP/3 (setup.py found no libngtcp2 or GnuTLS
+ * headers): the protocol floor's HTTP/3 entry points, each a
  * no-op, and certificates that cannot be made, so a `quic` listener is
  * refused at startup with the packages to install. */
 #include <errno.h>
@@ -11,8 +11,7 @@
 sws_quic_certs_t *sws_quic_certs_new(char *err, size_t errlen)
 {
     snprintf(err, errlen, "this build has no HTTP/3: install libngtcp2-dev, "
-                          "libngtcp2-crypto-gnutls-dev, libnghttp3-dev and libgnutls28-dev, "
-                          "then build again");
+                          "libngtcp2-crypto-gnutls-dev and libgnutls28-dev, then build again");
     return NULL;
 }
 

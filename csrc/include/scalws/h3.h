@@ -1,8 +1,8 @@
 /* scalws/h3.h — HTTP/3 over QUIC (csrc/http/h3/), beside HTTP/1 and
  * HTTP/2 on the protocol floor: a UDP socket per worker ("listen: 443
  * quic"), its QUIC connections (libngtcp2, TLS 1.3 from GnuTLS through
- * ngtcp2's crypto helper), HTTP/3 and QPACK on them (libnghttp3), and
- * their requests handed to the same handlers through the response
+ * ngtcp2's crypto helper), HTTP/3 and QPACK on them (ours: h3sess.c,
+ * h3sess_recv.c, qpack.c; ADR 0034), and their requests handed to the same handlers through the response
  * interface (scalws/response.h) as HTTP/1's and HTTP/2's.
  *
  * Files by concern: quic.c (datagrams in and out, Retry and stateless
@@ -11,11 +11,12 @@
  * QUIC and HTTP/3 sessions and their callbacks), request.c (a request
  * stream becomes the request view and goes to its handler), resp.c (the
  * response interface: heads, queued body, acknowledgements), tls.c (the
- * certificates, GnuTLS's side).
+ * certificates, GnuTLS's side), early.c (0-RTT's anti-replay); under them
+ * the leaves h3sess.c + h3sess_recv.c (the HTTP/3 protocol) and qpack.c.
  *
  * May call: the core (time, timeouts, error log), net (the peer's view
  * handlers read), dispatch, the access log. Docs: docs/configuration.md
- * ("listen", "http3"), docs/adr/0032-http3-quic.md.
+ * ("listen", "http3"), docs/adr/0032-http3-quic.md, 0034-own-http3-qpack.md.
  */
 #ifndef SCALWS_H3_H
 #define SCALWS_H3_H
