@@ -10,8 +10,7 @@ enum {
     F_DATA = 0x00, F_HEADERS = 0x01, F_CANCEL_PUSH = 0x03, F_SETTINGS = 0x04,
     F_PUSH_PROMISE = 0x05, F_GOAWAY = 0x07, F_MAX_PUSH_ID = 0x0d,
 };
-#define F_PRIORITY_UPDATE_REQ 0xf0700
-#define F_PRIORITY_UPDATE_PUSH 0xf0701
+#define F_PRIORITY_UPDATE_REQ 0xf0700 /* the push one (0xf0701) is an unknown frame to us */
 
 /* Unidirectional stream types (RFC 9114 6.2; RFC 9204 4.2). */
 enum { U_CONTROL = 0x00, U_PUSH = 0x01, U_QENC = 0x02, U_QDEC = 0x03 };
