@@ -8,7 +8,8 @@
 # quick|release (2+5 s | 10+30 s; WARMUP=/DURATION= override), CONNS (64),
 # CONNS_1M (16: cache-1m's connections), CACHE_SIZE (256m: the cache-*
 # scenarios' cache memory; CACHE_TMPFS, /dev/shm, holds nginx's files),
-# THREADS (1), H2_CONNS (64), H2_STREAMS (10), H2_LOG (1: h2load writes a
+# THREADS (1), H2_CONNS (64), H2_STREAMS (10), H3_GRO (1: h3load reads the
+# server's GSO batches whole, UDP_GRO; 0: --no-gro), H2_LOG (1: h2load writes a
 # per-request log for p50/p99; 0: none, which saves h2load a third of its
 # work), CPU_SERVER (0), CPU_LOAD (1),
 # PORT_BASE (18300), ROTATE (rotate server order by this many places),
@@ -30,6 +31,7 @@ esac
 SERVERS=${SERVERS:-scalws nginx}
 SCENARIOS=${SCENARIOS:-$ALL_SCENARIOS}
 CONNS=${CONNS:-64} THREADS=${THREADS:-1} H2_CONNS=${H2_CONNS:-64} H2_STREAMS=${H2_STREAMS:-10}
+H3_GRO=${H3_GRO:-1}
 # cache-1m: fewer connections than the small scenarios, as suits a 1 MiB
 # body: each answer is many socket writes, and what 64 connections add over
 # 16 is mostly time queued in socket buffers (an expectation, not measured
@@ -98,6 +100,9 @@ git_desc() {
     echo "# kernel: $(uname -sr)"
     echo "# pinning: servers on CPU $CPU_SERVER; load generator, upstream, php-fpm, node, uvicorn on CPU $CPU_LOAD"
     echo "# mode: $MODE, warm-up ${WARMUP}s + measurement ${DURATION}s; HTTP/1.1: wrk -t$THREADS -c$CONNS --timeout ${WRK_TIMEOUT}s; h2: h2load -t1 -c$H2_CONNS -m$H2_STREAMS"
+    case " $SCENARIOS " in *" tls-h3-"*)
+        echo "# h3: bench/h3load -c$H2_CONNS -m$H2_STREAMS, UDP GRO $([ "$H3_GRO" = 1 ] && echo on || echo "off (H3_GRO=0)")" ;;
+    esac
     case " $SCENARIOS " in *" cache-"*)
         read -r kz cm <<<"$(nginx_cache_split "$CACHE_SIZE")"
         echo "# cache: $CACHE_SIZE of memory on both; scalws cache_zones bench {max_size: $CACHE_SIZE, max_object_size: 8m}, route cache {zone: bench, valid: {200: 10m}}; nginx proxy_cache_path on tmpfs $CACHE_TMPFS keys_zone=bench:${kz}k max_size=${cm}k, proxy_cache_valid 200 10m, proxy_cache_lock on; upstream Cache-Control: max-age=3600; cache-hit /cache/1k.html wrk -c$CONNS, cache-1m /cache/1m.bin wrk -c$CONNS_1M" ;;
@@ -168,7 +173,9 @@ load_run() {  # load_run SCENARIO SECONDS OUTFILE [H2LOGFILE]
             [ -n "$h2log" ] && [ "$H2_LOG" = 1 ] && extra=(--log-file "$h2log")
             "$H2LOAD" -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -D "$secs" "${extra[@]}" "$url" >"$out" 2>&1 & ;;
         tls-h3-*)  # the same connections and streams as h2 (no per-request log)
-            "$H3LOAD" -c"$H2_CONNS" -m"$H2_STREAMS" -D "$secs" --sni localhost "$url" >"$out" 2>&1 & ;;
+            local gro=()
+            [ "$H3_GRO" = 1 ] || gro=(--no-gro)
+            "$H3LOAD" -c"$H2_CONNS" -m"$H2_STREAMS" -D "$secs" --sni localhost "${gro[@]}" "$url" >"$out" 2>&1 & ;;
         *)
             local c=$CONNS
             [ "$scen" = cache-1m ] && c=$CONNS_1M
