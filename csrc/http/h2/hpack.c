@@ -452,30 +452,6 @@ static known_t known[KNOWN_MAX];
 static uint8_t known_slot[KNOWN_SLOTS]; /* 1 + index into known[], 0: free */
 static pthread_once_t known_once = PTHREAD_ONCE_INIT;
 
-/* a[0..n) == b[0..n): header names and values are mostly short, and a
- * hash already matched, so the answer is mostly yes; inline up to 16 bytes
- * rather than a call to memcmp. */
-static inline int bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
-{
-    uint64_t x, y, u, v;
-    if (n >= 8 && n <= 16) { /* two loads that may overlap */
-        memcpy(&x, a, 8), memcpy(&y, b, 8), memcpy(&u, a + n - 8, 8), memcpy(&v, b + n - 8, 8);
-        return ((x ^ y) | (u ^ v)) == 0;
-    }
-    if (n >= 4 && n < 8) {
-        uint32_t p, q, r, t;
-        memcpy(&p, a, 4), memcpy(&q, b, 4), memcpy(&r, a + n - 4, 4), memcpy(&t, b + n - 4, 4);
-        return ((p ^ q) | (r ^ t)) == 0;
-    }
-    if (n < 4) {
-        for (size_t i = 0; i < n; i++)
-            if (a[i] != b[i])
-                return 0;
-        return 1;
-    }
-    return memcmp(a, b, n) == 0;
-}
-
 #define HASH_SEED 2166136261u
 
 /* Eight bytes a step, a multiply and a shift each: a name is hashed once
@@ -514,7 +490,7 @@ static known_t *known_find(uint32_t h, const uint8_t *name, size_t nl)
         if (!k)
             return NULL;
         known_t *e = &known[k - 1];
-        if (e->hash == h && e->nl == nl && bytes_eq(e->name, name, nl))
+        if (e->hash == h && e->nl == nl && sws_bytes_eq(e->name, name, nl))
             return e;
     }
 }
@@ -666,9 +642,9 @@ static uint8_t *put_literal(uint8_t *o, uint8_t first, unsigned bits, uint32_t n
 static inline int ring_eq(const sws_hpack_table_t *t, uint32_t off, const uint8_t *s, uint32_t n)
 {
     if (t->cap - off >= n)
-        return bytes_eq(t->bytes + off, s, n);
+        return sws_bytes_eq(t->bytes + off, s, n);
     uint32_t first = t->cap - off;
-    return bytes_eq(t->bytes + off, s, first) && bytes_eq(t->bytes, s + first, n - first);
+    return sws_bytes_eq(t->bytes + off, s, first) && sws_bytes_eq(t->bytes, s + first, n - first);
 }
 
 /* The dynamic index (1: newest) of the newest entry with f's name (by_value
@@ -748,7 +724,7 @@ static uint8_t *encode_field(sws_hpack_enc_t *e, const sws_hpack_field_t *f, uin
         name_idx = k->first;
         if (pol != P_NEVER)
             for (uint32_t i = k->first; i < k->first + k->count; i++)
-                if (static_tab[i].vl == f->vl && bytes_eq(static_tab[i].value, f->value, f->vl)) {
+                if (static_tab[i].vl == f->vl && sws_bytes_eq(static_tab[i].value, f->value, f->vl)) {
                     *code = i;
                     return put_int(o, 0x80, 7, i);
                 }
@@ -800,8 +776,8 @@ static uint8_t *memo_put(const sws_hpack_enc_t *e, const sws_hpack_field_t *f, u
         return NULL;
     if (!(code & SWS_HPACK_MEMO_DYN)) {
         const static_ent_t *s = &static_tab[code];
-        if (s->nl != f->nl || s->vl != f->vl || !bytes_eq(s->name, f->name, f->nl) ||
-            !bytes_eq(s->value, f->value, f->vl))
+        if (s->nl != f->nl || s->vl != f->vl || !sws_bytes_eq(s->name, f->name, f->nl) ||
+            !sws_bytes_eq(s->value, f->value, f->vl))
             return NULL;
         return put_int(o, 0x80, 7, code);
     }

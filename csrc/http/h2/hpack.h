@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #ifndef SWS_INTERNAL
@@ -25,6 +26,30 @@
 #endif
 
 #define SWS_HPACK_NEVER 1 /* field flag: never indexed (RFC 7541 6.2.3), on encode and as decoded */
+
+/* a[0..n) == b[0..n): header names and values are mostly short, and a
+ * hash or a position already matched, so the answer is mostly yes; inline
+ * up to 16 bytes rather than a call to memcmp. HPACK's and QPACK's encoders. */
+static inline int sws_bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    uint64_t x, y, u, v;
+    if (n >= 8 && n <= 16) { /* two loads that may overlap */
+        memcpy(&x, a, 8), memcpy(&y, b, 8), memcpy(&u, a + n - 8, 8), memcpy(&v, b + n - 8, 8);
+        return ((x ^ y) | (u ^ v)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t p, q, r, t;
+        memcpy(&p, a, 4), memcpy(&q, b, 4), memcpy(&r, a + n - 4, 4), memcpy(&t, b + n - 4, 4);
+        return ((p ^ q) | (r ^ t)) == 0;
+    }
+    if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i])
+                return 0;
+        return 1;
+    }
+    return memcmp(a, b, n) == 0;
+}
 
 typedef struct {
     const uint8_t *name, *value;

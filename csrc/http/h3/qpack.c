@@ -672,19 +672,45 @@ static uint8_t *encode_field(const sws_hpack_field_t *x, int never, uint8_t *o)
     return put_str(o, 0x00, 0x80, 7, x->value, x->vl);
 }
 
-/* A field's key for the memo: name and value, 8 bytes a step. */
-static uint64_t memo_hash(const uint8_t *p, size_t n, uint64_t h)
+/* A field's key for the memo: name and value, 8 bytes a step (the tail in
+ * two loads that may overlap, no call to memcpy). */
+static inline uint64_t memo_hash(const uint8_t *p, size_t n, uint64_t h)
 {
-    for (; n >= 8; p += 8, n -= 8) {
-        uint64_t w;
+    uint64_t w = 0;
+    for (; n > 8; p += 8, n -= 8) {
         memcpy(&w, p, 8);
         h = (h ^ w) * 0x9e3779b97f4a7c15ull;
         h ^= h >> 29;
     }
-    uint64_t w = 0;
-    memcpy(&w, p, n);
+    if (n == 8) {
+        memcpy(&w, p, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, p, 4), memcpy(&b, p + n - 4, 4);
+        w = (uint64_t)a << 32 | b;
+    } else if (n) {
+        w = (uint64_t)p[0] << 16 | (uint64_t)p[n / 2] << 8 | p[n - 1];
+    }
     h = (h ^ w ^ n) * 0x9e3779b97f4a7c15ull;
     return h ^ (h >> 32);
+}
+
+static inline int memo_eq(const sws_qpack_memo_ent_t *e, const sws_hpack_field_t *x)
+{
+    return e->nl == x->nl && e->vl == x->vl && e->elen && sws_bytes_eq(e->key, x->name, x->nl) &&
+           sws_bytes_eq(e->key + x->nl, x->value, x->vl);
+}
+
+static void memo_set(sws_qpack_memo_ent_t *e, uint64_t h, const sws_hpack_field_t *x,
+                     const uint8_t *enc, size_t len)
+{
+    e->h = h;
+    e->nl = (uint8_t)x->nl;
+    e->vl = (uint8_t)x->vl;
+    e->elen = (uint8_t)len;
+    memcpy(e->key, x->name, x->nl);
+    memcpy(e->key + x->nl, x->value, x->vl);
+    memcpy(e->enc, enc, len);
 }
 
 size_t sws_qpack_encode_memo(sws_qpack_memo_t *m, const sws_hpack_field_t *f, size_t n,
@@ -703,11 +729,19 @@ size_t sws_qpack_encode_memo(sws_qpack_memo_t *m, const sws_hpack_field_t *f, si
             o = encode_field(x, never, o);
             continue;
         }
+        sws_qpack_memo_ent_t *p = i < SWS_QPACK_MEMO_POS ? &m->pos[i] : NULL;
+        if (p && memo_eq(p, x)) {
+            memcpy(o, p->enc, p->elen);
+            o += p->elen;
+            m->hits++;
+            continue;
+        }
         uint64_t h = memo_hash(x->value, x->vl, memo_hash(x->name, x->nl, x->nl));
         sws_qpack_memo_ent_t *e = &m->e[h & (SWS_QPACK_MEMO - 1)];
-        if (e->h == h && e->nl == x->nl && e->vl == x->vl && e->elen &&
-            memcmp(e->key, x->name, x->nl) == 0 && memcmp(e->key + x->nl, x->value, x->vl) == 0) {
+        if (e->h == h && memo_eq(e, x)) {
             memcpy(o, e->enc, e->elen);
+            if (p)
+                memo_set(p, h, x, e->enc, e->elen);
             o += e->elen;
             m->hits++;
             continue;
@@ -718,15 +752,13 @@ size_t sws_qpack_encode_memo(sws_qpack_memo_t *m, const sws_hpack_field_t *f, si
         m->misses++;
         if (len > sizeof e->enc) {
             e->elen = 0;
+            if (p)
+                p->elen = 0;
             continue;
         }
-        e->h = h;
-        e->nl = (uint8_t)x->nl;
-        e->vl = (uint8_t)x->vl;
-        e->elen = (uint8_t)len;
-        memcpy(e->key, x->name, x->nl);
-        memcpy(e->key + x->nl, x->value, x->vl);
-        memcpy(e->enc, start, len);
+        memo_set(e, h, x, start, len);
+        if (p)
+            memo_set(p, h, x, start, len);
     }
     return (size_t)(o - out);
 }

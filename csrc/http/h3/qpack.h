@@ -139,11 +139,16 @@ SWS_INTERNAL size_t sws_qpack_encode(const sws_hpack_field_t *f, size_t n, uint8
  * worker: the answers of all its connections repeat server, date,
  * content-type, a file's etag and length ...): a field seen before is
  * copied, not looked up in the static table and Huffman-coded again.
- * Direct-mapped by a hash of name and value; fields whose name and value
- * are over SWS_QPACK_MEMO_KEY bytes, and never-indexed ones, are not
- * kept. NULL: no memo. */
+ * Two parts: what each of the first SWS_QPACK_MEMO_POS positions of the
+ * last block held (answers of one handler list their fields in one order:
+ * a field equal to its position's costs a compare and a copy, and no two
+ * fields of an answer can push each other out), then, for a field that
+ * moved, a table direct-mapped by a hash of name and value. Fields whose
+ * name and value are over SWS_QPACK_MEMO_KEY bytes, and never-indexed
+ * ones, are not kept. NULL: no memo. */
 #define SWS_QPACK_MEMO 64
 #define SWS_QPACK_MEMO_KEY 80
+#define SWS_QPACK_MEMO_POS 16
 typedef struct {
     uint64_t h;
     uint8_t nl, vl, elen;      /* elen 0: empty */
@@ -151,7 +156,8 @@ typedef struct {
     uint8_t enc[SWS_QPACK_MEMO_KEY + 12];
 } sws_qpack_memo_ent_t;
 typedef struct sws_qpack_memo {
-    sws_qpack_memo_ent_t e[SWS_QPACK_MEMO];
+    sws_qpack_memo_ent_t pos[SWS_QPACK_MEMO_POS]; /* by position in the block */
+    sws_qpack_memo_ent_t e[SWS_QPACK_MEMO];       /* by hash */
     uint64_t hits, misses;
 } sws_qpack_memo_t;
 SWS_INTERNAL size_t sws_qpack_encode_memo(sws_qpack_memo_t *m, const sws_hpack_field_t *f,
