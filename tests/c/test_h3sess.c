@@ -430,6 +430,34 @@ static void exchanges(void)
         good += sv->req[i].requested && strstr(sv->req[i].fields, "authorization: token-") != NULL;
     CHECK(good == 40, "%d of 40 decoded", good);
     CHECK(sv->s.fatal == 0, "no error");
+    /* heads of every length: a static answer's (encoded through the pool's
+     * buffer into its run), 20 longer fields (through the buffer into an
+     * allocation of their own), 40 (past the buffer: encoded in their own) */
+    static const int nfields[] = {9, 9, 9, 20, 40};
+    for (int k = 0; k < 5; k++) {
+        static char names[40][24], values[40][64];
+        sws_hpack_field_t hf[41];
+        char want[4096];
+        size_t wl = (size_t)snprintf(want, sizeof want, ":status: 200\n");
+        hf[0] = (sws_hpack_field_t){(const uint8_t *)":status", (const uint8_t *)"200", 7, 3, 0};
+        for (int i = 0; i < nfields[k]; i++) {
+            snprintf(names[i], sizeof names[i], "x-field-%d", i);
+            if (nfields[k] == 9)
+                snprintf(values[i], sizeof values[i], "\"%x-%d\"", 0x6b15de15u + k, i);
+            else
+                snprintf(values[i], sizeof values[i], "value %d of answer %d, %s", i, k,
+                         "long enough");
+            hf[i + 1] = (sws_hpack_field_t){(const uint8_t *)names[i], (const uint8_t *)values[i],
+                                            (uint32_t)strlen(names[i]), (uint32_t)strlen(values[i]),
+                                            0};
+            wl += (size_t)snprintf(want + wl, sizeof want - wl, "%s: %s\n", names[i], values[i]);
+        }
+        snprintf(want + wl, sizeof want - wl, "--\n");
+        int64_t rid = 16 + 4 * k;
+        CHECK(sws_h3sess_response(&sv->s, rid, hf, (size_t)nfields[k] + 1, 0) == 0, "answer %d", k);
+        CHECK(pump(cl, sv, 0) == 0, "answer %d sent", k);
+        CHECK(strcmp(creq(cl, rid)->fields, want) == 0, "answer %d: %s", k, creq(cl, rid)->fields);
+    }
     sws_h3sess_free(&sv->s);
     nghttp3_conn_del(cl->c);
     free(sv);

@@ -280,20 +280,32 @@ int h3_out_copy(sws_h3sess_t *s, sws_h3st_t *st, const uint8_t *p, size_t n)
 static int out_headers(sws_h3sess_t *s, sws_h3st_t *st, const sws_hpack_field_t *f, size_t n)
 {
     size_t bound = sws_qpack_encode_bound(f, n);
+    sws_h3pool_t *p = s->conf.pool;
     h3out_t *o = out_add(s, st);
     if (!o)
         return -1;
     uint8_t *b = o->inl;
-    if (16 + bound > sizeof o->inl && !(b = o->own = malloc(16 + bound)))
-        return -1; /* the run stays, empty */
+    if (16 + bound > sizeof o->inl) {
+        if (p && 16 + bound <= sizeof p->hbuf)
+            b = p->hbuf; /* copied to the run below */
+        else if (!(b = o->own = malloc(16 + bound)))
+            return -1; /* the run stays, empty */
+    }
     /* the section first, at the end of the frame header's longest room */
-    size_t len = sws_qpack_encode_memo(s->conf.pool ? s->conf.pool->memo : NULL, f, n, b + 16);
+    size_t len = sws_qpack_encode_memo(p ? p->memo : NULL, f, n, b + 16);
     uint8_t hd[16], *h = hd;
     h = h3_put_varint(h, F_HEADERS);
     h = h3_put_varint(h, len);
     size_t hl = (size_t)(h - hd);
     memcpy(b + 16 - hl, hd, hl);
     o->p = b + 16 - hl;
+    if (p && b == p->hbuf) {
+        uint8_t *to = hl + len <= sizeof o->inl ? o->inl : (o->own = malloc(hl + len));
+        if (!to)
+            return -1;
+        memcpy(to, o->p, hl + len);
+        o->p = to;
+    }
     out_len(st, o, hl + len);
     return 0;
 }

@@ -107,6 +107,10 @@ typedef struct sws_h3pool {
     sws_h3st_t *sts;
     uint32_t n_runs, max_runs, n_sts, max_sts;
     sws_qpack_memo_t *memo;
+    /* a HEADERS frame is encoded here, then copied into its run (or into
+     * its own allocation when longer than a run holds): the encoder's
+     * bound is about three times what a usual answer's head takes */
+    uint8_t hbuf[2048];
 } sws_h3pool_t;
 
 SWS_INTERNAL void sws_h3pool_free(sws_h3pool_t *p);
