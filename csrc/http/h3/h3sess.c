@@ -130,12 +130,39 @@ sws_h3st_t *h3st_new(sws_h3sess_t *s, int64_t id, uint8_t kind)
     s->tab[id_hash(id) & s->tab_mask] = st;
     s->n_st++;
     if (kind == K_REQUEST) {
-        st->next = s->reqs;
-        if (s->reqs)
-            s->reqs->prev = st;
-        s->reqs = st;
+        st->unlisted = 1;
+        h3st_relist(s, st);
     }
     return st;
+}
+
+void h3st_relist(sws_h3sess_t *s, sws_h3st_t *st)
+{
+    if (!st->unlisted)
+        return;
+    st->prev = NULL;
+    st->next = s->reqs;
+    if (s->reqs)
+        s->reqs->prev = st;
+    s->reqs = st;
+    st->unlisted = 0;
+}
+
+/* Off the scheduler's list: a stream whose output QUIC has all taken
+ * (its end too) has nothing more to give, and would otherwise be looked at
+ * on every writev until the client acknowledges it. */
+static void reqs_unlink(sws_h3sess_t *s, sws_h3st_t *st)
+{
+    if (st->kind != K_REQUEST || st->unlisted)
+        return;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->reqs = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    st->prev = st->next = NULL;
+    st->unlisted = 1;
 }
 
 static void out_free(sws_h3sess_t *s, sws_h3st_t *st)
@@ -154,14 +181,7 @@ static void h3st_free(sws_h3sess_t *s, sws_h3st_t *st)
         pp = &(*pp)->hnext;
     *pp = st->hnext;
     s->n_st--;
-    if (st->kind == K_REQUEST) {
-        if (st->prev)
-            st->prev->next = st->next;
-        else
-            s->reqs = st->next;
-        if (st->next)
-            st->next->prev = st->prev;
-    }
+    reqs_unlink(s, st);
     if (st->blocked_q)
         s->n_blocked--;
     if (s->offered == st)
@@ -577,8 +597,11 @@ void sws_h3sess_written(sws_h3sess_t *s, int64_t id, size_t n)
         st->ow = st->ow->next;
         st->ow_off = 0;
     }
-    if (st->fin_offered && !st->unwritten)
+    if (st->fin_offered && !st->unwritten) {
         st->fin_out = 1; /* QUIC took it all, and the end with it */
+        if (!st->blocked_q) /* unblock() walks the list */
+            reqs_unlink(s, st);
+    }
 }
 
 void sws_h3sess_acked_bytes(sws_h3sess_t *s, int64_t id, uint64_t n)

@@ -73,11 +73,16 @@ struct sws_h3st {
         fin_offered : 1,       /* writev gave the end */
         fin_out : 1,           /* QUIC took the end */
         wr_blocked : 1,
-        wr_shut : 1;
+        wr_shut : 1,
+        unlisted : 1;          /* off s->reqs: its output all taken (fin_out) */
 };
 
 SWS_INTERNAL sws_h3st_t *h3st_find(const sws_h3sess_t *s, int64_t id);
 SWS_INTERNAL sws_h3st_t *h3st_new(sws_h3sess_t *s, int64_t id, uint8_t kind);
+/* Back on s->reqs (the scheduler's list, which unblock() walks too): a
+ * request stream taken off it once its output was all written, whose
+ * trailers then wait for QPACK inserts. */
+SWS_INTERNAL void h3st_relist(sws_h3sess_t *s, sws_h3st_t *st);
 /* Queues bytes (copied) on st's output. 0, or -1. */
 SWS_INTERNAL int h3_out_copy(sws_h3sess_t *s, sws_h3st_t *st, const uint8_t *p, size_t n);
 /* A stream error: reset both ways, input dropped. */

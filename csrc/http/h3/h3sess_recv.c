@@ -130,6 +130,7 @@ static int section(sws_h3sess_t *s, sws_h3st_t *st, int fin_now)
                 return h3_conn_error(s, SWS_QPACK_DECOMPRESSION_FAILED);
             st->blocked_q = 1;
             s->n_blocked++;
+            h3st_relist(s, st); /* unblock() finds it there */
         }
         return 0;
     }
