@@ -97,3 +97,16 @@ def test_gso_sends_a_connections_packets_in_one_call_and_off_one_each(server, pk
         assert sent < got / 2, (sent, got)
     else:
         assert sent > got * 0.9, (sent, got)
+
+
+def test_a_static_answers_field_names_are_lowercase(server, pki, www):
+    """The static handler names its fields as HTTP/1 does (Last-Modified,
+    ETag, Accept-Ranges, Vary); over h3 each goes out lowercase (RFC 9114
+    4.2: a client must treat an uppercase name as malformed)."""
+    srv = start(server, pki, www)
+    with H3(srv.port, cafile=pki.ca.cert_path) as c:
+        status, headers, body = c.get("/style.css")
+        assert status == 200 and body == b"body { color: red }\n" * 50
+        names = [k for k, _ in headers]
+        assert {"last-modified", "etag", "accept-ranges", "vary", "content-type"} <= set(names)
+        assert all(k == k.lower() for k in names), names

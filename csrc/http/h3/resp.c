@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "http/h3/h3_int.h"
+#include "http/lower.h"
 #include "scalws/priority.h"
 
 /* ---- the head -------------------------------------------------------------------------------- */
@@ -49,8 +50,7 @@ static void put_field(h3s_t *s, const char *name, size_t nl, const char *value, 
     if (!nl || nl > 65535 || vl > UINT32_MAX || s->submitted || hb_room(s, 8 + nl + vl) < 0)
         return;
     char *p = s->hb + s->hb_len;
-    for (size_t i = 0; i < nl; i++)
-        p[8 + i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    lower_copy(p + 8, name, nl); /* HTTP/3's names are lowercase */
     if (sws_conn_specific(p + 8, nl))
         return; /* not HTTP/3's (RFC 9114 §4.2) */
     uint32_t l[2] = {(uint32_t)nl, (uint32_t)vl};
