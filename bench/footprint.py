@@ -2,11 +2,12 @@
 nginx and H2O (issue 37, point 1).
 
     [SCALWSD=...] .venv/bin/python bench/footprint.py [--workers 1,4] [--servers scalws,nginx,h2o]
-                                        [--load-seconds 3] [--out FILE.md]
+                                        [--load-seconds 3] [--tls] [--out FILE.md]
 
 Each server is started with W workers and the same site (one fixed answer,
 `GET /` -> "hello world"; ScalWS also with a 64m cache zone, reported apart),
-pinned to CPU 0. Measured from /proc/PID/smaps_rollup and smaps of every
+pinned to CPU 0; with --tls over TLS (a self-signed P-256 certificate made
+for the run; ScalWS's TLS keeper is then in the tree). Measured from /proc/PID/smaps_rollup and smaps of every
 process of its tree (the master and its descendants):
   idle    2 s after it answers
   loaded  after LOAD s of `wrk -t1 -c64` on CPU 1, once the connections closed
@@ -28,6 +29,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -42,7 +44,7 @@ workers: {w}
 sandbox: on
 cache_zones: {{fp: {{max_size: 64m}}}}
 sites:
-  - listen: "127.0.0.1:{port}"
+  - listen: "127.0.0.1:{port}{tls}"{tlsconf}
     routes:
       - {{path: /, respond: {{body: "hello world"}}}}
 """
@@ -53,14 +55,14 @@ error_log {d}/error.log;
 events {{ worker_connections 4096; }}
 http {{
   access_log off;
-  server {{ listen 127.0.0.1:{port}; location / {{ return 200 "hello world"; }} }}
+  server {{ listen 127.0.0.1:{port}{ssl}; {sslconf}location / {{ return 200 "hello world"; }} }}
 }}
 """
 H2O_CONF = """
 num-threads: {w}
 pid-file: {d}/h2o.pid
 error-log: {d}/error.log
-listen: {{host: 127.0.0.1, port: {port}}}
+listen: {{host: 127.0.0.1, port: {port}{ssl}}}
 hosts:
   default:
     paths:
@@ -108,35 +110,50 @@ def name(pid):
     return line[:48]
 
 
-def answers(port):
+def answers(port, tls):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            if tls:
+                ctx = ssl.create_default_context()
+                ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+                s = ctx.wrap_socket(s)
             s.sendall(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
             return s.recv(64).startswith(b"HTTP/1.1 200")
     except OSError:
         return False
 
 
-def start(server, w, d):
+def start(server, w, d, tls):
     os.makedirs(f"{d}/www", exist_ok=True)
     with open(f"{d}/www/index.html", "w") as f:
         f.write("hello world")
+    cert, key = f"{d}/cert.pem", f"{d}/key.pem"
+    if tls:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                        "-keyout", key, "-out", cert], capture_output=True, check=True)
     if server == "scalws":
         conf = f"{d}/scalws.yaml"
-        open(conf, "w").write(SCALWS_CONF.format(w=w, port=PORT))
+        open(conf, "w").write(SCALWS_CONF.format(
+            w=w, port=PORT, tls=" tls" if tls else "",
+            tlsconf=f'\n    tls: {{cert: "{cert}", key: "{key}"}}' if tls else ""))
         cmd = [SCALWSD, "--config", conf]
     elif server == "nginx":
         conf = f"{d}/nginx.conf"
-        open(conf, "w").write(NGINX_CONF.format(w=w, d=d, port=PORT))
+        open(conf, "w").write(NGINX_CONF.format(
+            w=w, d=d, port=PORT, ssl=" ssl" if tls else "",
+            sslconf=f"ssl_certificate {cert}; ssl_certificate_key {key}; " if tls else ""))
         cmd = ["nginx", "-p", d, "-e", f"{d}/error.log", "-c", conf, "-g", "daemon off;"]
     else:
         conf = f"{d}/h2o.conf"
-        open(conf, "w").write(H2O_CONF.format(w=w, d=d, port=PORT))
+        open(conf, "w").write(H2O_CONF.format(
+            w=w, d=d, port=PORT,
+            ssl=f", ssl: {{certificate-file: {cert}, key-file: {key}}}" if tls else ""))
         cmd = ["h2o", "-m", "master", "-c", conf]
     p = subprocess.Popen(["taskset", "-c", "0", *cmd], stdout=open(f"{d}/out.log", "wb"),
                          stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30
-    while not answers(PORT):
+    while not answers(PORT, tls):
         if p.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"{server} did not start: {open(f'{d}/out.log').read()[-2000:]}")
         time.sleep(0.05)
@@ -200,6 +217,7 @@ def main():
     ap.add_argument("--workers", default="1,4")
     ap.add_argument("--servers", default="scalws,nginx,h2o")
     ap.add_argument("--load-seconds", type=int, default=3)
+    ap.add_argument("--tls", action="store_true", help="serve over TLS (HTTP/1.1)")
     ap.add_argument("--out")
     a = ap.parse_args()
     servers = [s for s in a.servers.split(",") if s == "scalws" or shutil.which(s)]
@@ -208,13 +226,14 @@ def main():
         for server in servers:
             d = tempfile.mkdtemp(prefix="scalws-footprint.")
             os.chmod(d, 0o755)
-            p = start(server, w, d)
+            p = start(server, w, d, a.tls)
             try:
                 time.sleep(2)
                 idle = report(server, w, "idle", sample(p), out)
                 if shutil.which("wrk") and a.load_seconds:
                     subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c64",
-                                    f"-d{a.load_seconds}s", f"http://127.0.0.1:{PORT}/"],
+                                    f"-d{a.load_seconds}s",
+                                    f"{'https' if a.tls else 'http'}://127.0.0.1:{PORT}/"],
                                    capture_output=True, check=True)
                     time.sleep(1)
                 loaded = report(server, w, "after load", sample(p), out)
@@ -237,7 +256,8 @@ def main():
     for what, pss, _ in floors:
         ratio = f"{pss / 1024 / ngx[1]:.1f}" if 1 in ngx else "-"
         head.append(f"| python, {what} | - | {pss / 1024:.1f} | - | {ratio} (of 1 worker's) |")
-    text = "\n".join(["# Footprint", "", *head, *out]) + "\n"
+    title = "# Footprint" + (" (TLS)" if a.tls else "")
+    text = "\n".join([title, "", *head, *out]) + "\n"
     if a.out:
         open(a.out, "w").write(text)
     print(text)

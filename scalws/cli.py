@@ -59,9 +59,9 @@ def _parser():
 def scalwsd_main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from scalws.config.errors import ConfigError
-    from scalws.config.loader import default_config, load_config
 
     if args.check_config is not None:
+        from scalws.config.loader import load_config
         path = args.check_config or args.config
         if not path:
             print("scalwsd: --check-config needs a FILE (or --config FILE)", file=sys.stderr)
@@ -79,14 +79,17 @@ def scalwsd_main(argv=None) -> int:
         print(f"scalwsd: configuration file {path} test is successful")
         return 0
 
+    # The server loads its file in a child (scalws/control/cfgload.py): the
+    # loader's modules never enter the master, nor the workers forked from it.
+    from scalws.control import cfgload
     if args.config:
         try:
-            config = load_config(args.config)
+            config = cfgload.load(args.config)
         except ConfigError as exc:
             print(exc, file=sys.stderr)
             return 1
     else:
-        config = default_config()
+        config = cfgload.load()
         print("scalwsd: no --config given: serving the built-in default site on "
               "http://127.0.0.1:8080/", file=sys.stderr)
 

@@ -57,6 +57,13 @@ class Settings:
     ipv6: bool = True          # ask AAAA too
     hosts: str = HOSTS
 
+    @classmethod
+    def of(cls, r) -> "Settings":
+        """The settings of a `resolver:` (model.Resolver, or anything with
+        its fields)."""
+        return cls(nameservers=list(r.nameservers), search=list(r.search), ndots=r.ndots,
+                   timeout=r.timeout, attempts=r.attempts, ipv6=r.ipv6)
+
 
 def read_resolv_conf(path: str = RESOLV_CONF) -> dict:
     """nameservers, search, ndots, timeout and attempts of resolv.conf, as

@@ -11,6 +11,7 @@ errors against the line that asked for them.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -424,6 +425,20 @@ class App:
     preload: Optional[str] = None          # LD_PRELOAD path for the allocator
     cpus: list = field(default_factory=list)  # CPU ids the workers are pinned to; [] = no pinning
     mark: Mark = ("<default>", 0, 0)
+
+
+# An app's workers are the servers of an implicit upstream group of this name
+# (filled in by control/apps.py, routed to by `app:` routes).
+GROUP_PREFIX = "app:"
+
+
+def group_name(app: str) -> str:
+    return GROUP_PREFIX + app
+
+
+def clean_path() -> str:
+    """PATH of an app's environment unless its env sets one."""
+    return os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin"
 
 
 @dataclass

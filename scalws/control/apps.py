@@ -52,8 +52,7 @@ import socket
 import tempfile
 import time
 
-from scalws.config.directives.app import clean_path, group_name
-from scalws.config.model import UpstreamServer
+from scalws.config.model import UpstreamServer, clean_path, group_name
 from scalws.control import procs, sandbox
 from scalws.control.logs import NOTICE, log
 

@@ -61,9 +61,8 @@ import time
 
 from scalws.cli import controller_parser
 from scalws.config.errors import ConfigError
-from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import cgroups, exclusive, procs, sdnotify, title
+from scalws.control import cfgload, cgroups, exclusive, procs, sdnotify, title
 from scalws.control.logs import NOTICE, ErrorLog, log
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP,
@@ -522,7 +521,7 @@ class Controller:
         """HUP: read the file again, then reload the instances one at a time."""
         sdnotify.reloading()
         try:
-            new = load_config(self.path)
+            new = cfgload.load(self.path)
         except (ConfigError, OSError) as exc:
             log.error("reload failed, the instances keep their configuration:\n%s", exc)
             sdnotify.ready("reload failed")
@@ -847,7 +846,7 @@ def _merge(acc, hist):
 def main(argv=None) -> int:
     args = controller_parser().parse_args(argv)
     try:
-        config = load_config(args.config)
+        config = cfgload.load(args.config)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1

@@ -34,10 +34,9 @@ import time
 
 from scalws.config import users
 from scalws.config.errors import ConfigError
-from scalws.config.loader import load_config
 from scalws.control import apps as apps_mod
-from scalws.control import (caps, exclusive, quicsteer, sandbox, sdnotify, statusd, title,
-                            tlskeeper)
+from scalws.control import (caps, cfgload, exclusive, quicsteer, sandbox, sdnotify, statusd,
+                            title, tlskeeper)
 from scalws.control import health as health_mod
 from scalws.control import resolver as resolver_mod
 from scalws.control import stats as stats_mod
@@ -820,7 +819,7 @@ class Master:
         if self.watch is not None:  # this content is tried now: the watch leaves it
             self.watch.tried_now(watch_mod.digest(self.path))
         try:
-            new = load_config(self.path)
+            new = cfgload.load(self.path)
         except ConfigError as exc:
             log.error("reload failed, keeping the current configuration:\n%s", exc)
             return "reload failed, serving the previous configuration"

@@ -25,7 +25,6 @@ import json
 import time
 
 from scalws import dns
-from scalws.config.directives.resolver import settings as dns_settings
 from scalws.control.logs import NOTICE, log
 
 IN_FLIGHT_WAKE = 0.005         # the master's loop timeout while a lookup runs
@@ -101,7 +100,7 @@ class Resolver:
     def __init__(self, config, now=None):
         now = time.monotonic() if now is None else now
         self.conf = config.resolver
-        self.settings = dns_settings(self.conf)
+        self.settings = dns.Settings.of(self.conf)
         self.names = {}
         if not self.conf.enabled:
             return

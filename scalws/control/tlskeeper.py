@@ -27,7 +27,7 @@ import struct
 import time
 import traceback
 
-from scalws.control import procs, profiles
+from scalws.control import forkcall, procs, profiles, title
 from scalws.control.logs import NOTICE, log
 
 STOP = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
@@ -43,8 +43,7 @@ class _Staple:
         self.slot = slot
         self.site_index = site_index
         self.cert = cert                  # config.model.Certificate
-        self.x509 = None                  # leaf, issuer (cryptography), loaded lazily
-        self.issuer = None
+        self.pem = None                   # its file, read once (the one the workers serve)
         self.due = 0.0                    # wall time of the next attempt
         self.expires = 0.0                # next_update of what is published; 0: nothing
         self.retry = RETRY_MIN
@@ -85,74 +84,54 @@ class Keeper:
         return due
 
     # ---- OCSP --------------------------------------------------------------
-    def _load_certs(self, st):
-        if st.x509 is not None:
-            return True
-        from cryptography import x509
-        with open(st.cert.cert, "rb") as f:
-            chain = x509.load_pem_x509_certificates(f.read())
-        st.x509 = chain[0]
-        st.issuer = chain[1] if len(chain) > 1 else None
-        return True
-
     def _problem(self, st, level, message):
         if message != st.last_problem:
             log.log(level, "OCSP for %s: %s", st.cert.cert, message)
             st.last_problem = message
 
     def refresh(self, st, now) -> None:
-        from scalws.control import ocsp
-        try:
-            self._load_certs(st)
-        except (OSError, ValueError) as exc:
-            self._problem(st, 40, f"cannot read the certificate: {exc}")
-            st.due = now + RETRY_MAX
-            return
-        # Nothing to staple is no problem (a self-signed certificate, one that
-        # names no responder): a notice, as docs/configuration.md says. A
-        # certificate that names one but comes without its issuer is.
-        url = None
-        if not st.cert.ocsp_file:
-            url = st.cert.ocsp_url or ocsp.responder_url(st.x509)
-            if not url or st.x509.issuer == st.x509.subject:
-                self._problem(st, NOTICE, "the certificate names no OCSP responder and no "
-                              "ocsp_file is given: not stapled" if not url else
-                              "the certificate is self-signed: not stapled")
-                st.due = float("inf")
+        # The work needs cryptography: done in a throwaway child, so that the
+        # keeper (a process for the server's whole life) stays small
+        # (scalws/control/forkcall.py).
+        if st.pem is None:
+            try:
+                with open(st.cert.cert, "rb") as f:
+                    st.pem = f.read()
+            except OSError as exc:
+                self._problem(st, 40, f"cannot read the certificate: {exc}")
+                st.due = now + RETRY_MAX
                 return
-        if st.issuer is None:
-            self._problem(st, 30, "the certificate file has no issuer certificate after the "
-                          "leaf, which OCSP needs: not stapled")
-            st.due = float("inf")
-            return
         try:
-            if st.cert.ocsp_file:
-                result = ocsp.load_file(st.cert.ocsp_file, st.x509, st.issuer, now=now)
-                source = st.cert.ocsp_file
-            else:
-                der = ocsp.fetch(url, ocsp.build_request(st.x509, st.issuer))
-                result = ocsp.validate(der, st.x509, st.issuer, now=now)
-                source = url
-        except ocsp.OcspError as exc:
-            self._problem(st, 40, f"{exc}; " + (
+            outcome = forkcall.call(attempt, st.cert, st.pem, now)
+        except forkcall.ChildFailed as exc:
+            outcome = ("error", f"the OCSP attempt failed: {exc}")
+        kind = outcome[0]
+        if kind == "skip":  # nothing to staple, or nothing to staple with: no retry
+            _, level, message, retry = outcome
+            self._problem(st, level, message)
+            st.due = now + RETRY_MAX if retry else float("inf")
+            return
+        if kind == "error":
+            self._problem(st, 40, f"{outcome[1]}; " + (
                 "the response published before stays until it expires"
                 if st.expires > now else "not stapled"))
             st.due = now + st.retry
             st.retry = min(st.retry * 2, RETRY_MAX)
             return
-        expires = result.next_update or (now + 3600.0)
-        self.publish_ocsp(self.gen.ocsp, st.slot, result.der, int(expires))
+        _, der, next_update, cert_status, refresh_at, source = outcome
+        expires = next_update or (now + 3600.0)
+        self.publish_ocsp(self.gen.ocsp, st.slot, der, int(expires))
         st.expires = expires
         st.retry = RETRY_MIN
-        if result.cert_status != "good":
-            self._problem(st, 40, f"the responder says the certificate is {result.cert_status}; "
+        if cert_status != "good":
+            self._problem(st, 40, f"the responder says the certificate is {cert_status}; "
                           "stapled as it is")
         elif st.last_problem is not None or st.due == 0.0:
             log.log(NOTICE, "OCSP for %s: stapling a response from %s valid until %s",
                     st.cert.cert, source, time.strftime("%Y-%m-%d %H:%M:%S",
                                                         time.gmtime(expires)))
             st.last_problem = None
-        st.due = ocsp.refresh_at(result, now)
+        st.due = refresh_at
         if st.cert.ocsp_file:
             # The operator replaces the file: look again at least every minute.
             st.due = min(st.due, now + 60.0)
@@ -187,6 +166,48 @@ class Keeper:
             if signal.sigtimedwait(STOP, timeout) is not None:
                 return
             due = self.round()
+
+
+def attempt(cert, pem, now):
+    """In a child of the keeper: one OCSP attempt for `cert`
+    (config.model.Certificate), whose file held `pem`, as plain data:
+      ("skip", level, message, retry)   nothing stapled (retry: after RETRY_MAX)
+      ("error", message)                a response could not be had or failed its checks
+      ("ok", der, next_update, cert_status, refresh_at, source)"""
+    title.set_title("scalwsd: TLS keeper (OCSP)", "scalwsd-ocsp")
+    from cryptography import x509
+    from scalws.control import ocsp
+    try:
+        chain = x509.load_pem_x509_certificates(pem)
+    except ValueError as exc:
+        return ("skip", 40, f"cannot read the certificate: {exc}", True)
+    leaf, issuer = chain[0], (chain[1] if len(chain) > 1 else None)
+    # Nothing to staple is no problem (a self-signed certificate, one that
+    # names no responder): a notice, as docs/configuration.md says. A
+    # certificate that names one but comes without its issuer is.
+    url = None
+    if not cert.ocsp_file:
+        url = cert.ocsp_url or ocsp.responder_url(leaf)
+        if not url:
+            return ("skip", NOTICE, "the certificate names no OCSP responder and no "
+                    "ocsp_file is given: not stapled", False)
+        if leaf.issuer == leaf.subject:
+            return ("skip", NOTICE, "the certificate is self-signed: not stapled", False)
+    if issuer is None:
+        return ("skip", 30, "the certificate file has no issuer certificate after the "
+                "leaf, which OCSP needs: not stapled", False)
+    try:
+        if cert.ocsp_file:
+            result = ocsp.load_file(cert.ocsp_file, leaf, issuer, now=now)
+            source = cert.ocsp_file
+        else:
+            der = ocsp.fetch(url, ocsp.build_request(leaf, issuer))
+            result = ocsp.validate(der, leaf, issuer, now=now)
+            source = url
+    except ocsp.OcspError as exc:
+        return ("error", str(exc))
+    return ("ok", result.der, result.next_update, result.cert_status,
+            ocsp.refresh_at(result, now), source)
 
 
 def run(config, generation, errlog, ready_fd, master=0) -> "NoReturn":

@@ -35,7 +35,7 @@ import shutil
 import sys
 import sysconfig
 
-from ..model import App, Proxy, Upstream
+from ..model import GROUP_PREFIX, App, Proxy, Upstream, clean_path, group_name
 from . import proxy, upstreams
 
 KEYS = ("asgi", "command", "dir", "workers", "env", "python", "user", "restart",
@@ -48,17 +48,12 @@ ALLOCATORS = ("system", "jemalloc", "mimalloc")
 LIBRARIES = {"jemalloc": ("libjemalloc.so.2", "libjemalloc2"),
              "mimalloc": ("libmimalloc.so.2", "libmimalloc2.0")}
 MAX_WORKERS = 256
-GROUP_PREFIX = "app:"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 _ASGI_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?")
 _ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Set by the master for each worker; an app's env: must not override them.
 RESERVED_ENV = ("SCALWS_APP_SOCKET", "SCALWS_APP_NAME", "SCALWS_APP_WORKER", "LD_PRELOAD")
-
-
-def group_name(app: str) -> str:
-    return GROUP_PREFIX + app
 
 
 def library_dir() -> str:
@@ -228,11 +223,6 @@ def _command(ctx, node, path, folder, env):
             return None
     argv[0] = full
     return argv
-
-
-def clean_path() -> str:
-    """PATH of an app's environment unless its env sets one."""
-    return os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin"
 
 
 def _env(ctx, node, path):

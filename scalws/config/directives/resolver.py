@@ -34,8 +34,7 @@ def default() -> Resolver:
 
 
 def settings(r: Resolver) -> dns.Settings:
-    return dns.Settings(nameservers=list(r.nameservers), search=list(r.search), ndots=r.ndots,
-                        timeout=r.timeout, attempts=r.attempts, ipv6=r.ipv6)
+    return dns.Settings.of(r)
 
 
 def compile(ctx, node, path) -> Resolver:

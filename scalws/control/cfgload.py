@@ -1,0 +1,42 @@
+"""Loading a configuration in a child process, for the master (issue 37).
+
+The loader needs PyYAML, every directive module and, for a TLS site,
+pyOpenSSL and cryptography (scalws/config/tlscheck.py). The master needs
+only the result, plain data (scalws/config/model.py): `load` runs the
+loader in a throwaway child (scalws/control/forkcall.py), which sends back
+the Config, or the ConfigError with every problem, and exits. The master
+and the workers forked from it keep the model's classes and nothing of the
+loader: 4 MiB less in the master with a plain site, 9 MiB more with a TLS
+one (docs/benchmarks/2026-12-07-footprint.md).
+
+The child is the master's copy, with its privileges: it reads what the
+master would have read (the file, certificates and keys, names resolved at
+load). Each load pays the loader's imports again (about 0.1 s).
+"""
+from __future__ import annotations
+
+import os
+
+from scalws.config.errors import ConfigError
+from scalws.control import title
+from scalws.control.forkcall import ChildFailed, call
+
+DEFAULT_SOURCE = "<built-in default>"
+
+
+def _load(path):
+    title.set_title("scalwsd: configuration loader", "scalwsd-load")
+    from scalws.config.loader import default_config, load_config
+    return load_config(path) if path else default_config()
+
+
+def load(path=None):
+    """The Config of the file at `path` (None: the built-in default). Raises
+    ConfigError or OSError as load_config does; a loader that fails
+    otherwise is a ConfigError naming the file, with the loader's traceback."""
+    try:
+        return call(_load, path)
+    except ChildFailed as exc:
+        source = os.fspath(path) if path else DEFAULT_SOURCE
+        raise ConfigError([(source, 0, 0, "", f"the configuration loader failed: {exc}")]) \
+            from None

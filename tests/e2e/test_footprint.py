@@ -1,0 +1,85 @@
+"""The control plane's large libraries stay out of the long-lived processes
+(issue 37): the configuration is loaded, and OCSP is fetched, in throwaway
+children (scalws/control/cfgload.py, forkcall.py), so that neither the
+master nor anything forked from it (workers, the TLS keeper, the status
+process) maps PyYAML or cryptography (whose Rust library pyOpenSSL uses),
+at start and after reloads, the refused one included."""
+from __future__ import annotations
+
+import http.client
+import pathlib
+import signal
+import ssl
+
+import pytest
+
+from tests.e2e.conftest import until
+
+CONF = """
+workers: 2
+status: {{listen: "127.0.0.1:{port2}"}}
+sites:
+  - listen: "127.0.0.1:{port} tls"
+    tls: {{cert: "{cert}", key: "{key}"}}
+    routes:
+      - {{path: /, respond: {{body: "{body}\\n"}}}}
+"""
+# What PyYAML's and cryptography's native modules are called on disk.
+HEAVY = ("/yaml/_yaml.", "/cryptography/hazmat/bindings/_rust")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    from tests.tlspki import PKI
+    return PKI.localhost(tmp_path_factory.mktemp("pki"))
+
+
+def heavy_maps(pids) -> dict:
+    """pid -> the heavy libraries it maps."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                found = sorted({h for line in f for h in HEAVY if h in line})
+        except FileNotFoundError:
+            continue  # gone (a worker of the last generation)
+        if found:
+            out[pid] = found
+    return out
+
+
+def get(port):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    c = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=ctx)
+    c.request("GET", "/")
+    body = c.getresponse().read()
+    c.close()
+    return body
+
+
+def test_no_long_lived_process_maps_the_loaders_libraries(server, pki):
+    srv = server(CONF, cert=pki.ec.cert_path, key=pki.ec.key_path, body="one")
+    assert get(srv.ports[0]) == b"one\n"
+    srv.wait_log("OCSP for")  # the keeper made its first attempt (in a child)
+    pids = [srv.pid] + srv.workers()
+    assert len(pids) == 5  # master, 2 workers, status, TLS keeper
+    assert heavy_maps(pids) == {}
+
+    # A refused reload: the loader's child answers with every problem
+    # (file:line and key), the master keeps serving without its libraries.
+    path = pathlib.Path(srv.config_path)
+    good = path.read_text()
+    path.write_text(good.replace("workers: 2", "workers: lots"))
+    srv.kill(signal.SIGHUP)
+    srv.wait_log("reload failed")
+    assert f"{srv.config_path}:2:10: workers: " in srv.log()
+    assert get(srv.ports[0]) == b"one\n"
+
+    path.write_text(good.replace('"one', '"two'))
+    srv.kill(signal.SIGHUP)
+    srv.wait_log("(generation 2)", timeout=15)
+    until(lambda: get(srv.ports[0]) == b"two\n", what="the new generation's answer")
+    pids = [srv.pid] + srv.workers()
+    assert heavy_maps(pids) == {}
