@@ -515,6 +515,22 @@ static void urgency_and_goaway(void)
           "refused: %lld %llx", (long long)sv->reset_id, (unsigned long long)sv->reset_code);
     sws_h3sess_free(&sv->s);
     nghttp3_conn_del(cl->c);
+
+    /* the first GOAWAY of a stop that began during the handshake, sent as
+     * the client's first requests are on their way: the largest ID, so
+     * they are served; a later one may lower it, not raise it */
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+    client_get(cl, 0, "GET", "/a", NULL, NULL, NULL);
+    client_get(cl, 4, "GET", "/b", NULL, NULL, NULL);
+    CHECK(sws_h3sess_goaway_soon(&sv->s) == 0 && pump(cl, sv, 0) == 0, "GOAWAY soon");
+    CHECK(cl->goaway == ((int64_t)1 << 62) - 4, "the client was told %lld", (long long)cl->goaway);
+    CHECK(sv->nreq == 2 && sv->reset_id < 0, "both served: %d %lld", sv->nreq,
+          (long long)sv->reset_id);
+    CHECK(sws_h3sess_goaway(&sv->s) == 0 && pump(cl, sv, 0) == 0 && cl->goaway == 8,
+          "then lowered to 8, not %lld", (long long)cl->goaway);
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
     free(sv);
     free(cl);
     t_end();

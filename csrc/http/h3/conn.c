@@ -251,11 +251,21 @@ static int q_path_validation(ngtcp2_conn *qc, uint32_t flags, const ngtcp2_path 
 
 static int q_handshake_completed(ngtcp2_conn *qc, void *u)
 {
-    (void)qc;
     h3conn_t *hc = u;
     if (!hc->handshaken)
         hc->e->h3.n_handshaking--;
     hc->handshaken = 1;
+    if (hc->e->h3.stopping && !hc->goaway_until) {
+        /* Accepted before the graceful stop, its handshake ended after it:
+         * the requests its client sends now are served (closing it in its
+         * handshake left the client waiting on a socket nobody reads until
+         * its timeout); GOAWAY says no more, and it closes once they are
+         * answered (quic.c, write_due). */
+        if (hc->h3)
+            sws_h3sess_goaway_soon(hc->h3);
+        hc->goaway_until = h3_now_ns() + 3 * ngtcp2_conn_get_pto(qc);
+        h3_due(hc);
+    }
     /* a session ticket (GnuTLS sends none by itself over QUIC): the
      * client resumes on any worker, the master's key being everyone's */
     gnutls_session_ticket_send(hc->tls, 1, 0);

@@ -184,7 +184,7 @@ struct h3conn {
     uint8_t *close_pkt;        /* closing period: the CONNECTION_CLOSE we repeat */
     size_t close_len;
     uint64_t close_until;      /* ns: the closing or draining period's end */
-    uint64_t goaway_until;     /* ns: after our GOAWAY, requests already sent may still come */
+    uint64_t goaway_until;     /* ns: after our first GOAWAY, requests in flight may still come */
     uint64_t last_rx;          /* ns: the last packet of the client that ngtcp2 took */
     unsigned due : 1,          /* on e->h3.due */
         busy : 1,              /* inside ngtcp2 or the session: writes wait for the end */
@@ -193,6 +193,7 @@ struct h3conn {
         dead : 1,              /* to free at the end of the batch */
         handshaken : 1,
         h3_ready : 1,
+        goaway_final : 1,      /* the second GOAWAY (the real last ID) is sent */
         work : 1;              /* a stream has deferred work (h3_work) */
 };
 

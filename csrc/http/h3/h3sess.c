@@ -423,11 +423,10 @@ int sws_h3sess_bind(sws_h3sess_t *s, int64_t ctrl, int64_t qenc, int64_t qdec)
     return 0;
 }
 
-int sws_h3sess_goaway(sws_h3sess_t *s)
+static int goaway_at(sws_h3sess_t *s, int64_t id)
 {
     if (!s->ctrl)
         return -1;
-    int64_t id = s->max_bidi < 0 ? 0 : s->max_bidi + 4;
     if (id > s->goaway_id)
         id = s->goaway_id; /* a later GOAWAY may not raise it (RFC 9114 5.2) */
     uint8_t b[24], *p = b;
@@ -439,6 +438,16 @@ int sws_h3sess_goaway(sws_h3sess_t *s)
     s->goaway_id = id;
     s->goaway_queued = 1;
     return 0;
+}
+
+int sws_h3sess_goaway(sws_h3sess_t *s)
+{
+    return goaway_at(s, s->max_bidi < 0 ? 0 : s->max_bidi + 4);
+}
+
+int sws_h3sess_goaway_soon(sws_h3sess_t *s)
+{
+    return goaway_at(s, ((int64_t)1 << 62) - 4);
 }
 
 /* ---- writing ---- */

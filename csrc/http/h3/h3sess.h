@@ -192,5 +192,9 @@ SWS_INTERNAL void sws_h3sess_set_user(sws_h3sess_t *s, int64_t id, void *su);
 /* GOAWAY (RFC 9114 5.2): requests on streams above the last we opened are
  * refused from now on. */
 SWS_INTERNAL int sws_h3sess_goaway(sws_h3sess_t *s);
+/* The first GOAWAY of a graceful shutdown that refuses nothing yet (the
+ * largest client stream ID, RFC 9114 5.2): for a connection whose client
+ * sends its first requests as its handshake ends, after the stop began. */
+SWS_INTERNAL int sws_h3sess_goaway_soon(sws_h3sess_t *s);
 
 #endif

@@ -270,7 +270,8 @@ static void write_due(sws_engine_t *e)
             h3_work(e, hc);
         if (!hc->dead)
             h3_write(e, hc);
-        if (!hc->dead && e->h3.stopping && !hc->n_streams && h3_now_ns() >= hc->goaway_until)
+        if (!hc->dead && e->h3.stopping && !hc->n_streams && hc->goaway_until &&
+            h3_now_ns() >= hc->goaway_until)
             close_no_error(e, hc); /* draining, and its last request is answered */
     }
     bury(e);
@@ -362,6 +363,13 @@ static void on_timer(sws_engine_t *e, void *obj, uint32_t events)
                                now >= hc->last_rx + H3_DRAIN_SILENCE)) {
             close_no_error(e, hc); /* its requests are answered, or its client is gone */
             continue;
+        }
+        if (e->h3.stopping && hc->goaway_until && now >= hc->goaway_until && !hc->goaway_final) {
+            /* requests still running: the second GOAWAY refuses any later one */
+            hc->goaway_final = 1;
+            if (hc->h3)
+                sws_h3sess_goaway(hc->h3);
+            h3_due(hc);
         }
         hc->busy = 1;
         int rv = ngtcp2_conn_handle_expiry(hc->qc, now);
@@ -759,19 +767,25 @@ void sws_h3_shutdown(sws_engine_t *e)
         return;
     }
     /* Steered: new connections go to the new generation's sockets, ours
-     * keep coming here. Each connection is told GOAWAY (RFC 9114 §5.2), its
-     * requests in flight finish, and it closes once it has none left. */
+     * keep coming here. Each connection is told GOAWAY as RFC 9114 5.2
+     * advises a graceful shutdown: first with the largest ID (no new
+     * requests, but those in flight are served), after 3 PTOs (at least a
+     * round trip) with the real last ID (goaway_final, in the expiry
+     * below); it closes once it has no request left. One still in its
+     * handshake finishes it and is told then (conn.c,
+     * q_handshake_completed), or ends by silence or the handshake timeout. */
     for (h3conn_t *hc = e->h3.conns; hc; hc = hc->next) {
         if (hc->dead || hc->closing || hc->draining)
             continue;
         if (hc->h3 && hc->handshaken) {
-            sws_h3sess_goaway(hc->h3);
-            /* a request the client sent before it saw the GOAWAY may still come */
+            sws_h3sess_goaway_soon(hc->h3);
             hc->goaway_until = h3_now_ns() + 3 * ngtcp2_conn_get_pto(hc->qc);
+        } else if (hc->handshaken) {
+            hc->goaway_until = h3_now_ns(); /* no HTTP/3 to drain: closes now */
         }
         h3_due(hc);
     }
-    write_due(e); /* GOAWAY, and the ones still in their handshake close */
+    write_due(e); /* the GOAWAYs */
 }
 
 void sws_h3_free(sws_engine_t *e)

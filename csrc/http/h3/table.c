@@ -199,8 +199,8 @@ void h3_timer(sws_engine_t *e, h3conn_t *hc)
 {
     uint64_t at = (hc->closing || hc->draining) ? hc->close_until
                                                 : (uint64_t)ngtcp2_conn_get_expiry(hc->qc);
-    if (hc->goaway_until && !hc->n_streams && !hc->closing && !hc->draining &&
-        hc->goaway_until < at)
+    if (hc->goaway_until && (!hc->n_streams || !hc->goaway_final) && !hc->closing &&
+        !hc->draining && hc->goaway_until < at)
         at = hc->goaway_until;
     if (e->h3.stopping && !hc->closing && !hc->draining && hc->last_rx + H3_DRAIN_SILENCE < at)
         at = hc->last_rx + H3_DRAIN_SILENCE;
