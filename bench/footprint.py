@@ -18,9 +18,10 @@ a tree is its real cost; private is what one more worker adds.
 
 With scalws among the servers, the floor of a Python worker is measured too:
 one process of the same interpreter with nothing imported, and one that has
-imported what a worker runs (uvloop and with it asyncio and ssl, the engine)
-and nothing else (no configuration, no loop): no tree of Python processes
-can weigh less than the second.
+imported what a worker runs (the engine, control/worker.py and its loop;
+until ADR 0035 also uvloop, and with it asyncio and ssl) and nothing else
+(no configuration, no loop): no tree of Python processes can weigh less
+than the second.
 """
 from __future__ import annotations
 
@@ -172,7 +173,8 @@ def sample(p):
 
 FLOOR = {
     "bare interpreter": "pass",
-    "uvloop + the engine imported": "import uvloop, scalws.server.engine",
+    "the engine + the worker's modules imported": "import scalws.server.engine, "
+                                                  "scalws.control.worker",
 }
 
 

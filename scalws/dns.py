@@ -25,7 +25,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import select
-import secrets
 import socket
 import struct
 import time
@@ -333,7 +332,9 @@ class Lookup:
             except BlockingIOError:
                 pass                               # TCP: connecting
             for qtype in self.qtypes:
-                qid = secrets.randbits(16)
+                # os.urandom, not `secrets`: that imports hmac and with it
+                # OpenSSL, whose initialisation maps 3 MiB the master would keep.
+                qid = int.from_bytes(os.urandom(2), "big")
                 q = encode_query(qid, qname, qtype)
                 if tcp:
                     self.out += struct.pack("!H", len(q)) + q

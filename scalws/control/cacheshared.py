@@ -22,7 +22,6 @@ names the pid and the descriptors (stats.py's layout, "cache_fds").
 """
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 import struct
@@ -127,6 +126,7 @@ def memfd_name(zone: str) -> str:
     named after its file's path)."""
     name = MEMFD_PREFIX + zone
     if len(name.encode()) > 249:
+        import hashlib  # here: importing it initialises OpenSSL (3 MiB mapped)
         name = MEMFD_PREFIX + "sha256:" + hashlib.sha256(zone.encode()).hexdigest()
     return name
 

@@ -30,13 +30,40 @@ def _load(path):
     return load_config(path) if path else default_config()
 
 
-def load(path=None):
+def load(path=None, previous=None):
     """The Config of the file at `path` (None: the built-in default). Raises
     ConfigError or OSError as load_config does; a loader that fails
-    otherwise is a ConfigError naming the file, with the loader's traceback."""
+    otherwise is a ConfigError naming the file, with the loader's traceback.
+    `previous`: the Config this one replaces, whose tables it shares where
+    they are equal (_share_tables)."""
     try:
-        return call(_load, path)
+        cfg = call(_load, path)
     except ChildFailed as exc:
         source = os.fspath(path) if path else DEFAULT_SOURCE
         raise ConfigError([(source, 0, 0, "", f"the configuration loader failed: {exc}")]) \
             from None
+    _share_tables(cfg, previous)
+    return cfg
+
+
+def _share_tables(cfg, previous):
+    """Each static route holds its media-type map (about 2,000 entries,
+    some 100 KiB): one object for all the routes whose maps are equal, and
+    the one `previous` had when it is equal too. In the loader's process
+    they shared their strings; unpickled here, each config would bring its
+    own copies, and the master holds two configs during a reload (and a
+    worker forked then maps both)."""
+    tables = []
+    for config in (previous, cfg):
+        for site in (config.sites if config is not None else ()):
+            for route in site.routes:
+                handler = route.handler
+                table = getattr(handler, "mime_types", None)
+                if not isinstance(table, dict):
+                    continue
+                for seen in tables:
+                    if seen is table or seen == table:
+                        handler.mime_types = seen
+                        break
+                else:
+                    tables.append(table)

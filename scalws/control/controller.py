@@ -521,7 +521,7 @@ class Controller:
         """HUP: read the file again, then reload the instances one at a time."""
         sdnotify.reloading()
         try:
-            new = cfgload.load(self.path)
+            new = cfgload.load(self.path, self.config)
         except (ConfigError, OSError) as exc:
             log.error("reload failed, the instances keep their configuration:\n%s", exc)
             sdnotify.ready("reload failed")

@@ -289,14 +289,13 @@ class Master:
 
     @staticmethod
     def _load_data_plane():
-        """Imports what a worker runs (uvloop, the engine, sandbox.preload's
-        modules) here, once, before any fork: their code, relocations and
-        objects are then the master's pages, shared by every worker, instead
-        of a private copy in each (4 idle workers: 3.9 MiB private each
-        instead of 7.8); _fork keeps the children's collections off them.
-        New native code therefore needs a restart, not a HUP (the
-        package restarts on upgrade)."""
-        import uvloop  # noqa: F401
+        """Imports what a worker runs (the engine, sandbox.preload's modules;
+        control/loop.py came with worker.py) here, once, before any fork:
+        their code, relocations and objects are then the master's pages,
+        shared by every worker, instead of a private copy in each (4 idle
+        workers: 3.9 MiB private each instead of 7.8); _fork keeps the
+        children's collections off them. New native code therefore needs a
+        restart, not a HUP (the package restarts on upgrade)."""
         import scalws.server.engine  # noqa: F401
         sandbox.preload()
 
@@ -819,7 +818,7 @@ class Master:
         if self.watch is not None:  # this content is tried now: the watch leaves it
             self.watch.tried_now(watch_mod.digest(self.path))
         try:
-            new = cfgload.load(self.path)
+            new = cfgload.load(self.path, self.config)
         except ConfigError as exc:
             log.error("reload failed, keeping the current configuration:\n%s", exc)
             return "reload failed, serving the previous configuration"

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import secrets
 import socket
 import struct
 
@@ -117,8 +116,10 @@ class QuicSockets:
 
     def __init__(self):
         self.slots = {}                            # key -> (even sockets, odd sockets)
-        self.key = secrets.randbelow(255) + 1
-        self.secret = secrets.token_bytes(128)     # SWS_H3_SECRET
+        self.key = 0
+        while not self.key:                        # 1..255, uniform (os.urandom, not
+            self.key = os.urandom(1)[0]            # `secrets`: see dns.py)
+        self.secret = os.urandom(128)               # SWS_H3_SECRET
         self.unsteered = False
 
     def ensure(self, key, socks, parity, workers, bind):

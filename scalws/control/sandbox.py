@@ -373,10 +373,8 @@ def document_roots(config) -> list[str]:
 # installation is still readable, since Landlock closes it afterwards (and
 # `user:` may not read it at all: a pyenv under /root).
 PRELOAD = (
-    "asyncio", "asyncio.base_events", "asyncio.events", "asyncio.exceptions",
-    "asyncio.futures", "asyncio.tasks", "asyncio.unix_events", "concurrent.futures",
     "encodings.idna", "encodings.latin_1", "encodings.ascii", "errno", "linecache",
-    "logging", "selectors", "signal", "socket", "struct", "threading", "traceback",
+    "logging", "signal", "socket", "struct", "threading", "traceback",
     "tokenize", "weakref",
 )
 

@@ -6,7 +6,9 @@ A child of the master, like the TLS keeper: forked with the block and the
 listening socket the master bound (a bind error is a start-up error with
 the config line; a restarted status process reuses the socket), supervised
 and restarted if it dies, replaced with the block of each new generation
-on reload. A small asyncio server of the standard library: HTTP/1.0 and
+on reload. A small server on the workers' loop (control/loop.py; it was
+asyncio's until issue 37, whose 5.7 MiB the process carried for this):
+HTTP/1.0 and
 1.1 GET/HEAD, one request per connection, clients outside `status.allow`
 refused with 403 (the probes `/ready` and `/live` excepted: they say one
 word of the master's state, from its health page, health.py, and a kubelet
@@ -14,7 +16,6 @@ probes from its node's address).
 """
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 import os
@@ -27,9 +28,12 @@ from scalws.control import health as health_mod
 from scalws.control import procs, sandbox
 from scalws.control import stats as stats_mod
 from scalws.control.logs import log
+from scalws.control.loop import Loop
 
 HEAD_MAX = 8192
-READ_TIMEOUT = 5.0
+READ_TIMEOUT = 5.0         # from a connection's accept to its close
+ACCEPT_BATCH = 64
+ACCEPT_PAUSE = 1.0         # after an accept that failed (out of descriptors, ...)
 PROM_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -82,6 +86,7 @@ class StatusServer:
         self.zones = zones         # name -> cache zone mapping (control/cacheshared.py)
         self.health = health
         self.allow = [ipaddress.ip_network(a, strict=False) for a in allow]
+        self.loop = None
 
     def allowed(self, peer) -> bool:
         if not peer:
@@ -125,51 +130,113 @@ class StatusServer:
         body = (text + "\n").encode()
         return 200, "OK", "application/json", body
 
-    async def handle(self, reader, writer):
-        try:
-            allowed = self.allowed(writer.get_extra_info("peername"))
-            if not allowed and self.health is None:
-                status, reason, ctype, body = 403, "Forbidden", "text/plain", b"forbidden\n"
-                method = "GET"
-            else:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
-                if len(head) > HEAD_MAX:
-                    return
-                line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-                if not allowed and (len(line) != 3 or line[1].split("?", 1)[0] not in PROBES):
-                    status, reason, ctype, body = 403, "Forbidden", "text/plain", b"forbidden\n"
-                    method = "GET"
-                elif len(line) != 3 or not line[2].startswith("HTTP/1."):
-                    status, reason, ctype, body = 400, "Bad Request", "text/plain", b"bad request\n"
-                    method = "GET"
-                elif line[0] not in ("GET", "HEAD"):
-                    status, reason, ctype, body = 405, "Method Not Allowed", "text/plain", b""
-                    method = line[0]
-                else:
-                    method = line[0]
-                    status, reason, ctype, body = self.answer(method, line[1])
-            writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
-                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                         + (b"" if method == "HEAD" else body))
-            await writer.drain()
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                ConnectionError):
-            pass
-        finally:
-            writer.close()
+    # ---- the server, on the worker's loop (control/loop.py): no asyncio -------------------
+    def request(self, head, allowed):
+        """(method, status, reason, content type, body) for a request head."""
+        line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+        if not allowed and (len(line) != 3 or line[1].split("?", 1)[0] not in PROBES):
+            return ("GET", 403, "Forbidden", "text/plain", b"forbidden\n")
+        if len(line) != 3 or not line[2].startswith("HTTP/1."):
+            return ("GET", 400, "Bad Request", "text/plain", b"bad request\n")
+        if line[0] not in ("GET", "HEAD"):
+            return (line[0], 405, "Method Not Allowed", "text/plain", b"")
+        return (line[0], *self.answer(line[0], line[1]))
 
-    async def serve(self, sock, ready_fd):
-        server = await asyncio.start_server(self.handle, sock=sock, limit=HEAD_MAX)
-        stop = asyncio.get_running_loop().create_future()
-        loop = asyncio.get_running_loop()
+    def serve(self, sock, ready_fd):
+        loop = self.loop = Loop()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
-            loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+            loop.add_signal_handler(sig, loop.stop)
+        loop.add_reader(sock.fileno(), self._accept, sock)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT,
                                                     signal.SIGQUIT})
         os.write(ready_fd, b"R")
         os.close(ready_fd)
-        await stop
-        server.close()
+        loop.run_forever()
+        loop.close()
+
+    def _accept(self, lsock):
+        for _ in range(ACCEPT_BATCH):
+            try:
+                sock, peer = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors, ...: a pause, as asyncio's
+                log.warning("status: accept: %s; accepting again in %gs", exc.strerror or exc,
+                            ACCEPT_PAUSE)
+                self.loop.remove_reader(lsock.fileno())
+                self.loop.call_later(ACCEPT_PAUSE, self.loop.add_reader, lsock.fileno(),
+                                     self._accept, lsock)
+                return
+            sock.setblocking(False)
+            c = _Client(sock, self.allowed(peer))
+            c.timer = self.loop.call_later(READ_TIMEOUT, self._close, c)
+            if not c.allowed and self.health is None:
+                self._reply(c, ("GET", 403, "Forbidden", "text/plain", b"forbidden\n"))
+            else:
+                self.loop.add_reader(c.fd, self._read, c)
+
+    def _read(self, c):
+        try:
+            data = c.sock.recv(HEAD_MAX)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(c)
+            return
+        if not data:
+            self._close(c)
+            return
+        c.buf += data
+        end = c.buf.find(b"\r\n\r\n")
+        if end < 0 or end + 4 > HEAD_MAX:
+            if end >= 0 or len(c.buf) > HEAD_MAX:
+                self._close(c)  # a head longer than HEAD_MAX: closed unanswered
+            return
+        self.loop.remove_reader(c.fd)
+        self._reply(c, self.request(bytes(c.buf[:end + 4]), c.allowed))
+
+    def _reply(self, c, answer):
+        method, status, reason, ctype, body = answer
+        c.out = memoryview(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+                           f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                           + (b"" if method == "HEAD" else body))
+        self._write(c)
+
+    def _write(self, c):
+        try:
+            c.out = c.out[c.sock.send(c.out):]
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            self._close(c)
+            return
+        if c.out:
+            self.loop.add_writer(c.fd, self._write, c)
+        else:
+            self._close(c)
+
+    def _close(self, c):
+        if c.sock is None:
+            return
+        c.timer.cancel()
+        self.loop.remove_reader(c.fd)
+        self.loop.remove_writer(c.fd)
+        c.sock.close()
+        c.sock = None
+
+
+class _Client:
+    """One connection: READ_TIMEOUT from its accept to its close, whatever
+    it is doing (reading the head or the answer)."""
+    __slots__ = ("sock", "fd", "allowed", "buf", "out", "timer")
+
+    def __init__(self, sock, allowed):
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.allowed = allowed
+        self.buf = bytearray()
+        self.out = None
+        self.timer = None
 
 
 def run(source, allow, sock, errlog, ready_fd, zones=None, user=None, master=0,
@@ -187,7 +254,7 @@ def run(source, allow, sock, errlog, ready_fd, zones=None, user=None, master=0,
             return
         for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_IGN if sig != signal.SIGCHLD else signal.SIG_DFL)
-        asyncio.run(StatusServer(source, allow, zones, health).serve(sock, ready_fd))
+        StatusServer(source, allow, zones, health).serve(sock, ready_fd)
     except BaseException:
         try:
             log.critical("the status process failed:\n%s", traceback.format_exc())

@@ -16,7 +16,6 @@ not a change: it is reported once, and the watch waits for it to come back.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 
 from scalws.control.logs import log
@@ -26,6 +25,7 @@ def digest(path: str) -> bytes | None:
     """sha256 of the file's content, None when it cannot be read."""
     try:
         with open(path, "rb") as f:
+            import hashlib  # here: importing it initialises OpenSSL (3 MiB mapped)
             return hashlib.sha256(f.read()).digest()
     except OSError:
         return None

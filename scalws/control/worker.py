@@ -1,4 +1,4 @@
-"""A worker process: one uvloop loop, one C engine, pinned to one CPU.
+"""A worker process: one loop (control/loop.py), one C engine, pinned to one CPU.
 
 `run()` is called in the child right after the master forks. It owns the
 listening sockets it was handed (the master keeps its own copies, so a
@@ -21,7 +21,6 @@ as they arrive.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -29,6 +28,7 @@ import traceback
 
 from scalws.config import users
 from scalws.control import procs, profiles, sandbox, title
+from scalws.control.loop import Loop
 from scalws.control import resolver as resolver_mod
 from scalws.control.logs import log
 
@@ -86,9 +86,9 @@ class Worker:
         # away must not kill the worker (Python ignores it already; say so).
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         # The stop and log signals stay blocked (as the master forked us)
-        # until the loop runs: uvloop drops a signal that arrives after
-        # add_signal_handler() but before run_forever(), and the master
-        # passes a TERM on as soon as we report ready. Blocked, it waits.
+        # until the loop runs its first callback: the master passes a TERM
+        # on as soon as we report ready, and the handlers are set only
+        # once the engine is built. Blocked, it waits.
         signal.pthread_sigmask(signal.SIG_SETMASK, _ALL_SIGNALS)
         self.errlog.set_worker(self.index)
         title.set_title(f"scalwsd: worker {self.index}", title.worker_comm(self.index))
@@ -98,9 +98,8 @@ class Worker:
             except OSError as exc:
                 log.warning("worker %d: cannot pin to CPU %d: %s", self.index, self.cpu, exc)
 
-        import uvloop  # loaded already: the master imports what workers run (_load_data_plane)
-
-        from scalws.server.engine import Engine
+        from scalws.server.engine import Engine  # loaded already: the master imports what
+        # workers run (_load_data_plane)
         sandbox.preload()  # nothing is imported once it serves (docs/operations.md)
 
         profiles.prepare()  # an instrumented build's, before `user:` applies
@@ -138,10 +137,7 @@ class Worker:
             raise StartupError(str(exc)) from None
         if done:
             log.debug("worker %d: sandbox: %s", self.index, ", ".join(done))
-        # The loop after the sandbox: libuv's io_uring setup is refused
-        # (ENOSYS) there, and it falls back to plain epoll (ADR 0012).
-        self.loop = uvloop.new_event_loop()
-        asyncio.set_event_loop(self.loop)
+        self.loop = Loop()
 
         loop = self.loop
         loop.add_signal_handler(signal.SIGTERM, self.graceful_stop)

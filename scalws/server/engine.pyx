@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""One worker's data plane: the C engine (csrc/engine.c) on a uvloop loop.
+"""One worker's data plane: the C engine (csrc/engine.c) on the worker's outer
+loop (scalws/control/loop.py, or any loop with add_reader and call_later).
 
 The engine keeps its own epoll set of listeners and connections; this class
 registers that one fd with the loop, so each loop iteration with ready
@@ -25,7 +26,6 @@ cdef extern from "<regex.h>" nogil:
         REG_EXTENDED
 
 import errno as _errno
-import hashlib
 import ipaddress
 import os
 import socket as _socket
@@ -53,8 +53,8 @@ _LEVELS = {"emerg": 0, "alert": 1, "crit": 2, "error": 3, "warn": 4, "notice": 5
 TICK_SECONDS = 0.25
 # Upstream connections beyond a pool's `keepalive`, idle this long, close (ADR 0020).
 POOL_EXCESS_MS = 1000
-# How long one uvloop callback may keep waiting on the engine's own epoll
-# before uvloop runs again (timers, signal handlers); ADR 0003.
+# How long one outer-loop callback may keep waiting on the engine's own epoll
+# before the outer loop runs again (timers, signal handlers); ADR 0003.
 SERVE_MS = 10
 
 
@@ -522,7 +522,10 @@ cdef class Engine:
             conf.ciphersuites = b
             b = self._bytes(":".join(t.curves))
             conf.groups = b
-            # Sessions resume only on the site that made them.
+            # Sessions resume only on the site that made them. (hashlib here,
+            # not at the top: importing it initialises OpenSSL, 3 MiB of
+            # libcrypto's pages mapped, which a server without TLS never needs.)
+            import hashlib
             b = self._bytes(hashlib.sha256(f"{idx}:{','.join(s.server_names)}".encode()).digest())
             conf.sid_ctx = <const unsigned char *><const char *>b
             conf.sid_ctx_len = 32
@@ -748,8 +751,8 @@ cdef class Engine:
     def _on_ready(self):
         # Handle what is ready, then keep waiting on the inner epoll alone
         # for up to SERVE_MS (ADR 0003); a signal or shutdown returns sooner.
-        # Meanwhile the relay uvloop watches is disarmed: armed, every event
-        # on a connection would also run uvloop's epoll callback, on the core
+        # Meanwhile the relay the outer loop watches is disarmed: armed, every
+        # event on a connection would also run the outer epoll's callback, on the core
         # of whoever sent the bytes (ADR 0004). (Not remove_reader and
         # add_reader: the kernel's checks on adding an epoll to an epoll walk
         # every connection, at each serve call.)
@@ -762,7 +765,7 @@ cdef class Engine:
 
     def run_blocking(self, double seconds):
         """Experiment (ADR 0001, bench/prototypes/cloop.py) and tests: the
-        engine alone, no uvloop, for up to `seconds` (a signal ends it)."""
+        engine alone, no outer loop, for up to `seconds` (a signal ends it)."""
         cdef int ms = <int>(seconds * 1000)
         with nogil:
             sws_engine_serve(self.e, ms)

@@ -1,9 +1,11 @@
-"""The control plane's large libraries stay out of the long-lived processes
-(issue 37): the configuration is loaded, and OCSP is fetched, in throwaway
-children (scalws/control/cfgload.py, forkcall.py), so that neither the
-master nor anything forked from it (workers, the TLS keeper, the status
-process) maps PyYAML or cryptography (whose Rust library pyOpenSSL uses),
-at start and after reloads, the refused one included."""
+"""Large libraries stay out of the long-lived processes (issue 37, ADR
+0035): the configuration is loaded, and OCSP is fetched, in throwaway
+children (scalws/control/cfgload.py, forkcall.py), and the workers and
+the status process run on control/loop.py, so that neither the master nor
+anything forked from it (workers, the TLS keeper, the status process)
+maps PyYAML, cryptography (whose Rust library pyOpenSSL uses), uvloop,
+asyncio or Python's ssl module, at start and after reloads, the refused
+one included."""
 from __future__ import annotations
 
 import http.client
@@ -24,8 +26,9 @@ sites:
     routes:
       - {{path: /, respond: {{body: "{body}\\n"}}}}
 """
-# What PyYAML's and cryptography's native modules are called on disk.
-HEAVY = ("/yaml/_yaml.", "/cryptography/hazmat/bindings/_rust")
+# What their native modules are called on disk.
+HEAVY = ("/yaml/_yaml.", "/cryptography/hazmat/bindings/_rust", "/uvloop/loop.",
+         "/_asyncio.", "/_ssl.")
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +51,16 @@ def heavy_maps(pids) -> dict:
     return out
 
 
+def metrics(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    assert r.status == 200
+    body = r.read()
+    c.close()
+    return body
+
+
 def get(port):
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
@@ -62,6 +75,7 @@ def get(port):
 def test_no_long_lived_process_maps_the_loaders_libraries(server, pki):
     srv = server(CONF, cert=pki.ec.cert_path, key=pki.ec.key_path, body="one")
     assert get(srv.ports[0]) == b"one\n"
+    assert metrics(srv.ports[1]).startswith(b"# HELP")  # the status process serves
     srv.wait_log("OCSP for")  # the keeper made its first attempt (in a child)
     pids = [srv.pid] + srv.workers()
     assert len(pids) == 5  # master, 2 workers, status, TLS keeper

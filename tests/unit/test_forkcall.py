@@ -102,3 +102,38 @@ def test_the_master_imports_nothing_of_the_loader():
          "or m == 'scalws.config.loader'))"],
         capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_media_type_maps_are_shared_within_and_across_loads(tmp_path):
+    """An unpickled config brings its own copy of each static route's map
+    (2,000 entries): equal maps become one object, the previous config's."""
+    (tmp_path / "www").mkdir()
+    path = tmp_path / "s.yaml"
+    path.write_text(textwrap.dedent(f"""
+        sites:
+          - listen: "127.0.0.1:8080"
+            routes:
+              - {{path: /a/, static: {{root: "{tmp_path}/www"}}}}
+              - {{path: /b/, static: {{root: "{tmp_path}/www"}}}}
+              - {{path: /c/, static: {{root: "{tmp_path}/www", mime_types: {{x: text/x-x}}}}}}
+    """))
+    first = cfgload.load(str(path))
+    a, b, c = (r.handler.mime_types for r in first.sites[0].routes)
+    assert a is b and a is not c and c["x"] == "text/x-x" and len(a) > 1000
+    second = cfgload.load(str(path), first)
+    assert [r.handler.mime_types for r in second.sites[0].routes] == [a, a, c]
+    assert all(r2.handler.mime_types is r1.handler.mime_types
+               for r1, r2 in zip(first.sites[0].routes, second.sites[0].routes))
+
+
+def test_what_the_workers_are_forked_with_has_no_asyncio_ssl_or_uvloop():
+    """The master imports what a worker runs before it forks (the engine,
+    control/loop.py): none of asyncio, uvloop, Python's ssl, or hashlib
+    (whose import initialises OpenSSL) comes with it (ADR 0035)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, scalws.control.master, scalws.server.engine, "
+         "scalws.control.statusd; scalws.control.master.Master._load_data_plane(); "
+         "print(sorted(m for m in ('asyncio', 'uvloop', 'ssl', '_ssl', 'hashlib', '_hashlib') "
+         "if m in sys.modules))"],
+        capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
