@@ -6,8 +6,8 @@ only the result, plain data (scalws/config/model.py): `load` runs the
 loader in a throwaway child (scalws/control/forkcall.py), which sends back
 the Config, or the ConfigError with every problem, and exits. The master
 and the workers forked from it keep the model's classes and nothing of the
-loader: 4 MiB less in the master with a plain site, 9 MiB more with a TLS
-one (docs/benchmarks/2026-12-07-footprint.md).
+loader: the tree's PSS 2 MiB less with a plain site, 17 MiB less with a
+TLS one, 1 worker (docs/benchmarks/2026-12-07-footprint.md).
 
 The child is the master's copy, with its privileges: it reads what the
 master would have read (the file, certificates and keys, names resolved at

@@ -28,9 +28,9 @@ import traceback
 
 from scalws.config import users
 from scalws.control import procs, profiles, sandbox, title
-from scalws.control.loop import Loop
 from scalws.control import resolver as resolver_mod
 from scalws.control.logs import log
+from scalws.control.loop import Loop
 
 # Exit status for "configuration is fine but this worker cannot start": the
 # master backs off instead of restarting in a tight loop.
