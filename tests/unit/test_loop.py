@@ -57,7 +57,9 @@ def test_a_reader_runs_while_its_fd_is_readable_and_not_after_removal(loop):
             b.send(b"two")
     loop.add_reader(a.fileno(), on_read)
     b.send(b"one")
+    guard = loop.call_later(5, loop.stop)  # a reader that never runs fails, not hangs
     loop.run_forever()
+    guard.cancel()
     assert got == [b"one", b"two"]
     assert a.recv(100) == b"unread"
     assert not loop.remove_reader(a.fileno())
