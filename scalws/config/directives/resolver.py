@@ -33,10 +33,6 @@ def default() -> Resolver:
                     ndots=conf["ndots"], attempts=conf["attempts"])
 
 
-def settings(r: Resolver) -> dns.Settings:
-    return dns.Settings.of(r)
-
-
 def compile(ctx, node, path) -> Resolver:
     """`resolver:` -> Resolver; problems reported through ctx (the default
     is returned with them, the file being refused anyway)."""

@@ -19,7 +19,6 @@ import socket
 
 from ..model import Health, Upstream, UpstreamServer, UpstreamTLS
 from ... import dns
-from . import resolver
 from .fields import Fields
 from .respond import header_value_problem, is_token
 
@@ -568,7 +567,7 @@ def _resolve_at_load(ctx, node, path, host, port):
     if r is not None and r.enabled:
         got = ctx.resolved.get(host)
         if got is None:
-            got = ctx.resolved[host] = dns.resolve(host, resolver.settings(r))
+            got = ctx.resolved[host] = dns.resolve(host, dns.Settings.of(r))
         if got[0] == "ok":
             return got[1], host
         if ctx.pending_names_ok:
