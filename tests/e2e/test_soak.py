@@ -13,14 +13,18 @@ the same connection (test_h2.py), and a pipe the master left open per reload
 
 The workers compared are two different processes: the first quiet sample's
 (8 s of warm-up) and the last one's, of a later generation (15 s old, forked
-from the master after the last HUP). A leak in the master shows in both the
-master's RSS and every later worker's; a worker's own leak must show within
-its 15 s. Between two fresh workers the RSS differs by their heaps' high
-water, which the load's bursts decide: over 11 runs on 2026-12-06 (this tree
-and the one before) worker growth was +0.21 to +2.37 % with no leak (the
-master's +0.34 % every time), twice above the 2 % that bench/soak.py's long
-runs use, once in CI. So this 60 s run allows 3 % (MAX_GROWTH) for the RSS
-and the descriptors alike. Both kills come before the last HUP, so that the
+from the master after the last HUP). A leak in the master shows in the
+master's RSS, and in every later worker's, which maps the master's pages:
+the report charges a later worker only its own growth (the master's anon
+growth subtracted). A worker's own leak must show within its 15 s. Between
+two fresh workers the RSS differs by their heaps' high water, which the
+load's bursts decide: over 11 runs on 2026-12-06 worker growth was +0.21 to
++2.37 % with no leak, and once the workers were smaller (issue 37: 25 MiB of
+RSS, was 32) up to +3.85 % in CI on 2026-12-07, about 700 kB of it their
+own, while malloc_trim(0) gives back 0.7-0.9 MiB of a worker's heap after
+a burst. So the RSS may grow by 3 % (MAX_GROWTH) or by bench/soak.py's
+--heap-slack (1 MiB), the descriptors by 3 %; bench/soak.py's long runs
+allow 2 % or the same 1 MiB. Both kills come before the last HUP, so that the
 workers compared at the end, like the first ones, never took over a killed
 sibling's clients (with a kill at 52 s, worker 0 of the last generation
 absorbed worker 1's reconnecting clients: the +2.37 %).
@@ -40,6 +44,7 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 # 3 %: see the docstring (the long soak keeps bench/soak.py's default 2 %).
 MAX_GROWTH = 3.0
+SLACK_KB = 1024  # bench/soak.py's --heap-slack default
 ARGS = ["--duration", "60", "--warmup", "8", "--timeout", "6",
         "--hup-every", "15", "--kill-every", "20", "--first-kill", "22",
         "--upstream-every", "60", "--first-upstream", "37", "--max-growth", str(MAX_GROWTH)]
@@ -117,7 +122,8 @@ def test_resources(report):
         if r["role"] == "tls keeper":
             continue  # one per generation: compared in the report only
         assert r["start"] and r["end"], r
-        assert r["rss_growth_pct"] < MAX_GROWTH, r
+        assert r["rss_own_growth_pct"] < MAX_GROWTH or r["rss_own_growth_kb"] < SLACK_KB, r
+        assert r["inherited_kb"] == 0 or r["start"]["pid"] != r["end"]["pid"], r
         assert r["fds_not_conn_growth_pct"] < MAX_GROWTH, r
 
 
