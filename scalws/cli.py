@@ -81,15 +81,16 @@ def scalwsd_main(argv=None) -> int:
 
     # The server loads its file in a child (scalws/control/cfgload.py): the
     # loader's modules never enter the master, nor the workers forked from it.
+    # The child starts first, and the master's own imports run beside it.
     from scalws.control import cfgload
-    if args.config:
-        try:
-            config = cfgload.load(args.config)
-        except ConfigError as exc:
-            print(exc, file=sys.stderr)
-            return 1
-    else:
-        config = cfgload.load()
+    loading = cfgload.start(args.config)
+    from scalws.control.master import Master, StartupError
+    try:
+        config = loading.result()
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if not args.config:
         print("scalwsd: no --config given: serving the built-in default site on "
               "http://127.0.0.1:8080/", file=sys.stderr)
 
@@ -100,7 +101,6 @@ def scalwsd_main(argv=None) -> int:
               f"'instances' to run one scalwsd)", file=sys.stderr)
         return 1
 
-    from scalws.control.master import Master, StartupError
     try:
         return Master(config, args.config, stats_file=args.stats_file).run()
     except StartupError as exc:

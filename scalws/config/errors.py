@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
+# The file name in a problem of the configuration scalwsd runs without --config.
+DEFAULT_SOURCE = "<built-in default>"
+
 
 class Problem(NamedTuple):
     file: str

@@ -37,7 +37,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from .directives import app, cache, cache_peers, fastcgi, protocols, resolver, tls, upstreams
 from .directives.sites import _sites, _status
 from .directives.respond import header_value_problem
-from .errors import ConfigError, Problem
+from .errors import DEFAULT_SOURCE, ConfigError, Problem
 from .machine import busy_poll_auto, usable_cpus
 from .model import Config, Instances, LogConfig
 from .units import DURATION_HINT, SIZE_HINT, format_size, parse_duration, parse_size
@@ -414,7 +414,7 @@ def default_config() -> Config:
     """The configuration of `scalwsd` started without --config: a welcome
     page at `/` and the current folder under it."""
     folder = os.getcwd()
-    return _load(default_yaml(folder), "<built-in default>", folder)
+    return _load(default_yaml(folder), DEFAULT_SOURCE, folder)
 
 
 # How many of the folder's entries the welcome page links to.

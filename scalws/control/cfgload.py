@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import os
 
-from scalws.config.errors import ConfigError
-from scalws.control import title
-from scalws.control.forkcall import ChildFailed, call
-
-DEFAULT_SOURCE = "<built-in default>"
+from scalws.config.errors import DEFAULT_SOURCE, ConfigError
+from scalws.control import forkcall, title
 
 
 def _load(path):
@@ -30,20 +27,38 @@ def _load(path):
     return load_config(path) if path else default_config()
 
 
+class Loading:
+    """A load started in its child (start); result() waits for the Config."""
+
+    def __init__(self, path):
+        self.path = path
+        self._call = forkcall.start(_load, path)
+
+    def result(self, previous=None):
+        """The Config. Raises ConfigError or OSError as load_config does; a
+        loader that fails otherwise is a ConfigError naming the file, with
+        the loader's traceback. `previous`: the Config this one replaces,
+        whose tables it shares where they are equal (_share_tables)."""
+        try:
+            cfg = self._call.result()
+        except forkcall.ChildFailed as exc:
+            source = os.fspath(self.path) if self.path else DEFAULT_SOURCE
+            raise ConfigError([(source, 0, 0, "", f"the configuration loader failed: {exc}")]) \
+                from None
+        _share_tables(cfg, previous)
+        return cfg
+
+
+def start(path=None):
+    """The load of the file at `path` (None: the built-in default), started
+    in its child now: scalwsd's first load runs beside the master's own
+    imports (about 40 ms of a 0.2 s start)."""
+    return Loading(path)
+
+
 def load(path=None, previous=None):
-    """The Config of the file at `path` (None: the built-in default). Raises
-    ConfigError or OSError as load_config does; a loader that fails
-    otherwise is a ConfigError naming the file, with the loader's traceback.
-    `previous`: the Config this one replaces, whose tables it shares where
-    they are equal (_share_tables)."""
-    try:
-        cfg = call(_load, path)
-    except ChildFailed as exc:
-        source = os.fspath(path) if path else DEFAULT_SOURCE
-        raise ConfigError([(source, 0, 0, "", f"the configuration loader failed: {exc}")]) \
-            from None
-    _share_tables(cfg, previous)
-    return cfg
+    """The Config of the file at `path`, as start(path).result(previous)."""
+    return Loading(path).result(previous)
 
 
 def _share_tables(cfg, previous):

@@ -13,7 +13,8 @@ imports die with it.
 
 The child is a copy of the caller (its privileges, descriptors and blocked
 signals); it must only compute and answer. The caller waits for it: use
-this where the work was synchronous already.
+this where the work was synchronous already (`start` lets it do its own
+work meanwhile, as scalwsd's start does its imports).
 """
 from __future__ import annotations
 
@@ -41,38 +42,56 @@ def _answer(fn, args, w):
         view = view[os.write(w, view):]
 
 
+class Call:
+    """fn(*args) running in a forked child (start); result() waits for it."""
+
+    def __init__(self, fn, args):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.close(r)
+                _answer(fn, args, w)
+            except BaseException:  # noqa: BLE001 - nothing may escape into the caller's code
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid, self._r = pid, r
+
+    def result(self):
+        """fn's return value, or the exception it raised raised here;
+        ChildFailed when the child gives neither. Once."""
+        chunks = []
+        try:
+            while True:
+                chunk = os.read(self._r, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(self._r)
+        _, status = os.waitpid(self.pid, 0)
+        if not chunks:
+            how = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                   else f"exit status {os.WEXITSTATUS(status)}")
+            raise ChildFailed(f"the child process (pid {self.pid}) ended without an answer: {how}")
+        kind, value = pickle.loads(b"".join(chunks))
+        if kind == "return":
+            return value
+        if kind == "raise":
+            raise value
+        raise ChildFailed(value)
+
+
+def start(fn, *args):
+    """fn(*args) in a forked child, started now: the caller goes on with its
+    own work and calls result() when it needs the answer."""
+    return Call(fn, args)
+
+
 def call(fn, *args):
     """fn(*args) in a forked child: its return value, or the exception it
     raised raised here; ChildFailed when the child gives neither."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(r)
-            _answer(fn, args, w)
-        except BaseException:  # noqa: BLE001 - nothing may escape into the caller's code
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(w)
-    chunks = []
-    try:
-        while True:
-            chunk = os.read(r, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if not chunks:
-        how = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-               else f"exit status {os.WEXITSTATUS(status)}")
-        raise ChildFailed(f"the child process (pid {pid}) ended without an answer: {how}")
-    kind, value = pickle.loads(b"".join(chunks))
-    if kind == "return":
-        return value
-    if kind == "raise":
-        raise value
-    raise ChildFailed(value)
+    return Call(fn, args).result()

@@ -61,6 +61,24 @@ def test_a_large_answer_comes_whole():
     assert len(data) == 3 << 20
 
 
+def _waits_for(r):
+    return os.read(r, 10)
+
+
+@pytest.mark.timeout(5)
+def test_start_returns_while_the_child_works():
+    """The child waits for a byte that the caller writes only after start()
+    returned: a start() that waited for the child would hang here."""
+    r, w = os.pipe()
+    try:
+        pending = forkcall.start(_waits_for, r)
+        os.write(w, b"go")
+        assert pending.result() == b"go"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def test_the_config_is_loaded_in_a_child_and_equals_the_loaders(tmp_path):
     from scalws.config.loader import load_config
     path = tmp_path / "s.yaml"
