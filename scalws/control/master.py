@@ -21,9 +21,6 @@ loop calls it after every wakeup (ADR 0010).
 """
 from __future__ import annotations
 
-import ctypes
-import errno
-import gc
 import mmap
 import os
 import resource
@@ -35,8 +32,8 @@ import time
 from scalws.config import users
 from scalws.config.errors import ConfigError
 from scalws.control import apps as apps_mod
-from scalws.control import (caps, cfgload, exclusive, quicsteer, sandbox, sdnotify, statusd,
-                            title, tlskeeper)
+from scalws.control import (caps, cfgload, exclusive, forkmem, quicsteer, sandbox, sdnotify,
+                            statusd, title, tlskeeper)
 from scalws.control import health as health_mod
 from scalws.control import resolver as resolver_mod
 from scalws.control import stats as stats_mod
@@ -101,26 +98,6 @@ class Slot:
         self.stopping = False
         self.ack_fd = None         # its pipe after "R": a graceful stop says "S" (no more accepts)
         self.ctl = None            # our end of its control socket: log descriptors on USR1
-
-
-_libc = ctypes.CDLL(None)
-
-
-def _fork() -> int:
-    """os.fork() for a child that shares the master's objects: frozen
-    (gc.freeze) across the fork, so that the child's collections never walk
-    them, and so never copy the pages they share; the master collects its
-    own as before (gc.unfreeze), or what a reload drops would never go.
-    The C heap's free pages go back to the kernel first (malloc_trim): a
-    child that allocates there gets fresh pages of its own instead of
-    copying pages that the master then keeps too (1 MiB less per install,
-    docs/benchmarks/2026-12-05-footprint.md)."""
-    _libc.malloc_trim(0)
-    gc.freeze()
-    pid = os.fork()
-    if pid:
-        gc.unfreeze()
-    return pid
 
 
 class Master:
@@ -320,7 +297,7 @@ class Master:
         cpu = cfg.cpus[slot.index % len(cfg.cpus)] if cfg.cpus else None
         socks = self._worker_sockets(cfg, slot.index, slot.gen)
         master = os.getpid()
-        pid = _fork()
+        pid = forkmem.fork()
         if pid == 0:
             os.close(rfd)
             ours.close()
@@ -400,6 +377,8 @@ class Master:
         slots = {i: Slot(i, self.gen, config, tls, stats, cache) for i in range(config.workers)}
         fds = [self._spawn(s) for s in slots.values()]
         ready = self._await_ready(fds)
+        log.debug("master: %d mappings, %d kB of load-time pages unmapped (forkmem.py)",
+                  *forkmem.drop_load_pages())
         return slots, ready
 
     # ---- the TLS keeper ------------------------------------------------------
@@ -417,7 +396,7 @@ class Master:
             return 0
         rfd, wfd = os.pipe()
         master = os.getpid()
-        pid = _fork()
+        pid = forkmem.fork()
         if pid == 0:
             os.close(rfd)
             title.set_title("scalwsd: TLS keeper", "scalwsd-tls")
@@ -471,7 +450,7 @@ class Master:
         zones = self.cache.view(config).zones  # made before the fork: shared with the workers
         rfd, wfd = os.pipe()
         master = os.getpid()
-        pid = _fork()
+        pid = forkmem.fork()
         if pid == 0:
             os.close(rfd)
             title.set_title("scalwsd: status", "scalwsd-status")

@@ -30,9 +30,13 @@ import ipaddress
 import os
 import socket as _socket
 
+from scalws import server as _package
 from scalws.config.model import Proxy
 from scalws.config.mime import content_type as _content_type
 from scalws.handlers import respond as respond_handler
+
+if _package._SET_HERE:  # set for GnuTLS's constructor, which has run (__init__.py)
+    os.environ.pop(_package._GNUTLS_QUIET, None)
 
 _AF_INET = _socket.AF_INET
 _AF_INET6 = _socket.AF_INET6

@@ -5,7 +5,9 @@ the status process run on control/loop.py, so that neither the master nor
 anything forked from it (workers, the TLS keeper, the status process)
 maps PyYAML, cryptography (whose Rust library pyOpenSSL uses), uvloop,
 asyncio or Python's ssl module, at start and after reloads, the refused
-one included."""
+one included. And the master unmaps the library pages it read only while
+loading (scalws/control/forkmem.py, ADR 0036), after each generation's
+start."""
 from __future__ import annotations
 
 import http.client
@@ -97,3 +99,41 @@ def test_no_long_lived_process_maps_the_loaders_libraries(server, pki):
     until(lambda: get(srv.ports[0]) == b"two\n", what="the new generation's answer")
     pids = [srv.pid] + srv.workers()
     assert heavy_maps(pids) == {}
+
+
+def private_clean_kb(pid):
+    """The pages of files only this process maps (smaps_rollup)."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Private_Clean:"))
+
+
+PLAIN = """
+workers: 2
+sites:
+  - listen: "127.0.0.1:{port}"
+    routes:
+      - {{path: /, respond: {{body: "{body}\\n"}}}}
+"""
+
+
+def test_the_master_keeps_no_library_page_only_it_read(server):
+    """Relocating and binding the engine's libraries reads some 3 MiB of
+    their tables in the master, which no worker maps: gone once the workers
+    run, and again after a reload; the master goes on serving signals."""
+    srv = server(PLAIN, body="one")
+    until(lambda: http_get(srv.ports[0]) == b"one\n", what="the first answer")
+    assert private_clean_kb(srv.pid) < 512
+    path = pathlib.Path(srv.config_path)
+    path.write_text(path.read_text().replace('"one', '"two'))
+    srv.kill(signal.SIGHUP)
+    srv.wait_log("(generation 2)", timeout=15)
+    until(lambda: http_get(srv.ports[0]) == b"two\n", what="the new generation's answer")
+    assert private_clean_kb(srv.pid) < 512
+
+
+def http_get(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/")
+    body = c.getresponse().read()
+    c.close()
+    return body

@@ -18,14 +18,26 @@
                  "+CHACHA20-POLY1305:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:"        \
                  "+GROUP-SECP384R1:%DISABLE_TLS13_COMPAT_MODE"
 
+/* GnuTLS is initialised here, for the listener's lifetime, and not by its
+ * library constructor: the engine is loaded with GNUTLS_NO_IMPLICIT_INIT
+ * (scalws/server/__init__.py), so that a server without a quic listener
+ * never runs GnuTLS's and p11-kit's start-up (docs/adr/0036). Every use of
+ * GnuTLS here descends from a sws_quic_certs_t. gnutls_global_init counts
+ * its callers; sws_quic_certs_free gives this one back. */
 sws_quic_certs_t *sws_quic_certs_new(char *err, size_t errlen)
 {
+    int rv = gnutls_global_init();
+    if (rv != 0) {
+        snprintf(err, errlen, "GnuTLS: %s", gnutls_strerror(rv));
+        return NULL;
+    }
     sws_quic_certs_t *q = calloc(1, sizeof *q);
     if (!q) {
         snprintf(err, errlen, "out of memory");
+        gnutls_global_deinit();
         return NULL;
     }
-    int rv = gnutls_priority_init(&q->prio, PRIORITY, NULL);
+    rv = gnutls_priority_init(&q->prio, PRIORITY, NULL);
     if (rv != 0) {
         snprintf(err, errlen, "GnuTLS: %s", gnutls_strerror(rv));
         sws_quic_certs_free(q);
@@ -82,6 +94,7 @@ void sws_quic_certs_free(sws_quic_certs_t *q)
     if (q->prio)
         gnutls_priority_deinit(q->prio);
     free(q);
+    gnutls_global_deinit();
 }
 
 /* The site whose names match `name` (lowercase): an exact name first, then
