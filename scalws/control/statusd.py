@@ -193,7 +193,13 @@ class StatusServer:
                 self._close(c)  # a head longer than HEAD_MAX: closed unanswered
             return
         self.loop.remove_reader(c.fd)
-        self._reply(c, self.request(bytes(c.buf[:end + 4]), c.allowed))
+        try:
+            answer = self.request(bytes(c.buf[:end + 4]), c.allowed)
+        except Exception:  # noqa: BLE001 - a source that fails: its client gets a 500 now
+            log.error("status: answering %r:\n%s", bytes(c.buf[:min(end, 200)]),
+                      traceback.format_exc())
+            answer = ("GET", 500, "Internal Server Error", "text/plain", b"internal error\n")
+        self._reply(c, answer)
 
     def _reply(self, c, answer):
         method, status, reason, ctype, body = answer
