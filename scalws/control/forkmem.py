@@ -71,8 +71,11 @@ def drop_load_pages():
     (a fork copies no page table entry of a file mapping without copied
     pages); the master faults in again what it runs. About 2.5 MiB of an
     idle master, none of its objects. Returns (mappings, kB) unmapped."""
-    with open("/proc/self/smaps") as f:  # line by line: no large string
-        mappings = load_only_mappings(f)
+    try:
+        with open("/proc/self/smaps") as f:  # line by line: no large string
+            mappings = load_only_mappings(f)
+    except OSError:  # no /proc (a container without it): nothing to do
+        return 0, 0
     n = kb = 0
     for lo, hi, rss in mappings:
         if _libc.madvise(lo, hi - lo, MADV_DONTNEED) == 0:
