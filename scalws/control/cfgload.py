@@ -52,7 +52,7 @@ class Loading:
 def start(path=None):
     """The load of the file at `path` (None: the built-in default), started
     in its child now: scalwsd's first load runs beside the master's own
-    imports (about 40 ms of a 0.2 s start)."""
+    imports (exec to the first answer: 0.15 s instead of 0.20)."""
     return Loading(path)
 
 

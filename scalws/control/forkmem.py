@@ -69,8 +69,10 @@ def drop_load_pages():
     engine links (read to relocate and bind them, about 1 MiB of libcrypto's
     alone) and the code their constructors ran, which no worker ever maps
     (a fork copies no page table entry of a file mapping without copied
-    pages); the master faults in again what it runs. About 2.5 MiB of an
-    idle master, none of its objects. Returns (mappings, kB) unmapped."""
+    pages); the master faults in again what it runs. 1.7 MiB of an idle
+    master's private memory (a plain site), none of its objects. Returns
+    (mappings, kB) unmapped: kB counts what was resident, shared pages
+    (the interpreter's code) included."""
     try:
         with open("/proc/self/smaps") as f:  # line by line: no large string
             mappings = load_only_mappings(f)
