@@ -59,7 +59,7 @@ done; for the master and each worker index, VmRSS and the descriptors
 other than connections grew less than `--max-growth` % from the first
 quiet sample to the last (VmRSS: or less than `--heap-slack` kB; a worker
 forked later than the first sample is not charged what the master grew
-by, see below); no client connection left on a worker at the
+by, see above); no client connection left on a worker at the
 last one; no worker died other than by our SIGKILL; no Python traceback in
 the error log; scalwsd exits 0 on TERM.
 

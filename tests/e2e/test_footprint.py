@@ -117,8 +117,8 @@ sites:
 
 
 def test_the_master_keeps_no_library_page_only_it_read(server):
-    """Relocating and binding the engine's libraries reads some 3 MiB of
-    their tables in the master, which no worker maps: gone once the workers
+    """Relocating and binding the engine's libraries reads their tables in
+    the master (1.7 MiB here), which no worker maps: gone once the workers
     run, and again after a reload; the master goes on serving signals."""
     srv = server(PLAIN, body="one")
     until(lambda: http_get(srv.ports[0]) == b"one\n", what="the first answer")
