@@ -7,13 +7,15 @@ maps PyYAML, cryptography (whose Rust library pyOpenSSL uses), uvloop,
 asyncio or Python's ssl module, at start and after reloads, the refused
 one included. And the master unmaps the library pages it read only while
 loading (scalws/control/forkmem.py, ADR 0036), after each generation's
-start."""
+start; and a worker gives back the free pages of its heap once it has been
+idle a second after a burst (csrc/engine.c, trim_when_idle)."""
 from __future__ import annotations
 
 import http.client
 import pathlib
 import signal
 import ssl
+import subprocess
 
 import pytest
 
@@ -137,3 +139,35 @@ def http_get(port):
     body = c.getresponse().read()
     c.close()
     return body
+
+
+def rss_anon_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+
+
+TLS1 = """
+workers: 1
+sites:
+  - listen: "127.0.0.1:{port} tls"
+    tls: {{cert: "{cert}", key: "{key}"}}
+    routes:
+      - {{path: /, respond: {{body: "{body}\\n"}}}}
+"""
+
+
+def test_a_worker_gives_back_what_a_burst_left_once_idle(server, pki):
+    """64 TLS clients leave about 2 MiB of OpenSSL's state and buffers free
+    in the worker's heap, still in its RSS; a second after the last client
+    leaves, the worker trims its heap (engine.c, trim_when_idle)."""
+    srv = server(TLS1, cert=pki.ec.cert_path, key=pki.ec.key_path, body="one")
+    assert get(srv.ports[0]) == b"one\n"
+    [worker] = [p for p in srv.workers()
+                if pathlib.Path(f"/proc/{p}/comm").read_text().startswith("scalwsd-worker")]
+    before = rss_anon_kb(worker)
+    subprocess.run(["wrk", "-t1", "-c64", "-d2s", f"https://127.0.0.1:{srv.ports[0]}/"],
+                   check=True, capture_output=True, timeout=30)
+    after = rss_anon_kb(worker)
+    assert after > before + 1024, (before, after)  # what the trim is for
+    until(lambda: rss_anon_kb(worker) < before + 512, timeout=5,
+          what=f"the worker's heap back near {before} kB (it was {after})")

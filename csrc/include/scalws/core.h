@@ -206,6 +206,10 @@ typedef struct {
     /* Upstream read buffers kept for the next exchanges (sws_rbuf_get). */
     sws_rbuf_t rbuf[RBUF_KEEP];
     int n_rbuf;
+    /* The heap's trim once idle (engine.c): accepted + requests at the last
+     * one, and the ticks without a client connection since. */
+    uint64_t trim_mark;
+    uint32_t trim_idle;
     /* Hooks of the floors above: an expired timeout-list entry, and the end
      * of each pass (the access log's periodic flush). */
     void (*on_expire)(sws_engine_t *e, sws_tnode_t *n, int which);
