@@ -103,10 +103,15 @@ def test_no_long_lived_process_maps_the_loaders_libraries(server, pki):
     assert heavy_maps(pids) == {}
 
 
+def proc_kb(pid, name, key):
+    """The kB figure `key` of /proc/PID/`name` (smaps_rollup, status)."""
+    with open(f"/proc/{pid}/{name}") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+
 def private_clean_kb(pid):
-    """The pages of files only this process maps (smaps_rollup)."""
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("Private_Clean:"))
+    """The pages of files only this process maps."""
+    return proc_kb(pid, "smaps_rollup", "Private_Clean")
 
 
 PLAIN = """
@@ -142,8 +147,7 @@ def http_get(port):
 
 
 def rss_anon_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+    return proc_kb(pid, "status", "RssAnon")
 
 
 TLS1 = """
