@@ -63,18 +63,35 @@ def load_only_mappings(lines):
             if v.get("Anonymous") == 0 and v.get("Rss", 0) > 0]
 
 
-def drop_load_pages():
-    """Unmaps the master's resident pages of its read-only file mappings
+def open_smaps():
+    """/proc/self/smaps, opened now for a drop_load_pages() later: a worker
+    opens it before its sandbox, which refuses the open afterwards (the
+    read through a descriptor opened before is allowed). None without
+    /proc."""
+    try:
+        return open("/proc/self/smaps")
+    except OSError:
+        return None
+
+
+def drop_load_pages(smaps=None):
+    """Unmaps this process's resident pages of its read-only file mappings
     (load_only_mappings): the dynamic linker's tables of every library the
     engine links (read to relocate and bind them, about 1 MiB of libcrypto's
-    alone) and the code their constructors ran, which no worker ever maps
-    (a fork copies no page table entry of a file mapping without copied
-    pages); the master faults in again what it runs. 1.7 MiB of an idle
-    master's private memory (a plain site), none of its objects. Returns
-    (mappings, kB) unmapped: kB counts what was resident, shared pages
-    (the interpreter's code) included."""
+    alone) and the code their constructors and our start-up ran; what the
+    process runs afterwards faults in again, the same pages. In the master
+    (1.7 MiB of an idle master's private memory, a plain site) no worker
+    ever maps them (a fork copies no page table entry of a file mapping
+    without copied pages); in a worker, once it serves, they are the
+    start-up's (the sandbox's set-up, the interpreter's compiler, ...).
+    None of either's objects. `smaps`: /proc/self/smaps opened earlier
+    (open_smaps), read from its start and closed here; None opens it now.
+    Returns (mappings, kB) unmapped: kB counts what was resident, shared
+    pages (the interpreter's code) included."""
     try:
-        with open("/proc/self/smaps") as f:  # line by line: no large string
+        f = smaps if smaps is not None else open("/proc/self/smaps")
+        with f:  # line by line: no large string
+            f.seek(0)
             mappings = load_only_mappings(f)
     except OSError:  # no /proc (a container without it): nothing to do
         return 0, 0

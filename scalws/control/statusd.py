@@ -25,7 +25,7 @@ import traceback
 
 from scalws.control import cacheshared  # noqa: F401 (stats.read's lazy import, before `user`)
 from scalws.control import health as health_mod
-from scalws.control import procs, sandbox
+from scalws.control import forkmem, procs, sandbox
 from scalws.control import stats as stats_mod
 from scalws.control.logs import log
 from scalws.control.loop import Loop
@@ -77,14 +77,17 @@ PROBES = ("/ready", "/live")
 
 
 class StatusServer:
-    def __init__(self, source, allow, zones=None, health=None):
+    def __init__(self, source, allow, zones=None, health=None, smaps=None):
         """`source`: the counters block (a mapping) of one scalwsd, or a
         callable returning (list of stats dicts, list of label dicts) to be
         summed (scalws-controller: one per running instance). `health`:
-        the master's health page (health.py), None: no probes."""
+        the master's health page (health.py), None: no probes. `smaps`:
+        this process's /proc/self/smaps (forkmem.open_smaps) when serve()
+        is to drop the start-up's library pages once it is ready."""
         self.source = source
         self.zones = zones         # name -> cache zone mapping (control/cacheshared.py)
         self.health = health
+        self.smaps = smaps
         self.allow = [ipaddress.ip_network(a, strict=False) for a in allow]
         self.loop = None
 
@@ -151,6 +154,9 @@ class StatusServer:
                                                     signal.SIGQUIT})
         os.write(ready_fd, b"R")
         os.close(ready_fd)
+        if self.smaps is not None:  # the start-up's library pages, as a worker's
+            forkmem.drop_load_pages(self.smaps)
+            self.smaps = None
         loop.run_forever()
         loop.close()
 
@@ -253,6 +259,7 @@ def run(source, allow, sock, errlog, ready_fd, zones=None, user=None, master=0,
     code = 0
     try:
         errlog.set_worker("status")
+        smaps = forkmem.open_smaps()  # before `user`, as a worker does
         if user:
             sandbox.preload()  # the Python installation may be closed to `user`
             procs.become(user)
@@ -260,7 +267,7 @@ def run(source, allow, sock, errlog, ready_fd, zones=None, user=None, master=0,
             return
         for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_IGN if sig != signal.SIGCHLD else signal.SIG_DFL)
-        StatusServer(source, allow, zones, health).serve(sock, ready_fd)
+        StatusServer(source, allow, zones, health, smaps).serve(sock, ready_fd)
     except BaseException:
         try:
             log.critical("the status process failed:\n%s", traceback.format_exc())

@@ -27,7 +27,7 @@ import struct
 import time
 import traceback
 
-from scalws.control import forkcall, procs, profiles, title
+from scalws.control import forkcall, forkmem, procs, profiles, title
 from scalws.control.logs import NOTICE, log
 
 STOP = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
@@ -161,6 +161,7 @@ class Keeper:
         if ready_fd is not None:
             os.write(ready_fd, b"R")
             os.close(ready_fd)
+        forkmem.drop_load_pages()  # the start-up's library pages (as a worker's)
         while True:
             timeout = max(0.05, min(due - time.time(), 3600.0))
             if signal.sigtimedwait(STOP, timeout) is not None:

@@ -8,17 +8,20 @@ asyncio or Python's ssl module, at start and after reloads, the refused
 one included. And the master unmaps the library pages it read only while
 loading (scalws/control/forkmem.py, ADR 0036), after each generation's
 start; and a worker gives back the free pages of its heap once it has been
-idle a second after a burst (csrc/engine.c, trim_when_idle)."""
+idle a second after a burst (csrc/engine.c, trim_when_idle). A worker
+drops its start-up's library pages once it serves (forkmem.py)."""
 from __future__ import annotations
 
 import http.client
 import pathlib
+import re
 import signal
 import ssl
 import subprocess
 
 import pytest
 
+from scalws.control import forkmem
 from tests.e2e.conftest import until
 
 CONF = """
@@ -175,3 +178,32 @@ def test_a_worker_gives_back_what_a_burst_left_once_idle(server, pki):
     assert after > before + 1024, (before, after)  # what the trim is for
     until(lambda: rss_anon_kb(worker) < before + 512, timeout=5,
           what=f"the worker's heap back near {before} kB (it was {after})")
+
+
+def load_only_kb(pid):
+    """Resident kB of the process's never-written file mappings (forkmem)."""
+    with open(f"/proc/{pid}/smaps") as f:
+        return sum(kb for *_, kb in forkmem.load_only_mappings(f))
+
+
+def test_a_worker_keeps_no_page_only_its_start_up_ran(server):
+    """The code a worker ran only while starting (its sandbox's set-up, the
+    engine's build: about 3 MiB of the interpreter's and the libraries'
+    pages here) leaves its RSS once it serves; what it serves with comes
+    back. Its sandbox refuses it /proc by then: it reads the smaps it
+    opened before (forkmem.open_smaps)."""
+    srv = server(PLAIN.replace("workers: 2", "workers: 2\nlog: {{level: debug}}"), body="one")
+    until(lambda: http_get(srv.ports[0]) == b"one\n", what="the first answer")
+    for i in range(2):
+        srv.wait_log(f"worker {i}: ")
+    dropped = {int(m[1]): int(m[2]) for m in re.finditer(
+        r"worker (\d+): \d+ mappings, (\d+) kB of start-up pages unmapped", srv.log())}
+    assert sorted(dropped) == [0, 1], srv.log()
+    for _ in range(200):
+        assert http_get(srv.ports[0]) == b"one\n"
+    for pid in srv.workers():
+        comm = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+        index = int(comm.removeprefix("scalwsd-worker"))
+        assert dropped[index] > 2048, dropped
+        # serving faulted in a fraction of it again
+        assert load_only_kb(pid) < dropped[index] - 1024, (comm, load_only_kb(pid), dropped)

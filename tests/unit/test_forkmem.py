@@ -1,6 +1,6 @@
 """scalws/control/forkmem.py: which mappings the master unmaps after its
-workers started, and that a process goes on as before once they are
-unmapped; scalws/server/__init__.py: GnuTLS is not initialised by loading
+workers started (and a worker once it serves), and that a process goes on
+as before once they are unmapped; scalws/server/__init__.py: GnuTLS is not initialised by loading
 the engine (docs/adr/0036-master-load-pages.md)."""
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from scalws.control import forkmem
 
@@ -73,6 +75,40 @@ def test_a_process_unmaps_its_load_time_pages_and_goes_on():
     assert after < before - 4000, (before, after)
     assert digest == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert name == "scalws.server.engine"
+
+
+CONFINED = textwrap.dedent("""
+    import hashlib, json
+    import scalws.server.engine
+    from scalws.control import forkmem, sandbox
+
+    smaps = forkmem.open_smaps()
+    sandbox.no_new_privs()
+    sandbox.landlock(sandbox.probe()["landlock"], {})  # no file may be opened now
+    try:
+        open("/proc/self/smaps").close()
+        refused = False
+    except PermissionError:
+        refused = True
+    n, kb = forkmem.drop_load_pages(smaps)
+    digest = hashlib.sha256(b"abc").hexdigest()
+    print(json.dumps([refused, smaps.closed, n, kb, digest]))
+""")
+
+
+def test_a_worker_reads_its_smaps_opened_before_its_sandbox():
+    """A worker drops its start-up's pages once it serves, when Landlock
+    refuses it /proc: it reads the descriptor it opened before."""
+    from scalws.control import sandbox
+    if not sandbox.probe()["landlock"]:
+        pytest.skip("this kernel has no Landlock (the worker then opens /proc itself)")
+    out = subprocess.run([sys.executable, "-c", CONFINED], capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    refused, closed, n, kb, digest = json.loads(out)
+    assert refused  # the sandbox is what the descriptor is for
+    assert closed
+    assert n > 10 and kb > 4000, (n, kb)
+    assert digest == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
 GNUTLS = textwrap.dedent("""
