@@ -46,10 +46,8 @@ import json
 import os
 import pwd
 import select
-import shutil
 import signal
 import socket
-import tempfile
 import time
 
 from scalws.config.model import UpstreamServer, clean_path, group_name
@@ -143,6 +141,7 @@ class Apps:
             if len(d) <= room and os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK):
                 self.rundir = d
                 return d
+        import tempfile  # here: with its shutil, bz2, lzma, random, 0.9 MiB in every process
         d = tempfile.mkdtemp(prefix="scalws-apps-")
         os.chmod(d, 0o755)
         users = {a.user for a in config.apps.values() if a.user}
@@ -154,6 +153,7 @@ class Apps:
 
     def cleanup(self):
         if self._private and self.rundir:
+            import shutil
             shutil.rmtree(self.rundir, ignore_errors=True)
 
     # ---- starting ------------------------------------------------------------
