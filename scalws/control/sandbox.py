@@ -374,7 +374,7 @@ def document_roots(config) -> list[str]:
 # `user:` may not read it at all: a pyenv under /root).
 PRELOAD = (
     "encodings.idna", "encodings.latin_1", "encodings.ascii", "errno", "linecache",
-    "logging", "signal", "socket", "struct", "threading", "traceback",
+    "signal", "socket", "struct", "traceback",
     "tokenize", "weakref",
 )
 
