@@ -28,7 +28,7 @@ import select
 import socket
 import struct
 import time
-from dataclasses import dataclass, field
+from scalws.config.record import dataclass, field
 
 A, AAAA, CNAME, OPT = 1, 28, 5, 41
 CLASS_IN = 1

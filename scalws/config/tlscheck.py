@@ -45,7 +45,7 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass, field
+from scalws.config.record import dataclass, field
 from typing import Optional
 
 from cryptography import x509

@@ -25,7 +25,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from dataclasses import dataclass, field
+from scalws.config.record import dataclass, field
 
 HOLDERS = 64                    # SWS_CS_HOLDERS
 # sws_cs_counters_t, in order (uint64 each), at COUNTERS_OFFSET in the zone

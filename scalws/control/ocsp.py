@@ -41,7 +41,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from scalws.config.record import dataclass
 from typing import Optional
 
 from cryptography import x509

@@ -20,11 +20,11 @@ set, in the same order (consistent hashing agrees across workers).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 
 from scalws import dns
+from scalws.config import record
 from scalws.control.logs import NOTICE, log
 
 IN_FLIGHT_WAKE = 0.005         # the master's loop timeout while a lookup runs
@@ -54,7 +54,7 @@ def apply(config, name: str, addrs: list) -> list:
                 if s.entry in done:
                     continue
                 done.add(s.entry)
-                items = [dataclasses.replace(s, host=a) for a in addrs]
+                items = [record.replace(s, host=a) for a in addrs]
             else:
                 items = [s]
             for item in items:

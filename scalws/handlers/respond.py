@@ -8,7 +8,7 @@ same builder makes the engine's own error pages.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from scalws.config.record import dataclass
 from http import HTTPStatus
 
 # Statuses whose responses have no body and no Content-Length

@@ -72,12 +72,16 @@ def test_an_error_log_file_and_its_level(tmp_path, monkeypatch):
     assert path.read_text().count("\n") == 1 and "[crit]" in path.read_text()
 
 
-def test_no_process_loads_pythons_logging_package():
-    """0.36 MiB of objects in every process of a tree (issue 37)."""
+def test_no_process_loads_the_heavy_standard_modules():
+    """What every process of a tree would carry (issue 37): logging (0.36
+    MiB of objects), dataclasses with inspect, ast and dis (1.5), typing
+    (0.47), tempfile and shutil with bz2 and lzma (0.9): our logs.Logger,
+    config/record.py, collections' namedtuple, and imports where used."""
     code = ("import sys, scalws.control.master, scalws.control.worker, "
             "scalws.control.statusd, scalws.control.tlskeeper; "
-            "print(sorted(m for m in ('logging', 'threading', 'tempfile', 'shutil') "
-            "if m in sys.modules))")
+            "import scalws.server.engine; "
+            "print(sorted(m for m in ('logging', 'threading', 'tempfile', 'shutil', "
+            "'dataclasses', 'inspect', 'ast', 'dis', 'typing') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=30).stdout
     assert out.strip() == "[]"
