@@ -69,11 +69,13 @@ def worker(srv):
 
 
 def rss_kib(pid):
+    # RssAnon: the process's own memory; the code an attack runs for the first
+    # time since the worker dropped its start-up's pages (forkmem.py) is the page cache's
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith("RssAnon:"):
                 return int(line.split()[1])
-    raise AssertionError("no VmRSS")
+    raise AssertionError("no RssAnon")
 
 
 class Attack:

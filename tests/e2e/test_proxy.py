@@ -249,8 +249,10 @@ def wait_until(pred, timeout, what, interval=0.02):
 # ---- memory ------------------------------------------------------------------
 
 def rss_kib(pid) -> int:
+    # RssAnon: the process's own memory; the code an attack runs for the first
+    # time since the worker dropped its start-up's pages (forkmem.py) is the page cache's
     with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
 
 
 class RssWatch:
