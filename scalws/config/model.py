@@ -40,7 +40,7 @@ class Http2:
     max_concurrent_streams: int = 128      # SETTINGS_MAX_CONCURRENT_STREAMS
     stream_window: int = 256 * 1024        # SETTINGS_INITIAL_WINDOW_SIZE: request body per stream
     connection_window: int = 1024 * 1024   # request body per connection
-    max_header_list_size: int | None = None  # None: limits.max_header_bytes + 32 x max_headers
+    max_header_list_size: int | None = None     # None: limits.max_header_bytes + 32 x max_headers
     header_table_size: int = 4096          # HPACK dynamic table, both directions
     max_continuations: int = 8             # CONTINUATION frames after a HEADERS
     unsent_limit: int = 16 * 1024          # TCP_NOTSENT_LOWAT (ADR 0019); 0: the kernel's (none)
@@ -74,9 +74,9 @@ class Http3:
 
 @dataclass
 class LogConfig:
-    access: str | None = None           # path; None = access log off
+    access: str | None = None              # path; None = access log off
     format: str = "combined"               # "combined" | "json"
-    error: str | None = None            # path; None = stderr
+    error: str | None = None               # path; None = stderr
     error_format: str = "text"             # "text" (nginx's) | "json" (one object per line)
     level: str = "notice"                  # debug|info|notice|warn|error|crit
     buffer: int = 64 * 1024                # access-log buffer per worker
@@ -115,7 +115,7 @@ class Respond:
     status: int = 200
     body: bytes = b""
     headers: list = field(default_factory=list)   # [(name, value)] in order
-    content_type: str | None = "text/plain"    # None = no Content-Type
+    content_type: str | None = "text/plain"       # None = no Content-Type
 
 
 @dataclass
@@ -146,12 +146,12 @@ class Certificate:
     its chain (intermediates, issuer first)."""
     cert: str                              # absolute path
     key: str                               # absolute path
-    ocsp_file: str | None = None        # DER OCSP response the operator keeps fresh
+    ocsp_file: str | None = None           # DER OCSP response the operator keeps fresh
     # Filled by config/tlscheck.py at load: "ECDSA P-256", "RSA 2048", ...
     key_type: str = ""
     names: list = field(default_factory=list)   # DNS names the certificate covers
     not_after: float = 0.0                 # wall seconds
-    ocsp_url: str | None = None         # the responder named in the certificate
+    ocsp_url: str | None = None            # the responder named in the certificate
     mark: Mark = ("<default>", 0, 0)
 
 
@@ -163,7 +163,7 @@ class SiteTLS:
     ciphersuites: str = TLS_CIPHERSUITES   # TLS 1.3
     curves: list = field(default_factory=lambda: list(TLS_CURVES))  # preference order
     ocsp_stapling: bool = True             # staple: from ocsp_file, else fetched by the master
-    hsts: str | None = None             # Strict-Transport-Security value; None = off
+    hsts: str | None = None                # Strict-Transport-Security value; None = off
     redirect: bool = False                 # the site's plain listeners answer 301 to https
     mark: Mark = ("<default>", 0, 0)
 
@@ -185,7 +185,7 @@ class Site:
     listen: list                           # [Listen]
     server_names: list                     # ["example.com", "*.example.com"]
     routes: list                           # [Route] in file order
-    tls: SiteTLS | None = None          # required when a listen has `tls`
+    tls: SiteTLS | None = None             # required when a listen has `tls`
     mark: Mark = ("<default>", 0, 0)
 
 
@@ -211,10 +211,10 @@ class Config:
     source: str = "<default>"              # file the config came from
     workers: int = 1                       # resolved: "auto" -> CPUs we may use
     cpus: list = field(default_factory=list)  # CPU ids worker i is pinned to
-    user: str | None = None             # None: as root, users.default_user()
+    user: str | None = None                # None: as root, users.default_user()
     user_mark: Mark = ("<default>", 0, 0)
     sandbox: str = "on"                    # "on" | "off" | "required" (control/sandbox.py)
-    server_header: str | None = "scalws"  # None = no Server header
+    server_header: str | None = "scalws"     # None = no Server header
     shutdown_timeout: float = 30.0
     # Reload by itself when the file's content changes, checked this often
     # (control/watch.py); 0 = off. source_digest: sha256 of the bytes loaded.
@@ -230,7 +230,7 @@ class Config:
     # busy_poll_auto says which and why, "" when not auto.
     busy_poll: float = 0.0
     busy_poll_auto: str = ""
-    pid: str | None = None              # pid file path
+    pid: str | None = None                 # pid file path
     log: LogConfig = field(default_factory=LogConfig)
     limits: Limits = field(default_factory=Limits)
     http2: Http2 = field(default_factory=Http2)
@@ -241,7 +241,7 @@ class Config:
     tickets: TicketKeys = field(default_factory=TicketKeys)
     resolver: "Resolver" = field(default_factory=lambda: Resolver())
     apps: dict = field(default_factory=dict)  # name -> App (managed applications)
-    instances: "Instances" | None = None  # `instances:` (scalws-controller only)
+    instances: Instances | None = None       # `instances:` (scalws-controller only)
     status: "Status | None" = None  # the metrics listener (`status:`), None: none
     cache_zones: dict = field(default_factory=dict)  # name -> CacheZone (`cache_zones:` and implicit)
     # Problems that do not refuse the file (a certificate expiring soon):
@@ -258,12 +258,12 @@ class Instances:
     max: int = 1
     cpus_per_instance: int = 1
     cpus: list = field(default_factory=list)   # CPU ids shared out, in order
-    memory_limit: int | None = None         # bytes per instance; None = no limit
-    cpu_quota: float | None = None          # CPUs' worth per instance (cfs quota); None = none
+    memory_limit: int | None = None            # bytes per instance; None = no limit
+    cpu_quota: float | None = None             # CPUs' worth per instance (cfs quota); None = none
     scale_up_busy: float = 0.75                # busy fraction of the instances' CPUs
     scale_down_busy: float = 0.30
     scale_up_queue: int = 128                  # queued connections on the listeners, in all
-    scale_up_p99: float | None = None       # seconds; None = not a signal
+    scale_up_p99: float | None = None          # seconds; None = not a signal
     samples: int = 3                           # consecutive samples before acting
     sample_interval: float = 2.0
     cooldown: float = 30.0                     # after a scale action, before the next
@@ -294,14 +294,14 @@ class Static:
     try_status: int | None = None
     try_uri: str | None = None
     autoindex: bool = False
-    expires: float | None = None        # seconds; None = off; "max" = 315360000
-    cache_control: str | None = None    # verbatim Cache-Control; excludes expires
+    expires: float | None = None           # seconds; None = off; "max" = 315360000
+    cache_control: str | None = None       # verbatim Cache-Control; excludes expires
     headers: list = field(default_factory=list)   # [(name, value)] in order
     precompressed: bool = True             # serve FILE.br / FILE.gz when accepted
     follow_symlinks: str = "on"            # "on" | "off" | "owner"
     deny_hidden: bool = True               # 404 for any path segment starting "."
     mime_types: dict = field(default_factory=dict)  # ext -> type, merged (config/mime.py)
-    charset: str | None = None          # appended to text types; None = off
+    charset: str | None = None             # appended to text types; None = off
     default_type: str = "application/octet-stream"
     open_file_cache_valid: float = 1.0     # seconds before a cached stat is rechecked
     open_file_cache_max: int = 10000       # entries per worker
@@ -341,11 +341,11 @@ class UpstreamServer:
 class UpstreamTLS:
     """TLS to the servers of a group (`https://` servers or url, or `tls:`)."""
     verify: bool = True                    # the certificate chain and the expected name
-    ca: str | None = None               # PEM file of trusted CAs; None = the system's store
-    name: str | None = None             # expected name; None: see UpstreamServer.tls_name
+    ca: str | None = None                  # PEM file of trusted CAs; None = the system's store
+    name: str | None = None                # expected name; None: see UpstreamServer.tls_name
     sni: bool = True                       # send the name as SNI (never an IP address)
-    cert: str | None = None             # client certificate (PEM, then its chain)
-    key: str | None = None              # its private key
+    cert: str | None = None                # client certificate (PEM, then its chain)
+    key: str | None = None                 # its private key
     protocols: list = field(default_factory=lambda: list(TLS_PROTOCOLS))
     mark: Mark = ("<default>", 0, 0)
 
@@ -359,7 +359,7 @@ class Health:
     expect_status: list = field(default_factory=lambda: [(200, 399)])  # [(lo, hi)] inclusive
     rise: int = 2                          # passes that bring a down server back
     fall: int = 3                          # failures that take a server down
-    host: str | None = None             # Host header; None = the server's address
+    host: str | None = None                # Host header; None = the server's address
 
 
 @dataclass
@@ -373,7 +373,7 @@ class Upstream:
     keepalive_requests: int = 1000         # requests per upstream connection, then close
     keepalive_time: float = 3600.0         # a connection older than this is not pooled again
     health: Health | None = None
-    tls: UpstreamTLS | None = None      # None: plain TCP (or unix)
+    tls: UpstreamTLS | None = None         # None: plain TCP (or unix)
     protocol: str = "http"                 # "http" | "fastcgi": what its routes speak (loader)
     # Cache peers' group: a server is this node when its host is one of
     # self_hosts and its port one of self_ports (directives/cache_peers.py)
@@ -390,7 +390,7 @@ class Proxy:
     upstream: str                          # key into Config.upstreams
     path_prefix: str = ""                  # from url's path: prepended after strip_prefix
     strip_prefix: str = ""                 # removed from the start of the request path
-    host: str | None = None             # Host sent upstream; None = the client's
+    host: str | None = None                # Host sent upstream; None = the client's
     connect_timeout: float = 5.0
     read_timeout: float = 60.0
     send_timeout: float = 60.0
@@ -398,7 +398,7 @@ class Proxy:
     request_headers: list = field(default_factory=list)   # [(name, value)]; value None = remove
     response_headers: list = field(default_factory=list)  # [(name, value)]; value None = remove
     buffer_size: int = 64 * 1024           # bytes buffered per direction per proxied request
-    cache: "RouteCache" | None = None   # `cache:` (issue 17); None: not cached
+    cache: RouteCache | None = None        # `cache:` (issue 17); None: not cached
     unavailable_503: bool = False          # an `app:` route: no worker up -> 503 + Retry-After
 
 
@@ -412,16 +412,16 @@ class App:
     upstream group "app:<name>" (its servers are filled in by the master)."""
     name: str
     argv: list                             # resolved command line, without the socket
-    asgi: str | None = None             # "module:callable" (run by uvicorn); None: argv is a command
+    asgi: str | None = None                # "module:callable" (run by uvicorn); None: argv is a command
     dir: str = ""                          # working folder (absolute)
     workers: int = 1
     env: dict = field(default_factory=dict)  # added to the clean environment
-    user: str | None = None             # None: the master's user (unchanged)
+    user: str | None = None                # None: the master's user (unchanged)
     restart: str = "always"                # "always" | "on-failure" | "never"
     start_timeout: float = 10.0            # until the socket accepts connections
     stop_timeout: float = 10.0             # TERM, then KILL after this
     allocator: str = "system"              # "system" | "jemalloc" | "mimalloc"
-    preload: str | None = None          # LD_PRELOAD path for the allocator
+    preload: str | None = None             # LD_PRELOAD path for the allocator
     cpus: list = field(default_factory=list)  # CPU ids the workers are pinned to; [] = no pinning
     mark: Mark = ("<default>", 0, 0)
 
@@ -447,7 +447,7 @@ class FastCGI:
     upstream: str                          # key into Config.upstreams
     root: str                              # DOCUMENT_ROOT: absolute path of an existing folder
     index: str = "index.php"               # appended to a script path ending in '/'
-    split_path_info: str | None = None  # POSIX ERE, two groups: the script, PATH_INFO
+    split_path_info: str | None = None     # POSIX ERE, two groups: the script, PATH_INFO
     check_script: bool = True              # 404 unless root + SCRIPT_NAME is a file
     follow_symlinks: str = "on"            # for that check, as static's
     keep_conn: bool = True                 # FCGI_KEEP_CONN: pooled connections
@@ -458,7 +458,7 @@ class FastCGI:
     retries: int = 1
     response_headers: list = field(default_factory=list)  # [(name, value)]; value None = remove
     buffer_size: int = 64 * 1024           # the response head must fit
-    cache: "RouteCache" | None = None   # `cache:` (issue 17); None: not cached
+    cache: RouteCache | None = None        # `cache:` (issue 17); None: not cached
 
 
 # ---- the response cache (config half: directives/cache.py; runtime: csrc/cache/) ----
@@ -472,7 +472,7 @@ class CacheZone:
     name: str
     max_size: int = 64 << 20               # bytes of shared memory: entries, keys, heads, bodies
     max_object_size: int = 8 << 20         # larger responses pass through uncached
-    peers: "CachePeers" | None = None   # nodes sharing its keys (directives/cache_peers.py)
+    peers: CachePeers | None = None        # nodes sharing its keys (directives/cache_peers.py)
     mark: Mark = ("<default>", 0, 0)
 
 
@@ -499,7 +499,7 @@ class CachePurge:
 class RouteCache:
     """A proxy or fastcgi route's `cache:`. Times are seconds."""
     zone: str                              # key into Config.cache_zones
-    max_object_size: int | None = None  # None: the zone's; at most the zone's
+    max_object_size: int | None = None     # None: the zone's; at most the zone's
     # The key template, split at load: [("lit", "text") | ("var", "scheme" |
     # "host" | "request_uri" | "uri" | "args" | "is_args" | "request_method")
     # | ("http", "lowercase-name") | ("cookie", "name") | ("arg", "name")].
@@ -525,7 +525,7 @@ class RouteCache:
     stale_while_revalidate: float = 0.0    # route defaults; the response's Cache-Control wins
     stale_if_error: float = 0.0
     tag_headers: list = field(default_factory=lambda: ["cache-tag", "surrogate-key"])
-    purge: CachePurge | None = None     # None: PURGE is not handled (goes upstream)
+    purge: CachePurge | None = None        # None: PURGE is not handled (goes upstream)
     # RFC 9213's target list, most precedent first (lowercase field names):
     # the route's own targeted field (`targeted_field`), then
     # cdn-cache-control unless `cdn_cache_control: off`. The first of them

@@ -2,7 +2,7 @@
 library's dataclasses that this code uses, without it. dataclasses imports
 inspect, and with it ast, dis and tokenize's friends: 1.5 MiB of objects
 in every process of a tree (the master, and every child forked from it),
-for a decorator that runs once per class (issue 37, ADR 0036).
+for a decorator that runs once per class (issue 37, ADR 0037).
 
     @dataclass                      an __init__ taking the fields in order
     class Site:                     (inherited ones first), __repr__, __eq__

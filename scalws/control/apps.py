@@ -141,7 +141,7 @@ class Apps:
             if len(d) <= room and os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK):
                 self.rundir = d
                 return d
-        import tempfile  # here: with its shutil, bz2, lzma, random, 0.9 MiB in every process
+        import tempfile  # here: with its shutil, bz2, lzma, random, 1.2 MiB in every process
         d = tempfile.mkdtemp(prefix="scalws-apps-")
         os.chmod(d, 0o755)
         users = {a.user for a in config.apps.values() if a.user}
