@@ -2,7 +2,8 @@
 
 Opens N connections (default 10,000) to each server, sends one request on
 each and reads the answer so every connection is an idle keep-alive one,
-then reads the worker's VmRSS before and after. With --tls every
+then reads the worker's VmRSS before and after (before: after 20 connections
+of one request each, closed, so that one-off costs are not counted). With --tls every
 connection first makes a TLS handshake (TLS 1.3, an ECDSA P-256
 certificate made for the run; both servers release idle buffers), so the
 figure is the cost of an idle TLS connection. Usage:
@@ -47,7 +48,14 @@ def listener_pid(port):
     TLS keeper as a child)."""
     out = subprocess.run(["ss", "-tlnpH", f"sport = :{port}"], capture_output=True,
                          text=True).stdout
-    return int(re.search(r"pid=(\d+)", out).group(1))
+    # The master holds the listening socket too (both servers): the worker
+    # is the holder whose parent is another holder.
+    pids = {int(p) for p in re.findall(r"pid=(\d+)", out)}
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            if int(f.read().rsplit(")", 1)[1].split()[1]) in pids:
+                return pid
+    return pids.pop()
 
 
 CLIENT = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -55,7 +63,23 @@ CLIENT.check_hostname = False
 CLIENT.verify_mode = ssl.CERT_NONE
 
 
+def warm(port, n=20):
+    """A few connections, one request each, closed: what a worker's first
+    answers fault in or allocate once (the code it serves with, since
+    ScalWS's workers drop their start-up's pages: ADR 0037) is no
+    connection's cost."""
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        if TLS:
+            s = CLIENT.wrap_socket(s, server_hostname="localhost")
+        s.sendall(REQ)
+        s.recv(4096)
+        s.close()
+    time.sleep(2.0)  # past ScalWS's idle heap trim (a second without connections)
+
+
 def measure(port, worker_pid):
+    warm(port)
     before = rss_kib(worker_pid)
     socks = []
     for i in range(N):
