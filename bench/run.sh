@@ -16,7 +16,11 @@
 # OUT (CSV file; default stdout), KEEP_RUN_DIR=1, BENCH_LOCK (or "none"),
 # ONLY_WHERE=SERVER (scenarios SERVER cannot run are reported n/a for it and
 # `skipped` for the others instead of being measured: make bench-quick),
-# APP_IO_OUT (CSV: what the server made the app do per request, php/node/python).
+# APP_IO_OUT (CSV: what the server made the app do per request, php/node/python),
+# SERVER_QUOTA_PCT (unset: no cap; N: every server's process tree in a cgroup
+# v1 cpu quota of N % of one CPU, 10 ms periods, so that the server and not the
+# load tool limits the rate on a box whose client core saturates first;
+# root). CPU per request is measured the same way with or without it.
 # Output: CSV with '# ' header lines; see docs/benchmarks/README.md.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -43,10 +47,13 @@ size_mib "$CACHE_SIZE" >/dev/null
 WRK_TIMEOUT=${WRK_TIMEOUT:-5}
 ROTATE=${ROTATE:-0}
 H2_LOG=${H2_LOG:-1}
+SERVER_QUOTA_PCT=${SERVER_QUOTA_PCT:-}
 OUT=${OUT:-}
 PHP_CHILDREN=${PHP_CHILDREN:-$CONNS}  # one child per client connection: no queueing behind kept-alive FastCGI connections
 BENCH_COMMAND=${BENCH_COMMAND:-$(printf 'SERVERS="%s" SCENARIOS="%s" MODE=%s CPU_SERVER=%s CPU_LOAD=%s ROTATE=%s bench/run.sh' \
     "$SERVERS" "$SCENARIOS" "$MODE" "$CPU_SERVER" "$CPU_LOAD" "$ROTATE")}
+[ -n "$SERVER_QUOTA_PCT" ] && BENCH_COMMAND="SERVER_QUOTA_PCT=$SERVER_QUOTA_PCT $BENCH_COMMAND"
+[ "$H2_LOG" = 1 ] || BENCH_COMMAND="H2_LOG=$H2_LOG $BENCH_COMMAND"
 case " $SCENARIOS " in *" cache-"*)
     [ "$CACHE_SIZE" = 256m ] || BENCH_COMMAND="CACHE_SIZE=$CACHE_SIZE $BENCH_COMMAND"
     [ "$CONNS_1M" = 16 ] || BENCH_COMMAND="CONNS_1M=$CONNS_1M $BENCH_COMMAND" ;;
@@ -62,6 +69,18 @@ if [ "$H3_WANTED" = 1 ] && { [ ! -x "$H3LOAD" ] || [ "$BENCH_DIR/h3load.c" -nt "
     gcc -O2 -Wall -o "$H3LOAD.tmp" "$BENCH_DIR/h3load.c" -lngtcp2_crypto_gnutls -lngtcp2 \
         -lnghttp3 -lgnutls || die "cannot build bench/h3load.c (make builddeps)"
     mv "$H3LOAD.tmp" "$H3LOAD"
+fi
+
+CG_SERVER=
+if [ -n "$SERVER_QUOTA_PCT" ]; then
+    [[ $SERVER_QUOTA_PCT =~ ^[0-9]+$ ]] && ((SERVER_QUOTA_PCT >= 5 && SERVER_QUOTA_PCT <= 100)) ||
+        die "SERVER_QUOTA_PCT must be a whole percentage from 5 to 100"
+    [ -w /sys/fs/cgroup/cpu ] || die "SERVER_QUOTA_PCT needs a writable cgroup v1 cpu controller at /sys/fs/cgroup/cpu (root)"
+    CG_SERVER=/sys/fs/cgroup/cpu/scalws-bench-$$
+    BENCH_CLEANUP_EXTRA='[ -d "$CG_SERVER" ] && rmdir "$CG_SERVER"'
+    mkdir -p "$CG_SERVER"
+    echo 10000 >"$CG_SERVER/cpu.cfs_period_us"
+    echo $((SERVER_QUOTA_PCT * 100)) >"$CG_SERVER/cpu.cfs_quota_us"
 fi
 
 bench_setup bench  # load, upstreams, apps and helpers on CPU_LOAD
@@ -98,7 +117,7 @@ git_desc() {
     echo "# git_commit: $(git_desc)"
     echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(getconf _NPROCESSORS_ONLN) CPUs; mem $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
     echo "# kernel: $(uname -sr)"
-    echo "# pinning: servers on CPU $CPU_SERVER; load generator, upstream, php-fpm, node, uvicorn on CPU $CPU_LOAD"
+    echo "# pinning: servers on CPU $CPU_SERVER${SERVER_QUOTA_PCT:+, capped to $SERVER_QUOTA_PCT % of it (cgroup cpu quota, 10 ms periods)}; load generator, upstream, php-fpm, node, uvicorn on CPU $CPU_LOAD"
     echo "# mode: $MODE, warm-up ${WARMUP}s + measurement ${DURATION}s; HTTP/1.1: wrk -t$THREADS -c$CONNS --timeout ${WRK_TIMEOUT}s; h2: h2load -t1 -c$H2_CONNS -m$H2_STREAMS"
     case " $SCENARIOS " in *" tls-h3-"*)
         echo "# h3: bench/h3load -c$H2_CONNS -m$H2_STREAMS, UDP GRO $([ "$H3_GRO" = 1 ] && echo on || echo "off (H3_GRO=0)")" ;;
@@ -232,6 +251,7 @@ measure() {  # measure SERVER SCENARIO ORDER
         return
     fi
     srv_reset_opts
+    S_CGROUP=$CG_SERVER
     if ! srv_start "$srv" "$scen"; then
         emit --server "$srv" --scenario "$scen" --order "$order" --status failed \
             --reason "did not start: $(srv_start_failure)"
