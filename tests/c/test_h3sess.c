@@ -7,7 +7,8 @@
  *    many requests on a client whose QPACK encoder fills our dynamic table
  *    (our decoder stream taken by its encoder); the client gets exactly
  *    what the server gave; acknowledgements report the body bytes;
- *  - RFC 9218's order: a more urgent stream's data goes first;
+ *  - RFC 9218's order: a more urgent stream's data goes first, also when
+ *    its PRIORITY_UPDATE came before the request (kept, bounded);
  *  - GOAWAY: the client learns it, a later request is refused;
  *  - crafted bytes, each the error RFC 9114 names: DATA before HEADERS,
  *    SETTINGS on a request stream, a control stream without SETTINGS
@@ -465,24 +466,19 @@ static void exchanges(void)
     t_end();
 }
 
-static void urgency_and_goaway(void)
+/* Answers requests 0 and 4 (the first two the server took) and returns
+ * the request stream writev offers first, after our own streams
+ * (control, QPACK). */
+static int64_t first_of_two(server_t *sv)
 {
-    server_t *sv = calloc(1, sizeof *sv);
-    client_t *cl = calloc(1, sizeof *cl);
-    server_init(sv, 0, 0);
-    client_init(cl, 0);
-    client_get(cl, 0, "GET", "/low", NULL, NULL, NULL);
-    client_get(cl, 4, "GET", "/high", "priority", "u=0", NULL);
-    CHECK(pump(cl, sv, 0) == 0, "two requests");
     sws_hpack_field_t head[] = {{(const uint8_t *)":status", (const uint8_t *)"200", 7, 3, 0}};
-    sv->req[0].resp_body[0] = "low";
-    sv->req[1].resp_body[0] = "high";
+    sv->req[0].resp_body[0] = "zero";
+    sv->req[1].resp_body[0] = "four";
     sws_h3sess_response(&sv->s, 0, head, 1, 1);
     sws_h3sess_response(&sv->s, 4, head, 1, 1);
-    int64_t sid;
+    int64_t sid = -1;
     int fin;
     sws_h3vec_t v[16];
-    /* our own streams first (control, QPACK), then the urgent request */
     for (int i = 0; i < 8; i++) {
         ssize_t k = sws_h3sess_writev(&sv->s, &sid, &fin, v, 16);
         CHECK(k >= 0, "writev");
@@ -493,7 +489,68 @@ static void urgency_and_goaway(void)
             total += v[j].len;
         sws_h3sess_written(&sv->s, sid, total);
     }
+    return sid;
+}
+
+/* A PRIORITY_UPDATE (0xF0700) for stream id on the client's control
+ * stream (2), after its SETTINGS: what sws_h3sess_read returned. */
+static int64_t send_priority_update(server_t *sv, int64_t id, const char *value)
+{
+    uint8_t pl[64], b[80] = {0x80, 0x0f, 0x07, 0x00};
+    uint8_t *o = h3_put_varint(pl, (uint64_t)id);
+    memcpy(o, value, strlen(value));
+    size_t n = (size_t)(o - pl) + strlen(value);
+    o = h3_put_varint(b + 4, n);
+    memcpy(o, pl, n);
+    return sws_h3sess_read(&sv->s, 2, b, (size_t)(o - b) + n, 0);
+}
+
+static void urgency_and_goaway(void)
+{
+    server_t *sv = calloc(1, sizeof *sv);
+    client_t *cl = calloc(1, sizeof *cl);
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+    client_get(cl, 0, "GET", "/low", NULL, NULL, NULL);
+    client_get(cl, 4, "GET", "/high", "priority", "u=0", NULL);
+    CHECK(pump(cl, sv, 0) == 0, "two requests");
+    int64_t sid = first_of_two(sv);
     CHECK(sid == 4, "u=0 goes first, not %lld", (long long)sid);
+    t_end();
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
+
+    /* RFC 9218 7: the control stream's PRIORITY_UPDATE for stream 4 came
+     * before the request (the two travel on different streams): kept,
+     * and taken over the request's own u=7 */
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+    CHECK(pump(cl, sv, 0) == 0 && sv->s.peer_ctrl == 2, "the client's control stream");
+    CHECK(send_priority_update(sv, 4, "u=(") == 6 + 3 && sv->s.early_live == 0,
+          "one that cannot be read is not kept");
+    CHECK(send_priority_update(sv, 4, "u=0") == 6 + 3 && sv->s.early_live == 1, "kept");
+    client_get(cl, 0, "GET", "/low", NULL, NULL, NULL);
+    client_get(cl, 4, "GET", "/high", "priority", "u=7", NULL);
+    CHECK(pump(cl, sv, 0) == 0, "two requests");
+    CHECK(sv->s.early_live == 0, "taken when stream 4 opened: %u left", sv->s.early_live);
+    sid = first_of_two(sv);
+    CHECK(sid == 4, "the early u=0 goes first, not %lld", (long long)sid);
+    t_end();
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
+
+    /* ... and a bounded number of them: the newest SWS_H3_EARLY_PRI */
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+    CHECK(pump(cl, sv, 0) == 0, "the client's control stream");
+    for (int64_t id = 8; id < 8 + 4 * 20; id += 4)
+        CHECK(send_priority_update(sv, id, "u=1") == (id < 64 ? 6 : 7) + 3, "update for %lld",
+              (long long)id);
+    int newest = 0;
+    for (uint32_t k = 0; k < SWS_H3_EARLY_PRI; k++)
+        newest += sv->s.early_pri[k].id >= 8 + 4 * 12;
+    CHECK(sv->s.early_live == SWS_H3_EARLY_PRI && newest == SWS_H3_EARLY_PRI,
+          "%u kept, %d of them the newest", sv->s.early_live, newest);
     t_end();
     sws_h3sess_free(&sv->s);
     nghttp3_conn_del(cl->c);

@@ -37,6 +37,7 @@ class _Proto(QuicConnectionProtocol):
             lambda stream: None if stream.stream_id in self.head_streams else check(stream)
         self.waiting: dict[int, asyncio.Future] = {}
         self.answers: dict[int, dict] = {}
+        self.ended: list[int] = []  # request streams in the order their answers ended
         self.closed: asyncio.Future = asyncio.get_event_loop().create_future()
 
     def quic_event_received(self, event):
@@ -70,6 +71,7 @@ class _Proto(QuicConnectionProtocol):
             elif isinstance(ev, DataReceived):
                 a["body"] += ev.data
             if getattr(ev, "stream_ended", False):
+                self.ended.append(ev.stream_id)
                 fut = self.waiting.pop(ev.stream_id, None)
                 if fut is not None and not fut.done():
                     fut.set_result(a)

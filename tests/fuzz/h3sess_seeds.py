@@ -2,7 +2,8 @@
 """Writes the seeds of tests/fuzz/corpus/h3sess (fuzz_h3sess.c's input
 format): a client's control and QPACK streams, requests whole and cut,
 with bodies, sections waiting for inserts, partial takes, late
-acknowledgements, GOAWAY, and a few of the errors test_h3sess.c crafts.
+acknowledgements, GOAWAY, PRIORITY_UPDATEs before their requests, and a
+few of the errors test_h3sess.c crafts.
 
     python3 tests/fuzz/h3sess_seeds.py tests/fuzz/corpus/h3sess
 
@@ -76,6 +77,12 @@ def main(d):
         b"".join(rec(sel(0, k), CLOSE, b"") for k in range(4))
     seeds["unknown-types"] = bytes([5]) + base + rec(sel(1, 2), 0, bytes([0x21, 0xAA])) + \
         rec(sel(0, 0), FIN | TAKE, frame(0x21, b"xyz") + frame(1, GET) + frame(0x21, b""))
+    # RFC 9218 7.2: PRIORITY_UPDATEs that overtake their requests (kept,
+    # then taken), one that cannot be read, then the requests
+    upd = b"".join(frame(0xF0700, varint(sid) + v)
+                   for sid, v in ((4, b"u=0"), (0, b"u=7, i"), (8, b"u=(")))
+    seeds["priority-early"] = bytes([5]) + base + rec(sel(1, 0), 0, upd) + \
+        rec(sel(0, 0), FIN | TAKE, frame(1, GET)) + rec(sel(0, 1), FIN | TAKE | ACK, frame(1, GET))
     seeds["err-data-first"] = bytes([5]) + base + rec(sel(0, 0), FIN, frame(0, b"abc"))
     seeds["err-no-settings"] = bytes([5]) + rec(sel(1, 0), 0, bytes([0]) + frame(7, b"\x00"))
     seeds["err-truncated"] = bytes([5]) + base + rec(sel(0, 0), FIN, frame(1, GET)[:-2])

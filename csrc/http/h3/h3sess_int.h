@@ -74,7 +74,8 @@ struct sws_h3st {
         fin_out : 1,           /* QUIC took the end */
         wr_blocked : 1,
         wr_shut : 1,
-        unlisted : 1;          /* off s->reqs: its output all taken (fin_out) */
+        unlisted : 1,          /* off s->reqs: its output all taken (fin_out) */
+        pri_update : 1;        /* a PRIORITY_UPDATE came before HEADERS: their field yields */
 };
 
 SWS_INTERNAL sws_h3st_t *h3st_find(const sws_h3sess_t *s, int64_t id);

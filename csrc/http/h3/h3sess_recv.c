@@ -87,7 +87,7 @@ static int on_field(void *ctx, const sws_hpack_field_t *f)
     }
     if (c->trailers) /* read, checked, not kept */
         return 0;
-    if (f->nl == 8 && memcmp(f->name, "priority", 8) == 0) { /* RFC 9218 5 */
+    if (f->nl == 8 && memcmp(f->name, "priority", 8) == 0 && !st->pri_update) { /* RFC 9218 5 */
         int u = st->urgency, i = st->inc;
         if (sws_parse_priority((const char *)f->value, f->vl, &u, &i) > 0) {
             st->urgency = (uint8_t)u;
@@ -314,6 +314,42 @@ static int settings(sws_h3sess_t *s, const uint8_t *p, size_t n)
     return 0;
 }
 
+/* A PRIORITY_UPDATE for a request stream not open yet: kept for it. Its
+ * request, sent first, can come later, on a stream of its own; the update
+ * is the newer signal (RFC 9218 7: it overrides the Priority field). */
+static void early_keep(sws_h3sess_t *s, int64_t id, int got, int u, int i)
+{
+    uint32_t k = 0, free_k = SWS_H3_EARLY_PRI;
+    for (; k < SWS_H3_EARLY_PRI && s->early_pri[k].id != id; k++)
+        if (s->early_pri[k].id < 0 && free_k == SWS_H3_EARLY_PRI)
+            free_k = k;
+    if (k == SWS_H3_EARLY_PRI) { /* not there: a free entry, else one in turn */
+        k = free_k < SWS_H3_EARLY_PRI ? free_k : s->n_early_pri % SWS_H3_EARLY_PRI;
+        if (s->early_pri[k].id < 0)
+            s->early_live++;
+    }
+    s->n_early_pri++;
+    s->early_pri[k].id = id;
+    s->early_pri[k].got = (uint8_t)got;
+    s->early_pri[k].u = (uint8_t)u;
+    s->early_pri[k].i = (uint8_t)i;
+}
+
+/* A new request stream takes the PRIORITY_UPDATE that came before it. */
+static void early_take(sws_h3sess_t *s, sws_h3st_t *st)
+{
+    for (uint32_t k = 0; k < SWS_H3_EARLY_PRI; k++) {
+        if (s->early_pri[k].id != st->id)
+            continue;
+        st->urgency = s->early_pri[k].got & SWS_PRI_U ? s->early_pri[k].u : 3;
+        st->inc = s->early_pri[k].got & SWS_PRI_I ? s->early_pri[k].i != 0 : 0;
+        st->pri_update = 1;
+        s->early_pri[k].id = -1;
+        s->early_live--;
+        return;
+    }
+}
+
 static int priority_update(sws_h3sess_t *s, const uint8_t *p, size_t n)
 {
     uint64_t id;
@@ -324,7 +360,16 @@ static int priority_update(sws_h3sess_t *s, const uint8_t *p, size_t n)
         return h3_conn_error(s, H3_ID_ERROR);
     sws_h3st_t *st = h3st_find(s, (int64_t)id);
     int u = st ? st->urgency : 3, i = st ? st->inc : 0;
-    if (st && sws_parse_priority((const char *)p + a, n - a, &u, &i) > 0) {
+    int got = sws_parse_priority((const char *)p + a, n - a, &u, &i);
+    if (got < 0)
+        return 0; /* one that cannot be read is ignored (RFC 9218 7) */
+    if (!st) {
+        /* not open yet, or closed and forgotten (whose entry no stream
+         * takes: stream IDs are not used twice) */
+        early_keep(s, (int64_t)id, got, u, i);
+        return 0;
+    }
+    if (got > 0) {
         st->urgency = (uint8_t)u;
         st->inc = i != 0;
     }
@@ -441,6 +486,8 @@ int64_t sws_h3sess_read(sws_h3sess_t *s, int64_t id, const uint8_t *p, size_t n,
         }
         if (!(st = h3st_new(s, id, id & 2 ? K_UNI_NEW : K_REQUEST)))
             return h3_conn_error(s, H3_INTERNAL_ERROR);
+        if (s->early_live && !(id & 2))
+            early_take(s, st);
         if (!(id & 2) && id > s->max_bidi)
             s->max_bidi = id;
     }
