@@ -39,3 +39,36 @@ int sws_parse_priority(const char *v, size_t len, int *urgency, int *incremental
     }
     return got;
 }
+
+void sws_pri_early_keep(sws_pri_early_t *t, int64_t id, int got, int urgency, int incremental)
+{
+    uint64_t id1 = (uint64_t)id + 1;
+    uint32_t k = 0, free_k = SWS_PRI_EARLY;
+    for (; k < SWS_PRI_EARLY && t->e[k].id1 != id1; k++)
+        if (!t->e[k].id1 && free_k == SWS_PRI_EARLY)
+            free_k = k;
+    if (k == SWS_PRI_EARLY) { /* not there: a free entry, else one in turn */
+        k = free_k < SWS_PRI_EARLY ? free_k : t->n % SWS_PRI_EARLY;
+        if (!t->e[k].id1)
+            t->live++;
+    }
+    t->n++;
+    t->e[k].id1 = id1;
+    t->e[k].got = (uint8_t)got;
+    t->e[k].u = (uint8_t)urgency;
+    t->e[k].i = (uint8_t)incremental;
+}
+
+int sws_pri_early_take(sws_pri_early_t *t, int64_t id, int *urgency, int *incremental)
+{
+    for (uint32_t k = 0; k < SWS_PRI_EARLY; k++) {
+        if (t->e[k].id1 != (uint64_t)id + 1)
+            continue;
+        *urgency = t->e[k].u;
+        *incremental = t->e[k].i;
+        t->e[k].id1 = 0;
+        t->live--;
+        return t->e[k].got;
+    }
+    return -1;
+}

@@ -526,20 +526,20 @@ static void urgency_and_goaway(void)
     server_init(sv, 0, 0);
     client_init(cl, 0);
     CHECK(pump(cl, sv, 0) == 0 && sv->s.peer_ctrl == 2, "the client's control stream");
-    CHECK(send_priority_update(sv, 4, "u=(") == 6 + 3 && sv->s.early_live == 0,
+    CHECK(send_priority_update(sv, 4, "u=(") == 6 + 3 && sv->s.early_pri.live == 0,
           "one that cannot be read is not kept");
-    CHECK(send_priority_update(sv, 4, "u=0") == 6 + 3 && sv->s.early_live == 1, "kept");
+    CHECK(send_priority_update(sv, 4, "u=0") == 6 + 3 && sv->s.early_pri.live == 1, "kept");
     client_get(cl, 0, "GET", "/low", NULL, NULL, NULL);
     client_get(cl, 4, "GET", "/high", "priority", "u=7", NULL);
     CHECK(pump(cl, sv, 0) == 0, "two requests");
-    CHECK(sv->s.early_live == 0, "taken when stream 4 opened: %u left", sv->s.early_live);
+    CHECK(sv->s.early_pri.live == 0, "taken when stream 4 opened: %u left", sv->s.early_pri.live);
     sid = first_of_two(sv);
     CHECK(sid == 4, "the early u=0 goes first, not %lld", (long long)sid);
     t_end();
     sws_h3sess_free(&sv->s);
     nghttp3_conn_del(cl->c);
 
-    /* ... and a bounded number of them: the newest SWS_H3_EARLY_PRI */
+    /* ... and a bounded number of them: the newest SWS_PRI_EARLY */
     server_init(sv, 0, 0);
     client_init(cl, 0);
     CHECK(pump(cl, sv, 0) == 0, "the client's control stream");
@@ -547,10 +547,10 @@ static void urgency_and_goaway(void)
         CHECK(send_priority_update(sv, id, "u=1") == (id < 64 ? 6 : 7) + 3, "update for %lld",
               (long long)id);
     int newest = 0;
-    for (uint32_t k = 0; k < SWS_H3_EARLY_PRI; k++)
-        newest += sv->s.early_pri[k].id >= 8 + 4 * 12;
-    CHECK(sv->s.early_live == SWS_H3_EARLY_PRI && newest == SWS_H3_EARLY_PRI,
-          "%u kept, %d of them the newest", sv->s.early_live, newest);
+    for (uint32_t k = 0; k < SWS_PRI_EARLY; k++)
+        newest += sv->s.early_pri.e[k].id1 >= 8 + 4 * 12 + 1; /* ID + 1 */
+    CHECK(sv->s.early_pri.live == SWS_PRI_EARLY && newest == SWS_PRI_EARLY,
+          "%u kept, %d of them the newest", sv->s.early_pri.live, newest);
     t_end();
     sws_h3sess_free(&sv->s);
     nghttp3_conn_del(cl->c);

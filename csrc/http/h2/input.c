@@ -119,7 +119,7 @@ static int on_begin(void *u, int32_t id)
     hc->streams = s;
     hc->n_streams++;
     hc->hdr_open = 1; /* until on_request */
-    if (hc->n_early_pri)
+    if (hc->early_pri.live)
         h2_pri_early_take(hc, s);
     sws_h2sess_set_user(hc->sess, id, s);
     /* limits.keepalive_requests, as nginx does on HTTP/2 since 1.19.7:

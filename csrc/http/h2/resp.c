@@ -359,41 +359,28 @@ int h2_pri_client(h2s_t *s, const uint8_t *v, size_t n, int whole)
 }
 
 /* A PRIORITY_UPDATE for a stream the client has not opened yet (RFC 9218
- * §7.1): kept for the stream when it opens. Up to SWS_H2_EARLY_PRI wait;
- * past that a new one replaces one in turn, whose stream keeps the
- * default. */
+ * §7.1): kept for the stream when it opens (scalws/priority.h's table, up
+ * to SWS_PRI_EARLY). */
 void h2_pri_early_keep(h2conn_t *hc, int32_t id, const uint8_t *v, size_t n)
 {
     int u = 0, i = 0;
     int got = sws_parse_priority((const char *)v, n, &u, &i);
     if (got < 0)
         return; /* one that cannot be read is ignored (§7.1) */
-    uint32_t k = 0, free_k = SWS_H2_EARLY_PRI;
-    for (; k < SWS_H2_EARLY_PRI && hc->early_pri[k].id != id; k++)
-        if (!hc->early_pri[k].id && free_k == SWS_H2_EARLY_PRI)
-            free_k = k;
-    if (k == SWS_H2_EARLY_PRI) /* not there: a free entry, else one in turn */
-        k = free_k < SWS_H2_EARLY_PRI ? free_k : hc->n_early_pri % SWS_H2_EARLY_PRI;
-    hc->n_early_pri++;
-    hc->early_pri[k].id = id;
-    hc->early_pri[k].got = (uint8_t)got;
-    hc->early_pri[k].u = (uint8_t)u;
-    hc->early_pri[k].i = (uint8_t)i;
+    sws_pri_early_keep(&hc->early_pri, id, got, u, i);
 }
 
 /* The new stream s takes the PRIORITY_UPDATE that came before it, if any. */
 void h2_pri_early_take(h2conn_t *hc, h2s_t *s)
 {
-    for (uint32_t k = 0; k < SWS_H2_EARLY_PRI; k++) {
-        if (hc->early_pri[k].id != s->id)
-            continue;
-        s->pri_cli = hc->early_pri[k].got;
-        s->cli_u = hc->early_pri[k].u;
-        s->cli_i = hc->early_pri[k].i;
-        s->pri_early = 1;
-        hc->early_pri[k].id = 0;
+    int u = 0, i = 0;
+    int got = sws_pri_early_take(&hc->early_pri, s->id, &u, &i);
+    if (got < 0)
         return;
-    }
+    s->pri_cli = (uint8_t)got;
+    s->cli_u = (uint8_t)u;
+    s->cli_i = (uint8_t)i;
+    s->pri_early = 1;
 }
 
 /* Field lines of buf[0..len) into nva (names already lowercase). */

@@ -203,8 +203,6 @@ int sws_h3sess_init(sws_h3sess_t *s, const sws_h3sess_conf_t *conf, const sws_h3
     s->peer_ctrl = s->peer_qenc = s->peer_qdec = -1;
     s->max_bidi = -1;
     s->goaway_id = INT64_MAX;
-    for (uint32_t k = 0; k < SWS_H3_EARLY_PRI; k++)
-        s->early_pri[k].id = -1;
     sws_qpack_dec_init(&s->dec, conf->qpack_table);
     return 0;
 }

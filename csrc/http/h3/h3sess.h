@@ -29,6 +29,7 @@
 #include <sys/types.h>
 
 #include "http/h3/qpack.h"
+#include "scalws/priority.h"
 
 /* Error codes (RFC 9114 8.1). */
 enum {
@@ -115,8 +116,6 @@ typedef struct sws_h3pool {
 
 SWS_INTERNAL void sws_h3pool_free(sws_h3pool_t *p);
 
-#define SWS_H3_EARLY_PRI 8 /* PRIORITY_UPDATEs for streams not open yet, remembered */
-
 typedef struct {
     uint32_t qpack_table;      /* SETTINGS_QPACK_MAX_TABLE_CAPACITY */
     uint32_t qpack_blocked;    /* SETTINGS_QPACK_BLOCKED_STREAMS */
@@ -140,12 +139,7 @@ struct sws_h3sess {
     int64_t goaway_id;         /* after our GOAWAY: streams from it are refused */
     uint32_t n_blocked;        /* request streams waiting for QPACK inserts */
     uint64_t seq;              /* round robin among incremental streams */
-    /* PRIORITY_UPDATEs for request streams not open yet (RFC 9218 7: the
-     * control stream can overtake the request's), taken when they open;
-     * id -1: a free entry. Past SWS_H3_EARLY_PRI, a new one replaces one
-     * in turn, whose stream keeps what its HEADERS say. */
-    struct { int64_t id; uint8_t got, u, i; } early_pri[SWS_H3_EARLY_PRI];
-    uint32_t n_early_pri, early_live;
+    sws_pri_early_t early_pri; /* PRIORITY_UPDATEs that overtook their requests (RFC 9218 7) */
     int fatal;                 /* a connection error: its code */
     unsigned settings_in : 1,  /* the client's SETTINGS came */
         goaway_queued : 1;

@@ -314,40 +314,19 @@ static int settings(sws_h3sess_t *s, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* A PRIORITY_UPDATE for a request stream not open yet: kept for it. Its
- * request, sent first, can come later, on a stream of its own; the update
- * is the newer signal (RFC 9218 7: it overrides the Priority field). */
-static void early_keep(sws_h3sess_t *s, int64_t id, int got, int u, int i)
-{
-    uint32_t k = 0, free_k = SWS_H3_EARLY_PRI;
-    for (; k < SWS_H3_EARLY_PRI && s->early_pri[k].id != id; k++)
-        if (s->early_pri[k].id < 0 && free_k == SWS_H3_EARLY_PRI)
-            free_k = k;
-    if (k == SWS_H3_EARLY_PRI) { /* not there: a free entry, else one in turn */
-        k = free_k < SWS_H3_EARLY_PRI ? free_k : s->n_early_pri % SWS_H3_EARLY_PRI;
-        if (s->early_pri[k].id < 0)
-            s->early_live++;
-    }
-    s->n_early_pri++;
-    s->early_pri[k].id = id;
-    s->early_pri[k].got = (uint8_t)got;
-    s->early_pri[k].u = (uint8_t)u;
-    s->early_pri[k].i = (uint8_t)i;
-}
-
-/* A new request stream takes the PRIORITY_UPDATE that came before it. */
+/* A new request stream takes the PRIORITY_UPDATE that came before it:
+ * its request, sent first, can come later, on a stream of its own, and
+ * the update is the newer signal (RFC 9218 7: it overrides the Priority
+ * field). */
 static void early_take(sws_h3sess_t *s, sws_h3st_t *st)
 {
-    for (uint32_t k = 0; k < SWS_H3_EARLY_PRI; k++) {
-        if (s->early_pri[k].id != st->id)
-            continue;
-        st->urgency = s->early_pri[k].got & SWS_PRI_U ? s->early_pri[k].u : 3;
-        st->inc = s->early_pri[k].got & SWS_PRI_I ? s->early_pri[k].i != 0 : 0;
-        st->pri_update = 1;
-        s->early_pri[k].id = -1;
-        s->early_live--;
+    int u = 3, i = 0;
+    int got = sws_pri_early_take(&s->early_pri, st->id, &u, &i);
+    if (got < 0)
         return;
-    }
+    st->urgency = (uint8_t)(got & SWS_PRI_U ? u : 3);
+    st->inc = got & SWS_PRI_I ? i != 0 : 0;
+    st->pri_update = 1;
 }
 
 static int priority_update(sws_h3sess_t *s, const uint8_t *p, size_t n)
@@ -366,7 +345,7 @@ static int priority_update(sws_h3sess_t *s, const uint8_t *p, size_t n)
     if (!st) {
         /* not open yet, or closed and forgotten (whose entry no stream
          * takes: stream IDs are not used twice) */
-        early_keep(s, (int64_t)id, got, u, i);
+        sws_pri_early_keep(&s->early_pri, (int64_t)id, got, u, i);
         return 0;
     }
     if (got > 0) {
@@ -486,7 +465,7 @@ int64_t sws_h3sess_read(sws_h3sess_t *s, int64_t id, const uint8_t *p, size_t n,
         }
         if (!(st = h3st_new(s, id, id & 2 ? K_UNI_NEW : K_REQUEST)))
             return h3_conn_error(s, H3_INTERNAL_ERROR);
-        if (s->early_live && !(id & 2))
+        if (s->early_pri.live && !(id & 2))
             early_take(s, st);
         if (!(id & 2) && id > s->max_bidi)
             s->max_bidi = id;

@@ -54,6 +54,7 @@
 #include <stdint.h>
 
 #include "scalws/net.h"
+#include "scalws/priority.h"
 #include "scalws/response.h"
 #include "scalws/router.h"
 
@@ -70,7 +71,6 @@ struct sws_h2sess;
 #define SWS_H2_RESET_RATE 33            /* ... refilled by 33 a second (as nghttp2's defaults) */
 #define SWS_H2_FRAME_BURST 1000         /* frames that ask nothing of a handler (budget_frame) */
 #define SWS_H2_FRAME_RATE 100
-#define SWS_H2_EARLY_PRI 8              /* PRIORITY_UPDATEs for streams not yet opened, remembered */
 #define SWS_H2_DISCARD (4 * 1024 * 1024) /* request body read past after a complete answer */
 #define SWS_H2_SPARE 256                /* stream objects a worker keeps for reuse */
 
@@ -102,11 +102,7 @@ typedef struct h2conn {
     uint32_t n_live;           /* streams whose handler answers later and has not finished */
     uint32_t n_taken;          /* streams taken (limits.keepalive_requests) */
     struct h2conn *due_next;   /* e->h2.due: output to write at the end of the pass */
-    struct {                   /* PRIORITY_UPDATEs that came before their HEADERS (RFC 9218 §7.1) */
-        int32_t id;            /* 0: a free entry */
-        uint8_t got, u, i;     /* as sws_parse_priority gave them */
-    } early_pri[SWS_H2_EARLY_PRI];
-    uint32_t n_early_pri;      /* updates kept so far (none free: n % SWS_H2_EARLY_PRI is replaced) */
+    sws_pri_early_t early_pri; /* PRIORITY_UPDATEs that came before their HEADERS (RFC 9218 §7.1) */
     uint32_t rst_tokens;       /* the budgets' buckets, in thousandths of a frame */
     uint32_t frame_tokens;
     uint32_t budget_at;        /* monotonic ms the buckets were last filled (mod 2^32) */
