@@ -505,6 +505,132 @@ static int64_t send_priority_update(server_t *sv, int64_t id, const char *value)
     return sws_h3sess_read(&sv->s, 2, b, (size_t)(o - b) + n, 0);
 }
 
+/* s->reqs in RFC 9218's order (h3sess.c's before()), its links whole;
+ * the request streams on it, in order, into ids (at most max). */
+static int reqs_in_order(const sws_h3sess_t *s, int64_t *ids, int max)
+{
+    int n = 0, ok = 1;
+    const sws_h3st_t *prev = NULL;
+    for (const sws_h3st_t *st = s->reqs; st; prev = st, st = st->next) {
+        ok &= st->prev == prev;
+        if (prev) {
+            uint64_t a = prev->inc ? prev->seq : (uint64_t)prev->id;
+            uint64_t b = st->inc ? st->seq : (uint64_t)st->id;
+            ok &= prev->urgency < st->urgency ||
+                  (prev->urgency == st->urgency &&
+                   (prev->inc < st->inc || (prev->inc == st->inc && a <= b)));
+        }
+        if (n < max)
+            ids[n++] = st->id;
+    }
+    ok &= s->reqs_tail == prev;
+    return ok ? n : -1;
+}
+
+/* Takes what writev offers until it offers nothing: of each request
+ * stream's offer `take` bytes (0: all of it), our own streams' whole.
+ * The request streams offered, one entry an offer, into order. */
+static int offers(server_t *sv, size_t take, int64_t *order, int max)
+{
+    int n = 0;
+    for (int guard = 0; guard < 256 && n < max; guard++) {
+        int64_t sid = -1;
+        int fin;
+        sws_h3vec_t v[16];
+        ssize_t k = sws_h3sess_writev(&sv->s, &sid, &fin, v, 16);
+        if (k < 0 || sid < 0)
+            break;
+        size_t total = 0;
+        for (ssize_t j = 0; j < k; j++)
+            total += v[j].len;
+        if ((sid & 3) == 0) {
+            order[n++] = sid;
+            if (take && take < total)
+                total = take;
+        }
+        sws_h3sess_written(&sv->s, sid, total);
+        CHECK(reqs_in_order(&sv->s, NULL, 0) >= 0, "the list's order after an offer of %lld",
+              (long long)sid);
+    }
+    return n;
+}
+
+/* The scheduler's list is kept in RFC 9218's order as streams come,
+ * change priority and take their turns; writev offers its first ready
+ * stream. */
+static void scheduler_order(void)
+{
+    sws_hpack_field_t head[] = {{(const uint8_t *)":status", (const uint8_t *)"200", 7, 3, 0}};
+    server_t *sv = calloc(1, sizeof *sv);
+    client_t *cl = calloc(1, sizeof *cl);
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+    client_get(cl, 0, "GET", "/a", NULL, NULL, NULL);
+    client_get(cl, 4, "GET", "/b", "priority", "u=1", NULL);
+    client_get(cl, 8, "GET", "/c", "priority", "u=3, i", NULL);
+    client_get(cl, 12, "GET", "/d", "priority", "i", NULL);
+    client_get(cl, 16, "GET", "/e", "priority", "u=5", NULL);
+    CHECK(pump(cl, sv, 0) == 0 && sv->nreq == 5, "five requests");
+    int64_t ids[8];
+    int n = reqs_in_order(&sv->s, ids, 8);
+    CHECK(n == 5 && ids[0] == 4 && ids[1] == 0 && ids[2] == 8 && ids[3] == 12 && ids[4] == 16,
+          "placed as they came: %d: %lld %lld %lld %lld %lld", n, (long long)ids[0],
+          (long long)ids[1], (long long)ids[2], (long long)ids[3], (long long)ids[4]);
+    CHECK(send_priority_update(sv, 16, "u=0") == 6 + 3, "an update for an open stream");
+    sws_h3sess_set_priority(&sv->s, 4, 6, 0); /* as a handler may */
+    n = reqs_in_order(&sv->s, ids, 8);
+    CHECK(n == 5 && ids[0] == 16 && ids[1] == 0 && ids[2] == 8 && ids[3] == 12 && ids[4] == 4,
+          "moved: %lld first, %lld last", (long long)ids[0], (long long)ids[4]);
+    for (int k = 0; k < 5; k++) {
+        sv->req[k].resp_body[0] = "some body";
+        CHECK(sws_h3sess_response(&sv->s, sv->req[k].id, head, 1, 1) == 0, "answer %d", k);
+    }
+    int64_t order[64];
+    n = offers(sv, 0, order, 64);
+    int m = 0; /* a stream's head and body can be two offers: each stream's first */
+    for (int k = 0; k < n; k++) {
+        int seen = 0;
+        for (int j = 0; j < m; j++)
+            seen |= order[j] == order[k];
+        if (!seen)
+            order[m++] = order[k];
+    }
+    n = m;
+    CHECK(n == 5 && order[0] == 16 && order[1] == 0 && order[4] == 4 &&
+          ((order[2] == 8 && order[3] == 12) || (order[2] == 12 && order[3] == 8)),
+          "offered whole, most urgent first: %d: %lld %lld %lld %lld %lld", n,
+          (long long)order[0], (long long)order[1], (long long)order[2], (long long)order[3],
+          (long long)order[4]);
+    CHECK(sv->s.reqs == NULL && sv->s.reqs_tail == NULL, "all off the list");
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
+
+    /* incremental streams of one urgency take turns, a byte an offer */
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+    client_get(cl, 0, "GET", "/a", "priority", "i", NULL);
+    client_get(cl, 4, "GET", "/b", "priority", "i", NULL);
+    client_get(cl, 8, "GET", "/c", "priority", "i", NULL);
+    CHECK(pump(cl, sv, 0) == 0 && sv->nreq == 3, "three requests");
+    for (int k = 0; k < 3; k++) {
+        sv->req[k].resp_body[0] = "0123456789";
+        CHECK(sws_h3sess_response(&sv->s, sv->req[k].id, head, 1, 1) == 0, "answer %d", k);
+    }
+    n = offers(sv, 1, order, 12);
+    int turns = n == 12;
+    for (int k = 3; k < n; k++)
+        turns &= order[k] == order[k - 3] && order[k] != order[k - 1];
+    CHECK(turns && order[0] != order[1] && order[1] != order[2] && order[0] != order[2],
+          "in turn: %d: %lld %lld %lld %lld %lld %lld", n, (long long)order[0],
+          (long long)order[1], (long long)order[2], (long long)order[3], (long long)order[4],
+          (long long)order[5]);
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
+    free(sv);
+    free(cl);
+    t_end();
+}
+
 static void urgency_and_goaway(void)
 {
     server_t *sv = calloc(1, sizeof *sv);
@@ -722,6 +848,7 @@ int main(void)
 {
     exchanges();
     urgency_and_goaway();
+    scheduler_order();
     crafted_bytes();
     CHECK(pool.n_runs <= pool.max_runs && pool.n_sts <= pool.max_sts, "the pool's bounds");
     sws_h3pool_free(&pool);

@@ -136,16 +136,45 @@ sws_h3st_t *h3st_new(sws_h3sess_t *s, int64_t id, uint8_t kind)
     return st;
 }
 
+/* RFC 9218 4: the most urgent first; in one urgency, a non-incremental
+ * stream alone in stream order, else incremental ones in turn. */
+static int before(const sws_h3st_t *a, const sws_h3st_t *b)
+{
+    if (a->urgency != b->urgency)
+        return a->urgency < b->urgency;
+    if (a->inc != b->inc)
+        return !a->inc;
+    return a->inc ? a->seq < b->seq : a->id < b->id;
+}
+
+/* s->reqs is kept in before()'s order, so that the scheduler takes the
+ * first stream with something to send instead of comparing them all on
+ * every packet. A stream goes after those it does not come before (the
+ * older of two alike first), looked for from the tail: a new stream of
+ * the default priority, and an incremental one after its turn, belong
+ * there. */
+static void reqs_place(sws_h3sess_t *s, sws_h3st_t *st)
+{
+    sws_h3st_t *p = s->reqs_tail;
+    while (p && before(st, p))
+        p = p->prev;
+    st->prev = p;
+    st->next = p ? p->next : s->reqs;
+    if (st->next)
+        st->next->prev = st;
+    else
+        s->reqs_tail = st;
+    if (p)
+        p->next = st;
+    else
+        s->reqs = st;
+    st->unlisted = 0;
+}
+
 void h3st_relist(sws_h3sess_t *s, sws_h3st_t *st)
 {
-    if (!st->unlisted)
-        return;
-    st->prev = NULL;
-    st->next = s->reqs;
-    if (s->reqs)
-        s->reqs->prev = st;
-    s->reqs = st;
-    st->unlisted = 0;
+    if (st->unlisted)
+        reqs_place(s, st);
 }
 
 /* Off the scheduler's list: a stream whose output QUIC has all taken
@@ -161,8 +190,20 @@ static void reqs_unlink(sws_h3sess_t *s, sws_h3st_t *st)
         s->reqs = st->next;
     if (st->next)
         st->next->prev = st->prev;
+    else
+        s->reqs_tail = st->prev;
     st->prev = st->next = NULL;
     st->unlisted = 1;
+}
+
+void h3st_set_priority(sws_h3sess_t *s, sws_h3st_t *st, int urgency, int inc)
+{
+    st->urgency = (uint8_t)urgency;
+    st->inc = inc != 0;
+    if (st->kind == K_REQUEST && !st->unlisted) {
+        reqs_unlink(s, st);
+        reqs_place(s, st);
+    }
 }
 
 static void out_free(sws_h3sess_t *s, sws_h3st_t *st)
@@ -377,10 +418,8 @@ void sws_h3sess_resume(sws_h3sess_t *s, int64_t id)
 void sws_h3sess_set_priority(sws_h3sess_t *s, int64_t id, int urgency, int inc)
 {
     sws_h3st_t *st = h3st_find(s, id);
-    if (st && urgency >= 0 && urgency <= 7) {
-        st->urgency = (uint8_t)urgency;
-        st->inc = inc != 0;
-    }
+    if (st && urgency >= 0 && urgency <= 7)
+        h3st_set_priority(s, st, urgency, inc);
 }
 
 int sws_h3sess_get_priority(const sws_h3sess_t *s, int64_t id, int *urgency, int *inc)
@@ -514,24 +553,13 @@ static int ready(sws_h3sess_t *s, sws_h3st_t *st)
     return st->fin_due && !st->fin_out;
 }
 
-/* RFC 9218 4: the most urgent first; in one urgency, a non-incremental
- * stream alone in stream order, else incremental ones in turn. */
-static int before(const sws_h3st_t *a, const sws_h3st_t *b)
-{
-    if (a->urgency != b->urgency)
-        return a->urgency < b->urgency;
-    if (a->inc != b->inc)
-        return !a->inc;
-    return a->inc ? a->seq < b->seq : a->id < b->id;
-}
-
+/* The first stream in RFC 9218's order (s->reqs's) with something to send. */
 static sws_h3st_t *pick(sws_h3sess_t *s)
 {
-    sws_h3st_t *best = NULL;
     for (sws_h3st_t *st = s->reqs; st; st = st->next)
-        if ((!best || before(st, best)) && ready(s, st))
-            best = st;
-    return best;
+        if (ready(s, st))
+            return st;
+    return NULL;
 }
 
 static ssize_t give(sws_h3sess_t *s, sws_h3st_t *st, int64_t *id, int *fin, sws_h3vec_t *vec,
@@ -584,8 +612,11 @@ ssize_t sws_h3sess_writev(sws_h3sess_t *s, int64_t *id, int *fin, sws_h3vec_t *v
     sws_h3st_t *st = pick(s);
     if (!st)
         return 0;
-    if (st->inc)
+    if (st->inc) { /* its turn taken: after the others of its urgency */
         st->seq = ++s->seq;
+        reqs_unlink(s, st);
+        reqs_place(s, st);
+    }
     return give(s, st, id, fin, vec, nvec);
 }
 

@@ -131,7 +131,7 @@ struct sws_h3sess {
     sws_qpack_enc_t enc;
     sws_h3st_t **tab;          /* every stream by id: chains */
     uint32_t tab_mask, n_st;
-    sws_h3st_t *reqs;          /* request streams, for the scheduler */
+    sws_h3st_t *reqs, *reqs_tail; /* request streams, in the scheduler's order (h3sess.c) */
     sws_h3st_t *ctrl, *qenc, *qdec; /* ours */
     sws_h3st_t *offered;       /* the stream writev last offered its end */
     int64_t peer_ctrl, peer_qenc, peer_qdec; /* the client's (-1: not yet) */

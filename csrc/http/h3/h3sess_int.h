@@ -84,6 +84,8 @@ SWS_INTERNAL sws_h3st_t *h3st_new(sws_h3sess_t *s, int64_t id, uint8_t kind);
  * request stream taken off it once its output was all written, whose
  * trailers then wait for QPACK inserts. */
 SWS_INTERNAL void h3st_relist(sws_h3sess_t *s, sws_h3st_t *st);
+/* Sets a request stream's priority, and its place on s->reqs with it. */
+SWS_INTERNAL void h3st_set_priority(sws_h3sess_t *s, sws_h3st_t *st, int urgency, int inc);
 /* Queues bytes (copied) on st's output. 0, or -1. */
 SWS_INTERNAL int h3_out_copy(sws_h3sess_t *s, sws_h3st_t *st, const uint8_t *p, size_t n);
 /* A stream error: reset both ways, input dropped. */

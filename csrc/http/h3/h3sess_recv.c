@@ -89,10 +89,8 @@ static int on_field(void *ctx, const sws_hpack_field_t *f)
         return 0;
     if (f->nl == 8 && memcmp(f->name, "priority", 8) == 0 && !st->pri_update) { /* RFC 9218 5 */
         int u = st->urgency, i = st->inc;
-        if (sws_parse_priority((const char *)f->value, f->vl, &u, &i) > 0) {
-            st->urgency = (uint8_t)u;
-            st->inc = i != 0;
-        }
+        if (sws_parse_priority((const char *)f->value, f->vl, &u, &i) > 0)
+            h3st_set_priority(c->s, st, u, i);
     }
     if (c->s->cb->header(c->s->u, st->su, f->name, f->nl, f->value, f->vl) < 0) {
         c->failed = 1;
@@ -324,8 +322,7 @@ static void early_take(sws_h3sess_t *s, sws_h3st_t *st)
     int got = sws_pri_early_take(&s->early_pri, st->id, &u, &i);
     if (got < 0)
         return;
-    st->urgency = (uint8_t)(got & SWS_PRI_U ? u : 3);
-    st->inc = got & SWS_PRI_I ? i != 0 : 0;
+    h3st_set_priority(s, st, got & SWS_PRI_U ? u : 3, got & SWS_PRI_I ? i != 0 : 0);
     st->pri_update = 1;
 }
 
@@ -348,10 +345,8 @@ static int priority_update(sws_h3sess_t *s, const uint8_t *p, size_t n)
         sws_pri_early_keep(&s->early_pri, (int64_t)id, got, u, i);
         return 0;
     }
-    if (got > 0) {
-        st->urgency = (uint8_t)u;
-        st->inc = i != 0;
-    }
+    if (got > 0)
+        h3st_set_priority(s, st, u, i);
     return 0;
 }
 
