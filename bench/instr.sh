@@ -7,6 +7,8 @@
 #   SCALWSD=path/to/scalwsd          the build to probe (default: this tree's)
 #   N1=4000 N2=24000                 the two request counts
 #   KEEP=1                           keep the callgrind outputs (path printed)
+#   SPLIT=1                          also print the answer's instructions by
+#                                    object (each library; our engine by source file)
 #
 # A fresh server (one worker, sandbox off, busy_poll 0) serves N1, then a
 # second fresh one N2 requests (h2load -c16 -m10, or --h1 for the HTTP/1
@@ -84,6 +86,16 @@ total() {   # the worker's instruction count from one callgrind output
     awk '/^summary:/ {print $2}' "$1"
 }
 
+worker_file() {  # $1: a run's folder -> the worker's callgrind file (the largest count)
+    local best=0 bf= f c
+    for f in "$1"/cg.*; do
+        [ -f "$f" ] || continue
+        c=$(total "$f"); c=${c:-0}
+        [ "$c" -gt "$best" ] && best=$c bf=$f
+    done
+    echo "$bf"
+}
+
 run() {     # $1: requests -> prints the worker's instructions
     local n=$1 out=$work/cg.$1 pid
     mkdir -p "$out"
@@ -105,17 +117,18 @@ run() {     # $1: requests -> prints the worker's instructions
     kill -TERM "$pid"
     wait "$pid" || true
     # the worker's file is the one with the largest count (the master ran no serve pass)
-    local best=0 f c
-    for f in "$out"/cg.*; do
-        [ -f "$f" ] || continue
-        c=$(total "$f"); c=${c:-0}
-        [ "$c" -gt "$best" ] && best=$c
-    done
-    echo "$best"
+    local f
+    f=$(worker_file "$out")
+    [ -n "$f" ] && total "$f" || echo 0
 }
 
 a=$(run "$N1")
 b=$(run "$N2")
 per=$(( (b - a) / (N2 - N1) ))
 echo "$scen: $per instructions per answer ($SCALWSD; $N1: $a, $N2: $b)"
+if [ "${SPLIT:-0}" = 1 ]; then
+    # each function's self count, the difference of the two runs over N2-N1, summed by object
+    python3 "$here/lib/instr_split.py" "$(worker_file "$work/cg.$N1")" "$(worker_file "$work/cg.$N2")" \
+        $((N2 - N1))
+fi
 [ "${KEEP:-0}" = 1 ] && echo "callgrind outputs: $work/cg.$N2" || true
