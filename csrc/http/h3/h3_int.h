@@ -79,15 +79,16 @@ typedef struct quic_lst {
 } quic_lst_t;
 
 /* A piece of a response body, queued in order (resp.c). */
-enum { P_BYTES, P_FILE };
+enum { P_BYTES, P_FILE, P_REF };
 typedef struct piece {
     struct piece *next;
     int kind;
-    const char *p;             /* P_BYTES: the bytes (own, or referenced) */
-    size_t len, cap;           /* P_BYTES: their length, and own's size */
+    const char *p;             /* P_BYTES, P_REF: the bytes (own, or the file's in memory) */
+    size_t len, cap;           /* P_BYTES, P_REF: their length; P_BYTES: own's size */
     char *own;                 /* P_BYTES: the piece's own bytes: `data` below, or a buffer
                                   freed with it (a file's chunk, a grown piece) */
-    sws_file_t *f;             /* P_FILE: the file; off and left its range still to read */
+    sws_file_t *f;             /* P_FILE: the file; off and left its range still to read;
+                                  P_REF: the file whose memory p points into, held */
     uint64_t off, left;
     char data[];               /* small pieces' bytes, in the piece's allocation */
 } piece_t;

@@ -7,10 +7,12 @@
  * Body bytes are copied into the queue, also those given with SWS_REF:
  * QUIC may send them again until the peer acknowledges them, which may be
  * long after a handler has moved on (HTTP/2 writes its frames at once and
- * copies only what a finishing handler leaves). Files are read a chunk at
- * a time as the session asks for more, so a large file costs memory only
- * for what is in flight. Only what a flush (or done) committed is offered
- * to the session: discard can still take back what came after. */
+ * copies only what a finishing handler leaves). Files are not: one the
+ * file cache holds in memory is sent from there, the cache's reference
+ * held until the peer acknowledges it; another is read a chunk at a time
+ * as the session asks for more, so a large file costs memory only for
+ * what is in flight. Only what a flush (or done) committed is offered to
+ * the session: discard can still take back what came after. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -279,21 +281,22 @@ static void h3_file(sws_engine_t *e, sws_resp_t *r, sws_file_t *f, uint64_t off,
         sws_filecache_release(e->net.fc, f);
         return;
     }
-    if (f->mem) { /* a small file the cache holds in memory */
-        h3_data(e, r, f->mem + off, (size_t)len, 0);
-        sws_filecache_release(e->net.fc, f);
-        return;
-    }
     piece_t *q = piece_new(s, 0);
     if (!q) {
         sws_filecache_release(e->net.fc, f);
         h3s_reset(s, H3_INTERNAL_ERROR);
         return;
     }
-    q->kind = P_FILE;
     q->f = f;
-    q->off = off;
-    q->left = len;
+    if (f->mem) { /* a small file the cache holds in memory: sent from there, held */
+        q->kind = P_REF;
+        q->p = f->mem + off;
+        q->len = (size_t)len;
+    } else {
+        q->kind = P_FILE;
+        q->off = off;
+        q->left = len;
+    }
     s->sent += len;
     s->queued += len;
 }
