@@ -32,7 +32,7 @@ def owner(fn):
     obj = m.group(1).rsplit("/", 1)[-1] if m else "?"
     src = fn.split(":", 1)[0]
     # a header's inline function is named by its file, without an object
-    if obj.startswith("engine.") or (obj == "?" and "/csrc/" in src):
+    if obj.startswith("engine.") or (obj == "?" and ("/csrc/" in src or src.startswith("csrc/"))):
         return "engine: " + src.rsplit("/", 1)[-1]
     return obj
 
