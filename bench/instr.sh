@@ -6,14 +6,21 @@
 #                                    tls-h3-static-small (build/bench/h3load)
 #   SCALWSD=path/to/scalwsd          the build to probe (default: this tree's)
 #   N1=4000 N2=24000                 the two request counts
+#   CONNS=16                         the load tool's connections (-c), 10 requests each
 #   KEEP=1                           keep the callgrind outputs (path printed)
 #   SPLIT=1                          also print the answer's instructions by
 #                                    object (each library; our engine by source file)
+#   CACHE=1                          also simulate the caches (--cache-sim=yes):
+#                                    data misses per answer, first level and last;
+#                                    the last modelled as CACHE_LL (1048576,8,64:
+#                                    this guest's L2 of 1 MiB, 8-way), not the L3
 #
 # A fresh server (one worker, sandbox off, busy_poll 0) serves N1, then a
-# second fresh one N2 requests (h2load -c16 -m10, or --h1 for the HTTP/1
-# scenarios, or bench/h3load -c16 -m10 for HTTP/3); the difference of the two totals over N2-N1 is the cost of an
-# answer without start-up and teardown. Only sws_core_serve and what it
+# second fresh one N2 requests (h2load -cCONNS -m10, or --h1 for the HTTP/1
+# scenarios, or bench/h3load -cCONNS -m10 for HTTP/3); the difference of the
+# two totals over N2-N1 is the cost of an answer without start-up and
+# teardown. The cache model's counts depend on what is in flight: with
+# CONNS=64 (the bench's load) an HTTP/3 worker's state outgrows the L2. Only sws_core_serve and what it
 # calls is counted (--toggle-collect): the engine, HTTP, HPACK, TLS and
 # libc work of a pass, not uvloop or Python. Deterministic to a few
 # instructions per answer, so small changes show where the rate is noise.
@@ -30,6 +37,7 @@ scen=${1:-tls-h2-static-small}
 SCALWSD=${SCALWSD:-$root/.venv/bin/scalwsd}
 N1=${N1:-4000}
 N2=${N2:-24000}
+CONNS=${CONNS:-16}
 command -v valgrind >/dev/null || { echo "instr.sh: valgrind is not installed" >&2; exit 2; }
 command -v h2load >/dev/null || { echo "instr.sh: h2load is not installed (nghttp2-client)" >&2; exit 2; }
 
@@ -100,6 +108,7 @@ run() {     # $1: requests -> prints the worker's instructions
     local n=$1 out=$work/cg.$1 pid
     mkdir -p "$out"
     valgrind --tool=callgrind --toggle-collect=sws_core_serve \
+        $([ "${CACHE:-0}" = 1 ] && echo --cache-sim=yes --LL="${CACHE_LL:-1048576,8,64}") \
         --callgrind-out-file="$out/cg.%p" "$SCALWSD" --config "$work/site.yaml" \
         >"$out/log" 2>&1 &
     pid=$!
@@ -108,9 +117,9 @@ run() {     # $1: requests -> prints the worker's instructions
         sleep 0.1
     done
     if [ $tls = 3 ]; then
-        "$h3load" -c16 -m10 -n"$n" --sni localhost "$url" >"$out/h2load" 2>&1
+        "$h3load" -c"$CONNS" -m10 -n"$n" --sni localhost "$url" >"$out/h2load" 2>&1
     else
-        h2load $h2opt -c16 -m10 -n"$n" "$url" >"$out/h2load" 2>&1
+        h2load $h2opt -c"$CONNS" -m10 -n"$n" "$url" >"$out/h2load" 2>&1
     fi
     grep -q "succeeded, 0 errored" "$out/h2load" || grep -q "$((n)) succeeded" "$out/h2load" ||
         { cat "$out/h2load" >&2; kill "$pid"; exit 1; }
@@ -126,6 +135,16 @@ a=$(run "$N1")
 b=$(run "$N2")
 per=$(( (b - a) / (N2 - N1) ))
 echo "$scen: $per instructions per answer ($SCALWSD; $N1: $a, $N2: $b)"
+if [ "${CACHE:-0}" = 1 ]; then
+    # the events line names the columns: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+    miss() {    # $1: a callgrind file -> "D1 misses, LL misses" (data, reads and writes)
+        awk '/^events:/ {for (i = 2; i <= NF; i++) col[$i] = i}
+             /^summary:/ {print $col["D1mr"] + $col["D1mw"], $col["DLmr"] + $col["DLmw"]}' "$1"
+    }
+    read -r d1a lla < <(miss "$(worker_file "$work/cg.$N1")")
+    read -r d1b llb < <(miss "$(worker_file "$work/cg.$N2")")
+    echo "$scen: data misses per answer: first level $(( (d1b - d1a) / (N2 - N1) )), last level $(( (llb - lla) / (N2 - N1) )) (valgrind's model of this host's caches)"
+fi
 if [ "${SPLIT:-0}" = 1 ]; then
     # each function's self count, the difference of the two runs over N2-N1, summed by object
     python3 "$here/lib/instr_split.py" "$(worker_file "$work/cg.$N1")" "$(worker_file "$work/cg.$N2")" \
