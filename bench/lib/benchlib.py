@@ -940,7 +940,7 @@ def cmd_zipf_row(a):
             counters = " ".join(f"{k}={v}" + (f"(+{v - nb[k]})" if k in nb and v != nb[k] else "")
                                 for k, v in sorted(na.items())) or "none: /status has no cache numbers"
             entries = pick(na, ("entries", "cache_entries"))
-            ev_a, ev_b = pick(na, ("evictions", "cache_evictions")), pick(nb, ("evictions", "cache_evictions"))
+            ev_a = pick(na, ("evictions", "cache_evictions"))
             if ev_a is not None:
                 evictions, ev_from = ev_a, "counter, since start"
             elif entries is not None and stored != "":

@@ -378,8 +378,8 @@ class Apps:
 
     def stop_all(self, fast=False):
         self.stop(list(self.procs.values()), fast)
-        for _, procs in self.retiring:
-            for p in procs:
+        for _, retired in self.retiring:
+            for p in retired:
                 p.restart_at = None
         for p in self.current:
             p.restart_at = None
@@ -439,11 +439,11 @@ class Apps:
             # The web workers have drained: now the apps go.
             self.stop_all(fast=stopping == "fast")
         keep = []
-        for web_gen, procs in self.retiring:
+        for web_gen, retired in self.retiring:
             if any(g < web_gen for g in web_gens):
-                keep.append((web_gen, procs))
+                keep.append((web_gen, retired))
             else:
-                self.stop(procs)
+                self.stop(retired)
         self.retiring = keep
         for p in list(self.procs.values()):
             if p.kill_at is not None and now >= p.kill_at:

@@ -30,6 +30,10 @@ import traceback
 from scalws.control import forkcall, forkmem, procs, profiles, title
 from scalws.control.logs import NOTICE, log
 
+TYPE_CHECKING = False  # typing is not imported at run time (a worker's memory)
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 STOP = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
 RETRY_MIN = 10.0           # after a failed fetch, first retry; doubles up to RETRY_MAX
 RETRY_MAX = 300.0

@@ -32,6 +32,10 @@ from scalws.control import resolver as resolver_mod
 from scalws.control.logs import log
 from scalws.control.loop import Loop
 
+TYPE_CHECKING = False  # typing is not imported at run time (a worker's memory)
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 # Exit status for "configuration is fine but this worker cannot start": the
 # master backs off instead of restarting in a tight loop.
 EXIT_STARTUP = 3

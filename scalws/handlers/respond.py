@@ -66,7 +66,7 @@ def error_page(status: int, server: str | None) -> Prebuilt:
     body = (f"<html>\r\n<head><title>{title}</title></head>\r\n<body>\r\n"
             f"<center><h1>{title}</h1></center>\r\n"
             + (f"<hr><center>{server}</center>\r\n" if server else "") +
-            f"</body>\r\n</html>\r\n").encode()
+            "</body>\r\n</html>\r\n").encode()
     # 405 comes from static routes, which answer GET and HEAD (RFC 9110 §15.5.6).
     headers = (("Allow", "GET, HEAD"),) if status == 405 else ()
     # 503 comes from an app's route while its workers are down or

@@ -2,14 +2,13 @@
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Server, free_port
+from tests.e2e.conftest import ROOT, Server
 
 
 # The console script `pip install` made beside this interpreter (make build),

@@ -11,7 +11,6 @@ HTTP/1.1 request there, answered 400 by HTTP/1.1: that one case is the
 only failure allowed on h2c, and it is asserted to be the only one."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import xml.etree.ElementTree as ET

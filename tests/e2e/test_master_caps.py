@@ -5,7 +5,6 @@ import http.client
 import os
 import signal
 import socket
-import sys
 import time
 
 import pytest

@@ -227,8 +227,8 @@ def _certificate(ctx, node, keys, path, mark_node):
     for name in CERT_KEYS:
         if name not in keys:
             if name != "ocsp_file":
-                ctx.error(node, _sub(path, name), f"required key is missing (a "
-                          f"certificate needs cert and key)")
+                ctx.error(node, _sub(path, name), "required key is missing (a "
+                          "certificate needs cert and key)")
                 ok = False
             continue
         vnode = keys[name][1]
