@@ -19,10 +19,11 @@
 # second fresh one N2 requests (h2load -cCONNS -m10, or --h1 for the HTTP/1
 # scenarios, or bench/h3load -cCONNS -m10 for HTTP/3); the difference of the
 # two totals over N2-N1 is the cost of an answer without start-up and
-# teardown. The cache model's counts depend on what is in flight: with
-# CONNS=64 (the bench's load) an HTTP/3 worker's state outgrows the L2. Only sws_core_serve and what it
-# calls is counted (--toggle-collect): the engine, HTTP, HPACK, TLS and
-# libc work of a pass, not uvloop or Python. Deterministic to a few
+# teardown. Only sws_core_serve and what it calls is counted
+# (--toggle-collect): the engine, HTTP, HPACK, TLS and libc work of a
+# pass, not uvloop or Python. The cache model's counts depend on what is
+# in flight: with CONNS=64 (the bench's load) an HTTP/3 worker's state
+# outgrows the L2. Deterministic to a few
 # instructions per answer, so small changes show where the rate is noise.
 # Builds on two hosts may differ (the default adds SSE4.2 where the CPU
 # has it): to compare figures across hosts, build with SCALWS_MARCH=x86-64.

@@ -17,7 +17,7 @@ LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(\S.*)$")
 
 
 def self_counts(path):
-    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", path],
+    out = subprocess.run(["callgrind_annotate", "--show=Ir", "--threshold=100", "--auto=no", path],
                          capture_output=True, text=True, check=True).stdout
     counts = collections.Counter()
     for line in out.splitlines():
