@@ -119,6 +119,9 @@ struct h3s {
     /* a handler that answers later */
     const sws_resp_hooks_t *hooks;
     void *ctx;
+    /* the request for the log of a handler that answers later: x_start
+     * writes it whole before anything reads it, and h3s_new does not
+     * clear it (no other field between log and hb) */
     sws_request_t log;
     sws_header_t log_h[2];
     char rid[RID_MAX];
