@@ -114,20 +114,18 @@ cache-conformance: build cache-conformance-deps
 
 # The package and image checks need root (debootstrap, chroot, namespaces,
 # podman); CI is root. One make run: the package is built once for all.
-# Its second build (repro.sh: CPU) runs in the background while the
-# package is installed and checked in a clean root (test-deb.sh) and the
-# image's Debian root is made (both mostly debootstrap and the network);
-# repro.sh's output is shown when all three are done, before the image is
-# tested (about 30 s less than test-deb.sh first, then the other two
-# side by side).
+# Its second build (repro.sh: CPU), the image (build-image.sh) and the
+# check of the package in a clean root (test-deb.sh; both of these mostly
+# debootstrap and the network) run side by side, the first two's output
+# shown when all three are done, before the image is tested.
 test: sysdeps build ctest pytest
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) imagedeps pkg-side-by-side; \
 	else echo "make test: not root: the package and image checks (make pkgtest imagetest) were not run"; fi
 pkg-side-by-side: deb
 	@mkdir -p build; tests/pkg/repro.sh $(DEB) >build/repro.log 2>&1 & rp=$$!; \
+	tools/build-image.sh $(DEB) >build/image.log 2>&1 & ip=$$!; \
 	tests/pkg/test-deb.sh $(DEB); td=$$?; \
-	if [ $$td = 0 ]; then tools/build-image.sh $(DEB); ib=$$?; else ib=1; fi; \
-	wait $$rp; rr=$$?; cat build/repro.log; \
+	wait $$ip; ib=$$?; cat build/image.log; wait $$rp; rr=$$?; cat build/repro.log; \
 	[ $$td = 0 ] && [ $$ib = 0 ] && [ $$rr = 0 ]
 	tests/pkg/test-image.sh
 
