@@ -505,6 +505,15 @@ static int64_t send_priority_update(server_t *sv, int64_t id, const char *value)
     return sws_h3sess_read(&sv->s, 2, b, (size_t)(o - b) + n, 0);
 }
 
+/* The pair's sessions ended, and new ones begun: the next case. */
+static void restart(server_t *sv, client_t *cl)
+{
+    sws_h3sess_free(&sv->s);
+    nghttp3_conn_del(cl->c);
+    server_init(sv, 0, 0);
+    client_init(cl, 0);
+}
+
 /* s->reqs in RFC 9218's order (h3sess.c's before()), its links whole;
  * the request streams on it, in order, into ids (at most max). */
 static int reqs_in_order(const sws_h3sess_t *s, int64_t *ids, int max)
@@ -602,12 +611,8 @@ static void scheduler_order(void)
           (long long)order[0], (long long)order[1], (long long)order[2], (long long)order[3],
           (long long)order[4]);
     CHECK(sv->s.reqs == NULL && sv->s.reqs_tail == NULL, "all off the list");
-    sws_h3sess_free(&sv->s);
-    nghttp3_conn_del(cl->c);
-
     /* incremental streams of one urgency take turns, a byte an offer */
-    server_init(sv, 0, 0);
-    client_init(cl, 0);
+    restart(sv, cl);
     client_get(cl, 0, "GET", "/a", "priority", "i", NULL);
     client_get(cl, 4, "GET", "/b", "priority", "i", NULL);
     client_get(cl, 8, "GET", "/c", "priority", "i", NULL);
@@ -643,14 +648,10 @@ static void urgency_and_goaway(void)
     int64_t sid = first_of_two(sv);
     CHECK(sid == 4, "u=0 goes first, not %lld", (long long)sid);
     t_end();
-    sws_h3sess_free(&sv->s);
-    nghttp3_conn_del(cl->c);
-
     /* RFC 9218 7: the control stream's PRIORITY_UPDATE for stream 4 came
      * before the request (the two travel on different streams): kept,
      * and taken over the request's own u=7 */
-    server_init(sv, 0, 0);
-    client_init(cl, 0);
+    restart(sv, cl);
     CHECK(pump(cl, sv, 0) == 0 && sv->s.peer_ctrl == 2, "the client's control stream");
     CHECK(send_priority_update(sv, 4, "u=(") == 6 + 3 && sv->s.early_pri.live == 0,
           "one that cannot be read is not kept");
@@ -662,12 +663,8 @@ static void urgency_and_goaway(void)
     sid = first_of_two(sv);
     CHECK(sid == 4, "the early u=0 goes first, not %lld", (long long)sid);
     t_end();
-    sws_h3sess_free(&sv->s);
-    nghttp3_conn_del(cl->c);
-
     /* ... and a bounded number of them: the newest SWS_PRI_EARLY */
-    server_init(sv, 0, 0);
-    client_init(cl, 0);
+    restart(sv, cl);
     CHECK(pump(cl, sv, 0) == 0, "the client's control stream");
     for (int64_t id = 8; id < 8 + 4 * 20; id += 4)
         CHECK(send_priority_update(sv, id, "u=1") == (id < 64 ? 6 : 7) + 3, "update for %lld",
@@ -678,11 +675,7 @@ static void urgency_and_goaway(void)
     CHECK(sv->s.early_pri.live == SWS_PRI_EARLY && newest == SWS_PRI_EARLY,
           "%u kept, %d of them the newest", sv->s.early_pri.live, newest);
     t_end();
-    sws_h3sess_free(&sv->s);
-    nghttp3_conn_del(cl->c);
-
-    server_init(sv, 0, 0);
-    client_init(cl, 0);
+    restart(sv, cl);
     client_get(cl, 0, "GET", "/a", NULL, NULL, NULL);
     CHECK(pump(cl, sv, 0) == 0, "request");
     CHECK(sws_h3sess_goaway(&sv->s) == 0 && pump(cl, sv, 0) == 0, "GOAWAY");
@@ -696,14 +689,10 @@ static void urgency_and_goaway(void)
     CHECK(sws_h3sess_read(&sv->s, 8, b, n + 2, 1) == (int64_t)(n + 2), "read past");
     CHECK(sv->reset_id == 8 && sv->reset_code == H3_REQUEST_REJECTED && sv->nreq == 1,
           "refused: %lld %llx", (long long)sv->reset_id, (unsigned long long)sv->reset_code);
-    sws_h3sess_free(&sv->s);
-    nghttp3_conn_del(cl->c);
-
     /* the first GOAWAY of a stop that began during the handshake, sent as
      * the client's first requests are on their way: the largest ID, so
      * they are served; a later one may lower it, not raise it */
-    server_init(sv, 0, 0);
-    client_init(cl, 0);
+    restart(sv, cl);
     client_get(cl, 0, "GET", "/a", NULL, NULL, NULL);
     client_get(cl, 4, "GET", "/b", NULL, NULL, NULL);
     CHECK(sws_h3sess_goaway_soon(&sv->s) == 0 && pump(cl, sv, 0) == 0, "GOAWAY soon");
