@@ -36,6 +36,7 @@ build of the same sources with the same build folder (the default build_temp),
 compiler, Python (its headers), Cython, flags and -march; build/pgo/STAMP
 records what they were trained with, and a `use` build checks it.
 """
+import glob
 import hashlib
 import json
 import os
@@ -135,9 +136,17 @@ def ldflags():
     return flags
 
 
+# Every header: distutils rebuilds a module when one of its sources or of
+# these is newer than it (it knows nothing of which file includes which), so
+# a change to a struct in a header never leaves objects built with the old one.
+HEADERS = sorted(os.path.relpath(p, HERE)
+                 for p in glob.glob(os.path.join(HERE, "csrc", "**", "*.h"), recursive=True))
+
+
 def ext(name, sources, libraries=()):
     return Extension(
         name, sources,
+        depends=HEADERS,
         include_dirs=["csrc/include", "csrc"],
         extra_compile_args=cflags(),
         extra_link_args=ldflags(),
