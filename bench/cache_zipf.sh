@@ -37,6 +37,7 @@
 set -euo pipefail
 CACHE_SIZE=${CACHE_SIZE:-64m}   # before common.sh, whose default (run.sh's) is 256m
 source "$(dirname "$0")/lib/common.sh"
+ZIPFLIB=$BENCH_DIR/lib/zipflib.py
 source "$BENCH_DIR/lib/servers.sh"
 
 SERVERS=${SERVERS:-scalws nginx}
@@ -88,11 +89,11 @@ upstream_start || die "upstream nginx did not start"
     echo "# versions: ${v}wrk: $($WRK -v 2>&1 | head -1 | awk '{print $2}'); upstream nginx: $($NGINX -v 2>&1 | sed 's/^nginx version: //')"
     echo "# command: $(printf 'NAME=%s RUNS=%s SERVERS="%s" KEYS=%s ZIPF_S=%s OBJ_SIZE=%s CACHE_SIZE=%s WARMUP=%s DURATION=%s CONNS=%s SEED=%s bench/cache_zipf.sh' \
         "$NAME" "$RUNS" "$SERVERS" "$KEYS" "$ZIPF_S" "$OBJ_SIZE" "$CACHE_SIZE" "$WARMUP" "$DURATION" "$CONNS" "$SEED")"
-    "$BENCH_PY" "$BENCHLIB" zipf-columns
+    "$BENCH_PY" "$ZIPFLIB" columns
 } >"$CSV"
 
 emit() {
-    "$BENCH_PY" "$BENCHLIB" zipf-row --keys "$KEYS" --zipf-s "$ZIPF_S" --obj-size "$OBJ_SIZE" \
+    "$BENCH_PY" "$ZIPFLIB" row --keys "$KEYS" --zipf-s "$ZIPF_S" --obj-size "$OBJ_SIZE" \
         --budget-mib "$CACHE_MIB" "$@" | tee -a /dev/stderr >>"$CSV"
 }
 
@@ -176,5 +177,5 @@ for ((i = 1; i <= RUNS; i++)); do
         measure "$srv" "$i" "$k"
     done
 done
-"$BENCH_PY" "$BENCHLIB" zipf-report "$CSV"
+"$BENCH_PY" "$ZIPFLIB" report "$CSV"
 echo "results: $DEST (cache_zipf.csv, cache_zipf.md)"
