@@ -135,6 +135,18 @@ def server(tmp_path):
             assert not crashes or srv.expect_crashes, log
 
 
+@pytest.fixture
+def proxy_server(server):
+    """proxy_server(servers, upstream=None, proxy=None, routes=(), top=None,
+    workers=1) -> the started Server, configured by proxylib.proxy_yaml
+    (the reverse proxy's tests, test_proxy*.py and test_batching.py)."""
+    from tests.e2e.proxylib import proxy_yaml
+
+    def make(servers, **kw):
+        return server(proxy_yaml(servers, **kw))
+    return make
+
+
 def until(fn, timeout=10.0, what="condition"):
     """Polls fn() until it returns something true, and returns that: for
     state with no event to wait on (the shared counters, published at the

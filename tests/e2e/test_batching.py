@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.e2e.conftest import cpu_seconds
-from tests.e2e.test_proxy import Client, proxy_server, request  # noqa: F401  (a fixture)
+from tests.e2e.proxylib import Client, request
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -2,8 +2,9 @@
 malformed and cut answers; retries (idempotent methods only), passive and
 active health, and the error log naming the upstream that failed.
 
-Helpers and the `proxy_server` fixture come from test_proxy.py; the
-upstreams from tests/e2e/upstreams (upstream_app, raw_upstream, fault_proxy).
+Helpers come from proxylib.py, the `proxy_server` fixture from
+conftest.py; the upstreams from tests/e2e/upstreams (upstream_app,
+raw_upstream, fault_proxy).
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ import urllib.request
 import pytest
 
 from tests.e2e.conftest import raw, read_response, statuses
-from tests.e2e.test_proxy import (  # noqa: F401  (proxy_server is a fixture)
-    MIB, Client, ids, parse_answer, post_while_reading, proxy_server, raw_exchange, request,
+from tests.e2e.proxylib import (
+    MIB, Client, ids, parse_answer, post_while_reading, raw_exchange, request,
     wait_until)
 from tests.e2e.upstreams import pattern_sha256
 from tests.e2e.upstreams.fixtures import free_port

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_proxy import proxy_yaml
+from tests.e2e.proxylib import proxy_yaml
 from tests.e2e.upstreams.fixtures import start_until_ready, stop_process
 from tests.tlspki import PKI
 
