@@ -7,9 +7,6 @@ import http.client
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 

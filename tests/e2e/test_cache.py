@@ -14,8 +14,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import socket
-import time
 
 from scalws.control import sandbox
 

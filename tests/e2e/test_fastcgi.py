@@ -27,7 +27,6 @@ import time
 import pytest
 
 from tests.e2e.conftest import ROOT, read_response, recv_to_close
-from tests.e2e.upstreams.phpfpm import tcp_conns
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -220,7 +219,6 @@ def test_large_response_to_a_slow_reader_in_bounded_memory(server, php_fpm):
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     s.sendall(b"GET /big.php?mib=24 HTTP/1.1\r\nHost: x\r\n\r\n")
-    h = hashlib.sha256()
     buf = b""
     while b"\r\n\r\n" not in buf:
         buf += s.recv(65536)

@@ -331,7 +331,7 @@ def wait_for_new_worker(srv, old, timeout=5.0) -> int:
 
 def test_error_log_default_level_is_notice(server, tmp_path):
     error = tmp_path / "error.log"
-    srv = start_with_error_file(server, logged(f"{{{{error: {error}}}}}"), error)
+    start_with_error_file(server, logged(f"{{{{error: {error}}}}}"), error)
     text = open(error).read()
     assert "[notice]" in text and "scalws started" in text
     assert "[info]" not in text and "started (pid" not in text

@@ -12,7 +12,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -396,7 +395,6 @@ def test_ocsp_fetched_by_the_master_and_stapled(server, tmp_path):
 
 
 def test_ocsp_from_a_file_and_a_stale_one_is_not_stapled(server, tmp_path):
-    from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.x509 import ocsp as cocsp
     import datetime
