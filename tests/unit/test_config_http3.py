@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.tlspki import PKI
-from tests.unit.test_config import load, one_problem, problems
+from tests.unit.configlib import load, one_problem, problems
 
 
 @pytest.fixture(scope="module")
