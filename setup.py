@@ -318,6 +318,27 @@ def write_buildinfo(paths, pgo, cc):
             f.write(text)
 
 
+def _parallel_compile(self, sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                      extra_preargs=None, extra_postargs=None, depends=None):
+    """distutils' CCompiler.compile with the objects compiled side by side
+    (it compiles one module's sources one after another: the engine's 66
+    files took 41 s of one core, Cython's engine.c alone 15 s of them). The
+    sources go in their order, the longest first (engine.c); an error
+    raises as it would have."""
+    from concurrent.futures import ThreadPoolExecutor
+    macros, objects, extra_postargs, pp_opts, build = self._setup_compile(
+        output_dir, macros, include_dirs, sources, depends, extra_postargs)
+    cc_args = self._get_cc_args(pp_opts, debug, extra_preargs)
+
+    def one(obj):
+        src, ext = build[obj]
+        self._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+    with ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
+        list(pool.map(one, [o for o in objects if o in build]))
+    return objects
+
+
 class BuildExt(build_ext):
     """build_ext that checks PGO profiles, writes scalws/_buildinfo.py, and
     rebuilds a module whose flags changed since its last build."""
@@ -329,6 +350,7 @@ class BuildExt(build_ext):
         super().run()
 
     def build_extensions(self):
+        self.compiler.compile = _parallel_compile.__get__(self.compiler)
         cc = self.compiler.compiler_so[0]
         if os.path.basename(cc) == "ccache":
             cc = self.compiler.compiler_so[1]
