@@ -8,7 +8,8 @@
  *    (our decoder stream taken by its encoder); the client gets exactly
  *    what the server gave; acknowledgements report the body bytes;
  *  - RFC 9218's order: a more urgent stream's data goes first, also when
- *    its PRIORITY_UPDATE came before the request (kept, bounded);
+ *    its PRIORITY_UPDATE came before the request (kept, bounded; one for
+ *    a stream past the client's stream limit is H3_ID_ERROR);
  *  - GOAWAY: the client learns it, a later request is refused;
  *  - crafted bytes, each the error RFC 9114 names: DATA before HEADERS,
  *    SETTINGS on a request stream, a control stream without SETTINGS
@@ -674,6 +675,20 @@ static void urgency_and_goaway(void)
         newest += sv->s.early_pri.e[k].id1 >= 8 + 4 * 12 + 1; /* ID + 1 */
     CHECK(sv->s.early_pri.live == SWS_PRI_EARLY && newest == SWS_PRI_EARLY,
           "%u kept, %d of them the newest", sv->s.early_pri.live, newest);
+    t_end();
+    /* ... for a stream the client may open: two at first (QUIC's limit),
+     * one more for each closed; beyond, H3_ID_ERROR (RFC 9218 7.2) */
+    restart(sv, cl);
+    CHECK(pump(cl, sv, 0) == 0, "the client's control stream");
+    sv->s.conf.max_requests = 2;
+    CHECK(send_priority_update(sv, 4, "u=1") == 6 + 3, "stream 4, the second the client may open");
+    CHECK(send_priority_update(sv, 8, "u=1") == -H3_ID_ERROR, "stream 8: past the limit");
+    restart(sv, cl);
+    CHECK(pump(cl, sv, 0) == 0, "the client's control stream");
+    sv->s.conf.max_requests = 2;
+    CHECK(sws_h3sess_close_stream(&sv->s, 0, H3_NO_ERROR) == 0, "stream 0 closed");
+    CHECK(send_priority_update(sv, 8, "u=1") == 6 + 3, "stream 8, once 0 closed");
+    CHECK(send_priority_update(sv, 12, "u=1") == -H3_ID_ERROR, "stream 12: past it");
     t_end();
     restart(sv, cl);
     client_get(cl, 0, "GET", "/a", NULL, NULL, NULL);

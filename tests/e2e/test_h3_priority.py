@@ -43,3 +43,22 @@ def test_an_update_that_overtakes_its_request_is_kept_for_it(server, pki, www):
         want = (www / "big.bin").read_bytes()
         assert ans_a["body"] == want and ans_b["body"] == want
         assert p.ended == [b_id, b_id - 4], p.ended
+
+
+def test_an_update_for_a_stream_past_the_clients_limit_ends_the_connection(server, pki, www):
+    """RFC 9218 §7.2: a PRIORITY_UPDATE for a request stream the client
+    could not open yet (past QUIC's stream limit, max_concurrent_streams
+    here 10, stream 40 the 11th) ends the connection with H3_ID_ERROR
+    (0x108); one for the 10th is taken, and a new connection is served."""
+    srv = start(server, pki, www, head="http3: {{max_concurrent_streams: 10}}\n")
+    with H3(srv.port, cafile=pki.ca.cert_path, timeout=10) as c:
+        p = c.proto
+        for sid in (36, 40):  # the 10th stream the client may open, then the 11th
+            frame = encode_frame(PRIORITY_UPDATE, encode_uint_var(sid) + b"u=1")
+            p._quic.send_stream_data(p.h3._local_control_stream_id, frame)
+            p.transmit()
+        ended = c.wait_closed()
+        assert ended.error_code == 0x108, (hex(ended.error_code), ended.reason_phrase)
+    with H3(srv.port, cafile=pki.ca.cert_path, timeout=10) as c:
+        assert c.get("/hello")[:3:2] == (200, b"hi over h3\n")
+

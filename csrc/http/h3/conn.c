@@ -100,6 +100,7 @@ static int h3_setup(h3conn_t *hc)
     sws_h3sess_conf_t conf = {e->h3.conf.qpack_table, e->h3.conf.qpack_blocked,
                               e->core.lim.max_header_bytes + 32ull * e->core.lim.max_headers,
                               e->h3.pool};
+    conf.max_requests = e->h3.conf.max_streams; /* initial_max_streams_bidi (below) */
     if (ngtcp2_conn_get_max_local_streams_uni(hc->qc) < 3)
         return -1; /* the client must let us open control and QPACK streams */
     if (!conf.pool) {

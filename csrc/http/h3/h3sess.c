@@ -704,6 +704,8 @@ void sws_h3sess_shut_wr(sws_h3sess_t *s, int64_t id)
 
 int sws_h3sess_close_stream(sws_h3sess_t *s, int64_t id, uint64_t code)
 {
+    if ((id & 3) == 0)
+        s->req_closed++; /* the client may open one more (conf.max_requests) */
     sws_h3st_t *st = h3st_find(s, id);
     if (!st)
         return 0;

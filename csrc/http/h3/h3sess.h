@@ -121,6 +121,10 @@ typedef struct {
     uint32_t qpack_blocked;    /* SETTINGS_QPACK_BLOCKED_STREAMS */
     uint64_t max_field_section; /* SETTINGS_MAX_FIELD_SECTION_SIZE, and the HEADERS we take */
     sws_h3pool_t *pool;        /* NULL: malloc and free each */
+    uint64_t max_requests;     /* request streams the client may open at first (QUIC's
+                                  initial_max_streams_bidi), one more for each closed
+                                  (the owner extends the limit so): a PRIORITY_UPDATE
+                                  beyond is H3_ID_ERROR (RFC 9218 7.2); 0: unchecked */
 } sws_h3sess_conf_t;
 
 struct sws_h3sess {
@@ -139,6 +143,7 @@ struct sws_h3sess {
     int64_t goaway_id;         /* after our GOAWAY: streams from it are refused */
     uint32_t n_blocked;        /* request streams waiting for QPACK inserts */
     uint64_t seq;              /* round robin among incremental streams */
+    uint64_t req_closed;       /* request streams closed (conf.max_requests) */
     sws_pri_early_t early_pri; /* PRIORITY_UPDATEs that overtook their requests (RFC 9218 7) */
     int fatal;                 /* a connection error: its code */
     unsigned settings_in : 1,  /* the client's SETTINGS came */

@@ -334,6 +334,8 @@ static int priority_update(sws_h3sess_t *s, const uint8_t *p, size_t n)
         return h3_conn_error(s, H3_FRAME_ERROR);
     if ((id & 3) != 0) /* RFC 9218 7.2: not a request stream */
         return h3_conn_error(s, H3_ID_ERROR);
+    if (s->conf.max_requests && id / 4 >= s->conf.max_requests + s->req_closed)
+        return h3_conn_error(s, H3_ID_ERROR); /* ... or one the client cannot open yet */
     sws_h3st_t *st = h3st_find(s, (int64_t)id);
     int u = st ? st->urgency : 3, i = st ? st->inc : 0;
     int got = sws_parse_priority((const char *)p + a, n - a, &u, &i);
