@@ -136,17 +136,9 @@ def ldflags():
     return flags
 
 
-# Every header: distutils rebuilds a module when one of its sources or of
-# these is newer than it (it knows nothing of which file includes which), so
-# a change to a struct in a header never leaves objects built with the old one.
-HEADERS = sorted(os.path.relpath(p, HERE)
-                 for p in glob.glob(os.path.join(HERE, "csrc", "**", "*.h"), recursive=True))
-
-
 def ext(name, sources, libraries=()):
     return Extension(
         name, sources,
-        depends=HEADERS,
         include_dirs=["csrc/include", "csrc"],
         extra_compile_args=cflags(),
         extra_link_args=ldflags(),
@@ -598,5 +590,17 @@ elif "build_ext" in sys.argv or "develop" in sys.argv or "install" in sys.argv \
                              "cdivision": True, "embedsignature": True},
         include_path=["scalws/includes"],
     )
+
+# Every header: distutils rebuilds a module when one of its sources or of
+# its depends is newer than it (it knows nothing of which file includes
+# which), so a change to a struct in a header never leaves objects built
+# with the old one. Added after cythonize, which copies an Extension's
+# depends into the C it writes: a header the build generates
+# (csrc/core/syscall_names.h), there in one build and not yet in another,
+# would make two builds of one commit differ.
+HEADERS = sorted(os.path.relpath(p, HERE)
+                 for p in glob.glob(os.path.join(HERE, "csrc", "**", "*.h"), recursive=True))
+for _e in extensions:
+    _e.depends = list(_e.depends) + HEADERS
 
 setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})
