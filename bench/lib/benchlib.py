@@ -154,6 +154,19 @@ def kv(text):
     return dict(x.split("=", 1) for x in text.split() if "=" in x)
 
 
+def load_steal_pct(before, after):
+    """The load CPU's busy share and the steal share between two snapshots
+    (cmd_snapshot's --cpu and --steal-cpus), in %; "" where not measured."""
+    load_pct = steal_pct = ""
+    if "cpu_total" in after and int(after["cpu_total"]) > int(before["cpu_total"]):
+        load_pct = 100.0 * (int(after["cpu_busy"]) - int(before["cpu_busy"])) / (
+            int(after["cpu_total"]) - int(before["cpu_total"]))
+    if "steal_total" in after and int(after["steal_total"]) > int(before["steal_total"]):
+        steal_pct = 100.0 * (int(after["steal"]) - int(before["steal"])) / (
+            int(after["steal_total"]) - int(before["steal_total"]))
+    return load_pct, steal_pct
+
+
 # --------------------------------------------------------------- load tools
 def parse_wrk(path):
     """The BENCH line printed by bench/lib/report.lua."""
@@ -273,14 +286,7 @@ def cmd_row(a):
         problems.append(f"negotiated {res['proto']}, not h3")
     if after.get("cpus") not in (None, "-", a.expect_cpus) and a.expect_cpus:
         problems.append(f"server allowed on CPUs {after.get('cpus')}, expected {a.expect_cpus}")
-    load_pct = ""
-    if "cpu_total" in after and int(after["cpu_total"]) > int(before["cpu_total"]):
-        load_pct = 100.0 * (int(after["cpu_busy"]) - int(before["cpu_busy"])) / (
-            int(after["cpu_total"]) - int(before["cpu_total"]))
-    steal_pct = ""
-    if "steal_total" in after and int(after["steal_total"]) > int(before["steal_total"]):
-        steal_pct = 100.0 * (int(after["steal"]) - int(before["steal"])) / (
-            int(after["steal_total"]) - int(before["steal_total"]))
+    load_pct, steal_pct = load_steal_pct(before, after)
     base.update(
         load_cpu_pct=load_pct, steal_pct=steal_pct,
         status="invalid" if problems else "ok",
@@ -593,10 +599,7 @@ def cmd_inst_row(a):
         problems.append(f"{serr} socket errors")
     if not req:
         problems.append("no request completed")
-    load_pct = ""
-    if "cpu_total" in after and int(after["cpu_total"]) > int(before["cpu_total"]):
-        load_pct = 100.0 * (int(after["cpu_busy"]) - int(before["cpu_busy"])) / (
-            int(after["cpu_total"]) - int(before["cpu_total"]))
+    load_pct = load_steal_pct(before, after)[0]
     d = {"server": a.server, "scenario": a.scenario, "instances": a.instances, "quota_pct": a.quota_pct,
          "status": "invalid" if problems else "ok", "rps": req / dur if dur else 0.0, "p99_ms": p99,
          "cpu_us_per_req": cpu_s * 1e6 / req if req else 0.0,
@@ -688,13 +691,7 @@ def cmd_hs_row(a):
         problems.append(f"{resumed} resumed handshakes in a full-handshake test")
     if after.get("cpus") not in (None, "-", a.expect_cpus) and a.expect_cpus:
         problems.append(f"server allowed on CPUs {after.get('cpus')}, expected {a.expect_cpus}")
-    load_pct = steal_pct = ""
-    if "cpu_total" in after and int(after["cpu_total"]) > int(before["cpu_total"]):
-        load_pct = 100.0 * (int(after["cpu_busy"]) - int(before["cpu_busy"])) / (
-            int(after["cpu_total"]) - int(before["cpu_total"]))
-    if "steal_total" in after and int(after["steal_total"]) > int(before["steal_total"]):
-        steal_pct = 100.0 * (int(after["steal"]) - int(before["steal"])) / (
-            int(after["steal_total"]) - int(before["steal_total"]))
+    load_pct, steal_pct = load_steal_pct(before, after)
     kind = "resumed" if resumed_test else "full"
     base.update(
         status="invalid" if problems else "ok", reason="; ".join(problems),

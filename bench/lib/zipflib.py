@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (CLK_TCK, SRV_ORDER, aggregate, cell, fmt, header_lines, kv,  # noqa: E402
-                      ordered, parse_wrk, read_csv)
+                      load_steal_pct, ordered, parse_wrk, read_csv)
 
 ZIPF_COLUMNS = ["server", "run", "order", "status", "hit_ratio", "upstream_miss_ratio", "responses",
                 "hits", "classes", "upstream_reqs", "stored_since_start", "entries", "evictions",
@@ -217,13 +217,7 @@ def cmd_zipf_row(a):
         problems.append(f"{classes['none']} answers said nothing of the cache (no Cache-Status / X-Cache)")
     if after.get("cpus") not in (None, "-", a.expect_cpus) and a.expect_cpus:
         problems.append(f"server allowed on CPUs {after.get('cpus')}, expected {a.expect_cpus}")
-    load_pct = steal_pct = ""
-    if "cpu_total" in after and int(after["cpu_total"]) > int(before["cpu_total"]):
-        load_pct = 100.0 * (int(after["cpu_busy"]) - int(before["cpu_busy"])) / (
-            int(after["cpu_total"]) - int(before["cpu_total"]))
-    if "steal_total" in after and int(after["steal_total"]) > int(before["steal_total"]):
-        steal_pct = 100.0 * (int(after["steal"]) - int(before["steal"])) / (
-            int(after["steal_total"]) - int(before["steal_total"]))
+    load_pct, steal_pct = load_steal_pct(before, after)
     base.update(
         status="invalid" if problems else "ok", reason="; ".join(problems),
         hit_ratio=hits / resp if resp else "", upstream_miss_ratio=(up / req) if up != "" and req else "",

@@ -28,11 +28,11 @@ from scalws.control import health as health_mod
 from scalws.control import forkmem, procs, sandbox
 from scalws.control import stats as stats_mod
 from scalws.control.logs import log
+from scalws.control.loop import Loop
 
 TYPE_CHECKING = False  # typing is not imported at run time (a worker's memory)
 if TYPE_CHECKING:
     from typing import NoReturn
-from scalws.control.loop import Loop
 
 HEAD_MAX = 8192
 READ_TIMEOUT = 5.0         # from a connection's accept to its close
