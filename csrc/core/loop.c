@@ -122,8 +122,10 @@ static void probe_decide(sws_engine_t *e)
              (unsigned long)on[0], (unsigned long)off[0]);
         e->core.poll_off = e->core.poll_chose_off = 0;
         e->core.probe_rate = (double)(off[0] + on[0]) * 1e9 / (double)(off[2] + on[2] + 1);
+        e->core.probe_idle = 1;
         return;
     }
+    e->core.probe_idle = 0;
     double rate_off = (double)off[0] * 1e9 / (double)off[2], rate_on = (double)on[0] * 1e9 / (double)on[2];
     double cpu_off = (double)off[1] / 1e3 / (double)off[0], cpu_on = (double)on[1] / 1e3 / (double)on[0];
     e->core.poll_off = e->core.poll_chose_off = !(rate_on >= rate_off * 1.05 || cpu_on <= cpu_off);
@@ -158,12 +160,16 @@ void sws_core_poll_tick(sws_engine_t *e)
     }
     /* holding: measure again after PROBE_HOLD_TICKS, or when the rate has
      * been off by 2x for PROBE_MOVED_TICKS ticks in a row (a pause between
-     * two runs of a load is not a new load) */
+     * two runs of a load is not a new load); after a measurement that found
+     * too few requests, at the first tick with a load (nothing was known
+     * of it: measured at once, the choice is made 2 s after it starts, not
+     * 3, and a benchmark's warm-up of 3 s holds the whole measurement) */
     double rate = d[2] ? (double)d[0] * 1e9 / (double)d[2] : 0;
     int moved = (rate > 2 * k->probe_rate || rate < k->probe_rate / 2) &&
                 (rate >= PROBE_MIN_REQUESTS || k->probe_rate >= PROBE_MIN_REQUESTS);
     k->probe_moved = moved ? k->probe_moved + 1 : 0;
-    if (++k->probe_tick >= PROBE_TICKS + PROBE_HOLD_TICKS || k->probe_moved >= PROBE_MOVED_TICKS) {
+    if (++k->probe_tick >= PROBE_TICKS + PROBE_HOLD_TICKS ||
+        k->probe_moved >= (k->probe_idle ? 1 : PROBE_MOVED_TICKS)) {
         k->probe_tick = k->probe_moved = 0;
         memset(k->probe_sum, 0, sizeof k->probe_sum);
         k->poll_off = !probe_on[0];

@@ -38,7 +38,8 @@
 /* `busy_poll: auto` measures whether polling pays (sws_core_poll_tick in
  * core/loop.c; ADR 0027): PROBE_TICKS ticks with polling on and off in
  * turn, then the choice holds PROBE_HOLD_TICKS ticks (30 s), or until the
- * request rate has halved or doubled for PROBE_MOVED_TICKS ticks. */
+ * request rate has halved or doubled for PROBE_MOVED_TICKS ticks (one tick
+ * after a measurement that found too few requests). */
 #define PROBE_TICKS 8
 #define PROBE_HOLD_TICKS 120
 #define PROBE_MOVED_TICKS 4
@@ -187,9 +188,12 @@ typedef struct {
      * in a row with the rate 2x off probe_rate (requests per second when
      * the choice was made); probe_at: requests, thread CPU ns and
      * monotonic ns at the last tick; probe_sum: their deltas summed per
-     * mode (0: not polling, 1: polling). */
+     * mode (0: not polling, 1: polling); probe_idle: the last measurement
+     * found too few requests to tell (a load that comes is measured at the
+     * first tick that sees it). */
     int poll_off;
     int poll_chose_off;
+    int probe_idle;
     uint32_t probes;
     uint32_t probe_tick, probe_moved;
     uint64_t probe_at[3];
