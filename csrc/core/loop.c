@@ -97,9 +97,13 @@ static void spin_adapt(sws_engine_t *e, uint64_t idle_ns)
  * for 3 % more rate where the worker is the bottleneck and events queue up
  * anyway. So the engine tick runs PROBE_TICKS ticks with the poll on and
  * off in turn (on, off, off, on, ...: a steady drift of the load falls on
- * both alike) and keeps polling if that served 5 % more requests per
- * second, or cost no more CPU per request (the thread's CPU clock); too
- * few requests to tell, it polls (the poll adapts itself to long gaps).
+ * both alike) and keeps polling if that cost no more CPU per request (the
+ * thread's CPU clock), or served PROBE_GAIN (10 %) more requests per
+ * second for at most as much more CPU per request (PHP-FPM on the other
+ * core: 21 % more rate for 61 % more CPU is not kept; one client coming
+ * back at once: 3x the rate for less CPU is); too few requests to tell, it
+ * polls (the poll adapts itself to long gaps). A measurement during which a tick's rate was over twice
+ * another's (a load that started or stopped in it) is made again, once.
  * The choice holds PROBE_HOLD_TICKS ticks, or until the request rate
  * has halved or doubled for a second. */
 static const uint8_t probe_on[PROBE_TICKS] = {1, 0, 0, 1, 1, 0, 0, 1};
@@ -128,7 +132,8 @@ static void probe_decide(sws_engine_t *e)
     e->core.probe_idle = 0;
     double rate_off = (double)off[0] * 1e9 / (double)off[2], rate_on = (double)on[0] * 1e9 / (double)on[2];
     double cpu_off = (double)off[1] / 1e3 / (double)off[0], cpu_on = (double)on[1] / 1e3 / (double)on[0];
-    e->core.poll_off = e->core.poll_chose_off = !(rate_on >= rate_off * 1.05 || cpu_on <= cpu_off);
+    int pays = cpu_on <= cpu_off || (rate_on >= rate_off * PROBE_GAIN && rate_on / rate_off >= cpu_on / cpu_off);
+    e->core.poll_off = e->core.poll_chose_off = !pays;
     e->core.probe_rate = e->core.poll_off ? rate_off : rate_on;
     int first = e->core.probes++ == 0;
     elog(e, e->core.poll_off != was || first ? SWS_L_INFO : SWS_L_DEBUG,
@@ -149,12 +154,35 @@ void sws_core_poll_tick(sws_engine_t *e)
     if (first)
         return; /* the first tick starts the first window */
     if (k->probe_tick < PROBE_TICKS) { /* measuring: the window that just ended */
+        int on = probe_on[k->probe_tick];
         for (int i = 0; i < 3; i++)
-            k->probe_sum[probe_on[k->probe_tick]][i] += d[i];
+            k->probe_sum[on][i] += d[i];
+        double r = d[2] ? (double)d[0] * 1e9 / (double)d[2] : 0;
+        if (k->probe_tick < 2 || r < k->probe_lo[on]) /* ticks 0 and 1: each mode's first */
+            k->probe_lo[on] = r;
+        if (k->probe_tick < 2 || r > k->probe_hi[on])
+            k->probe_hi[on] = r;
         if (++k->probe_tick < PROBE_TICKS) {
             k->poll_off = !probe_on[k->probe_tick];
             return;
         }
+        /* a load that started or stopped within the measurement fills one
+         * mode's ticks more than the other's: its rates say nothing of the
+         * poll (within a mode, what the poll does is the same each tick) */
+        int moved = 0;
+        for (int m = 0; m < 2; m++)
+            moved |= k->probe_hi[m] >= PROBE_MIN_REQUESTS && k->probe_hi[m] > 2 * k->probe_lo[m];
+        if (!k->probe_again && moved) {
+            elog(e, SWS_L_DEBUG, "busy_poll auto: the rate moved during the measurement (polling %.0f "
+                 "to %.0f requests/s a tick, not polling %.0f to %.0f): measuring again",
+                 k->probe_lo[1], k->probe_hi[1], k->probe_lo[0], k->probe_hi[0]);
+            k->probe_again = 1;
+            k->probe_tick = 0;
+            memset(k->probe_sum, 0, sizeof k->probe_sum);
+            k->poll_off = !probe_on[0];
+            return;
+        }
+        k->probe_again = 0;
         probe_decide(e);
         return;
     }

@@ -206,9 +206,10 @@ def load_until(srv, text, timeout=15.0):
 
 def test_auto_measures_whether_the_poll_pays(server):
     # `busy_poll: auto` on a virtual machine: each worker serves 2 s with the
-    # poll on and off in turn and keeps it where it gave 5 % more requests
-    # per second or cost no more CPU per request (ADR 0027), and says so at
-    # info with both measurements. On bare metal `auto` is off.
+    # poll on and off in turn and keeps it where it cost no more CPU per
+    # request, or gave 10 % more requests per second for at most as much
+    # more CPU per request (ADR 0027), and says so at info with both
+    # measurements. On bare metal `auto` is off.
     from scalws.config.machine import virtualized
     srv = server(CONFIG.format(poll="auto").replace("  access: off", "  access: off\n  level: info"))
     if not virtualized():
@@ -222,7 +223,7 @@ def test_auto_measures_whether_the_poll_pays(server):
     assert m, srv.log()
     choice, rate_on, cpu_on, rate_off, cpu_off = m.group(1), *map(float, m.group(2, 3, 4, 5))
     assert rate_on > 0 and rate_off > 0 and cpu_on > 0 and cpu_off > 0, m.group(0)
-    pays = rate_on >= 1.05 * rate_off or cpu_on <= cpu_off
+    pays = cpu_on <= cpu_off or (rate_on >= 1.10 * rate_off and rate_on / rate_off >= cpu_on / cpu_off)
     assert choice == ("polling" if pays else "not polling"), m.group(0)
 
 

@@ -44,6 +44,7 @@
 #define PROBE_HOLD_TICKS 120
 #define PROBE_MOVED_TICKS 4
 #define PROBE_MIN_REQUESTS 200 /* fewer in either mode: too light to tell; poll */
+#define PROBE_GAIN 1.10        /* the rate the poll must add to be kept (or cost no more CPU) */
 
 typedef struct {
     size_t max_header_bytes; /* request line + headers; over it: 431 (414 if the line alone) */
@@ -190,10 +191,13 @@ typedef struct {
      * monotonic ns at the last tick; probe_sum: their deltas summed per
      * mode (0: not polling, 1: polling); probe_idle: the last measurement
      * found too few requests to tell (a load that comes is measured at the
-     * first tick that sees it). */
+     * first tick that sees it); probe_lo, probe_hi: the lowest and highest
+     * rate of a tick in this measurement, per mode; probe_again: this one
+     * repeats a measurement during which the rate moved. */
     int poll_off;
     int poll_chose_off;
-    int probe_idle;
+    int probe_idle, probe_again;
+    double probe_lo[2], probe_hi[2];
     uint32_t probes;
     uint32_t probe_tick, probe_moved;
     uint64_t probe_at[3];
