@@ -4,132 +4,25 @@ problem with its exact message and FILE:LINE:COLUMN position.
 
 Sample files are inline; in expected problem lines the file is shown as F.
 Name resolution goes through upstreams.socket.getaddrinfo: the tests that need a
-particular answer (several addresses, a failure) replace it; "localhost" is
-resolved for real (from /etc/hosts).
+particular answer (several addresses, a failure) replace it (the `addresses`
+fixture, tests/unit/conftest.py); "localhost" is resolved for real (from
+/etc/hosts). Helpers: tests/unit/proxyconfiglib.py.
 """
-import ipaddress
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from scalws import dns
 from scalws.config.directives import upstreams
-from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
-from scalws.config.model import Health, Proxy, Upstream, UpstreamServer, UpstreamTLS
+from scalws.config.model import Health, Proxy, Upstream, UpstreamServer
+from tests.unit.proxyconfiglib import (G, GROUP_HEAD, P, ROOT, ROUTE_HEAD, flow, group_problem,
+                                       group_text, load_group, load_proxy, one, problems_of,
+                                       route_problem, route_text, write)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-# Two groups, then one route whose proxy mapping's keys start at line 9,
-# column 11.
-ROUTE_HEAD = """\
-upstreams:
-  api: {servers: ["127.0.0.1:3000"]}
-  web: {servers: ["127.0.0.1:3001"]}
-sites:
-  - listen: 80
-    routes:
-      - path: /
-        proxy:
-"""
-P = "sites[0].routes[0].proxy"
-
-# One route naming `api`, then the group `api` (after the sites, on purpose),
-# whose keys start at line 7, column 5.
-GROUP_HEAD = """\
-sites:
-  - listen: 80
-    routes:
-      - {path: /, proxy: api}
-upstreams:
-  api:
-"""
-G = "upstreams.api"
-
-
-def write(tmp_path, text):
-    path = tmp_path / "scalws.yaml"
-    path.write_text(text)
-    return path
-
-
-def problems_of(tmp_path, text):
-    path = write(tmp_path, text)
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    return [line.replace(str(path), "F", 1) for line in str(info.value).splitlines()]
-
-
-def one(lines):
-    assert len(lines) == 1, lines
-    return lines[0]
-
-
-def route_text(body):
-    return ROUTE_HEAD + textwrap.indent(textwrap.dedent(body), " " * 10)
-
-
-def group_text(body):
-    return GROUP_HEAD + textwrap.indent(textwrap.dedent(body), " " * 4)
-
-
-def load_proxy(tmp_path, body):
-    cfg = load_config(write(tmp_path, route_text(body)))
-    route = cfg.sites[0].routes[0]
-    assert route.kind == "proxy"
-    return route.handler, cfg
-
-
-def route_problem(tmp_path, body):
-    return one(problems_of(tmp_path, route_text(body)))
-
-
-def load_group(tmp_path, body) -> Upstream:
-    cfg = load_config(write(tmp_path, group_text(body)))
-    assert cfg.sites[0].routes[0].handler == Proxy(upstream="api")
-    return cfg.upstreams["api"]
-
-
-def group_problem(tmp_path, body):
-    return one(problems_of(tmp_path, group_text(body)))
-
-
-def flow(value, upstreams=""):
-    """A file whose only route is {path: /, proxy: VALUE} (VALUE at 4:26)."""
-    return ("sites:\n  - listen: 80\n    routes:\n"
-            f"      - {{path: /, proxy: {value}}}\n" + upstreams)
-
-
-@pytest.fixture
-def addresses(monkeypatch):
-    """Make getaddrinfo answer from a table: {name: [addresses]}."""
-    table = {}
-
-    def fake(host, port, family=0, type=0, proto=0, flags=0):
-        if host not in table:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        out = []
-        for addr in table[host]:
-            if ":" in addr:
-                out.append((socket.AF_INET6, socket.SOCK_STREAM, 6, "", (addr, port, 0, 0)))
-            else:
-                out.append((socket.AF_INET, socket.SOCK_STREAM, 6, "", (addr, port)))
-        return out
-
-    def fake_dns(host, settings):
-        if host not in table:
-            return ("fail", "no such name")
-        return ("ok", dns.sort_addresses(ipaddress.ip_address(a).compressed
-                                         for a in table[host]), 30)
-
-    monkeypatch.setattr(upstreams.socket, "getaddrinfo", fake)
-    monkeypatch.setattr(upstreams.dns, "resolve", fake_dns)
-    return table
-
+# TLS to upstreams: test_proxy_tls_config.py
 
 # --------------------------------------------------------------------------
 # The proxy route: accepted forms
@@ -865,185 +758,6 @@ def test_trusted_proxies_did_you_mean(tmp_path):
     text = "trusted_proxy: [127.0.0.1]\n" + flow('"http://127.0.0.1:1"')
     assert one(problems_of(tmp_path, text)) == \
         "F:1:1: trusted_proxy: unknown key 'trusted_proxy'; did you mean 'trusted_proxies'?"
-
-
-# --------------------------------------------------------------------------
-# TLS to upstreams: https:// in url and servers, `tls:` on groups and url routes
-
-@pytest.fixture(scope="module")
-def pems(tmp_path_factory):
-    """A CA, a client certificate and its key, a key of another pair, and a
-    file that is no PEM at all."""
-    from tests.tlspki import PKI
-    folder = tmp_path_factory.mktemp("pems")
-    pki = PKI(folder)
-    root = pki.root()
-    client = pki.leaf(root, ["client.test"], server_auth=False, name="client")
-    other = pki.leaf(root, ["other.test"], name="other")
-    junk = folder / "junk.pem"
-    junk.write_text("not a certificate\n")
-    return {"ca": root.cert_path, "cert": client.cert_path, "key": client.key_path,
-            "other_key": other.key_path, "junk": str(junk)}
-
-
-def test_https_url_defaults(tmp_path):
-    p, cfg = load_proxy(tmp_path, 'url: "https://localhost/v1/"\n')
-    assert (p.upstream, p.path_prefix) == ("url:https://localhost:443", "/v1/")
-    group = cfg.upstreams["url:https://localhost:443"]
-    assert group.tls == UpstreamTLS(mark=group.tls.mark)
-    t = group.tls
-    assert (t.verify, t.ca, t.name, t.sni, t.cert, t.key, t.protocols) == \
-        (True, None, None, True, None, None, ["TLSv1.2", "TLSv1.3"])
-    assert {s.tls_name for s in group.servers} == {"localhost"}   # the host as written
-    assert all(s.port == 443 for s in group.servers)
-
-
-def test_https_url_every_tls_key(tmp_path, pems):
-    p, cfg = load_proxy(tmp_path, f"""\
-        url: "https://127.0.0.1:8443"
-        tls:
-          verify: on
-          ca: {pems["ca"]}
-          name: API.example.com.
-          sni: off
-          cert: {pems["cert"]}
-          key: {pems["key"]}
-          protocols: TLSv1.3
-        """)
-    t = cfg.upstreams[p.upstream].tls
-    assert (t.verify, t.ca, t.name, t.sni, t.cert, t.key, t.protocols) == \
-        (True, pems["ca"], "api.example.com", False, pems["cert"], pems["key"], ["TLSv1.3"])
-    assert [s.tls_name for s in cfg.upstreams[p.upstream].servers] == ["api.example.com"]
-
-
-def test_https_url_name_from_host_and_ip_literals(tmp_path):
-    p, cfg = load_proxy(tmp_path, 'url: "https://127.0.0.1:8443"\nhost: "Api.Example.com:8443"\n')
-    assert [s.tls_name for s in cfg.upstreams[p.upstream].servers] == ["api.example.com"]
-    p, cfg = load_proxy(tmp_path, 'url: "https://[::1]:8443"\n')
-    assert [s.tls_name for s in cfg.upstreams[p.upstream].servers] == ["::1"]
-
-
-def test_verify_off_is_accepted_silently(tmp_path):
-    p, cfg = load_proxy(tmp_path, 'url: "https://127.0.0.1:8443"\ntls: {verify: off}\n')
-    assert cfg.upstreams[p.upstream].tls.verify is False
-    assert cfg.warnings == []
-
-
-def test_routes_share_an_https_group_when_they_verify_alike(tmp_path, pems):
-    text = flow('"https://127.0.0.1:1/a"') + (
-        "      - {path: /b, proxy: {url: \"https://127.0.0.1:1/b\"}}\n"
-        f"      - {{path: /c, proxy: {{url: \"https://127.0.0.1:1\", tls: {{ca: {pems['ca']}}}}}}}\n"
-        "      - {path: /d, proxy: \"http://127.0.0.1:1\"}\n")
-    cfg = load_config(write(tmp_path, text))
-    assert [r.handler.upstream for r in cfg.sites[0].routes] == [
-        "url:https://127.0.0.1:1", "url:https://127.0.0.1:1", "url:https://127.0.0.1:1#2",
-        "url:127.0.0.1:1"]
-    assert cfg.upstreams["url:https://127.0.0.1:1#2"].tls.ca == pems["ca"]
-    assert cfg.upstreams["url:127.0.0.1:1"].tls is None
-
-
-def test_group_https_servers(tmp_path, pems):
-    group = load_group(tmp_path, f"""\
-        servers: [{{address: "https://[::1]:8443", weight: 2}}, "https://localhost"]
-        tls: {{ca: {pems["ca"]}}}
-        """)
-    assert group.tls.ca == pems["ca"]
-    assert [(s.host, s.port, s.tls_name, s.weight) for s in group.servers][:2] == [
-        ("::1", 8443, "::1", 2), ("127.0.0.1", 443, "localhost", 1)]
-
-
-def test_group_https_servers_alone_and_tls_on(tmp_path):
-    group = load_group(tmp_path, 'servers: ["https://127.0.0.1:8443"]\n')
-    assert group.tls is not None and group.tls.verify
-    group = load_group(tmp_path, 'servers: ["localhost:8443"]\ntls: on\n')
-    assert [s.tls_name for s in group.servers] == ["localhost"] * len(group.servers)
-    group = load_group(tmp_path, 'servers: ["localhost:8443"]\ntls: off\n')
-    assert group.tls is None
-    group = load_group(tmp_path, 'servers: ["unix:/run/a.sock"]\ntls: {name: app.test}\n')
-    assert [s.tls_name for s in group.servers] == ["app.test"]
-
-
-def test_bad_ca_path_refused_with_its_line(tmp_path):
-    assert route_problem(tmp_path, 'url: "https://127.0.0.1:8443"\ntls: {ca: missing.pem}\n') \
-        == f"F:10:21: {P}.tls.ca: cannot read {tmp_path}/missing.pem: No such file or directory"
-    assert one(problems_of(tmp_path, group_text(
-        'servers: ["localhost:1"]\ntls:\n  ca: /nonexistent/ca.pem\n'))) == \
-        f"F:9:11: {G}.tls.ca: cannot read /nonexistent/ca.pem: No such file or directory"
-
-
-@pytest.mark.parametrize("tls, anchor, message", [
-    # `anchor`: where in the value the problem is reported (its first occurrence)
-    ("{ca: JUNK}", "JUNK", "tls.ca: JUNK holds no PEM certificate"),
-    ("{cert: CERT}", "cert", "tls.cert: a client certificate needs both cert and key: "
-     "key is missing"),
-    ("{key: KEY}", "key", "tls.key: a client certificate needs both cert and key: "
-     "cert is missing"),
-    ("{cert: CERT, key: OTHER_KEY}", "OTHER_KEY", "tls.key: the key OTHER_KEY does not "
-     "belong to the certificate CERT"),
-    ("{cert: CERT, key: CA}", "CA", "tls.key: CA holds no PEM private key"),
-    ("{name: 'a b'}", "'a b'", "tls.name: 'a b' is not a host name or an IP address"),
-    ("{protocols: [TLSv1.1]}", "TLSv1.1", "tls.protocols[0]: TLSv1.1 is insecure and "
-     "refused (RFC 8996 deprecates TLS 1.0 and 1.1; SSL is broken): use TLSv1.2 and TLSv1.3"),
-    ("{protocols: [TLSv1.4]}", "TLSv1.4", "tls.protocols[0]: unknown protocol 'TLSv1.4'; "
-     "did you mean 'TLSv1.3'?"),
-    ("{protocols: []}", "[]", "tls.protocols: expected at least one protocol"),
-    ("{verify: maybe}", "maybe", "tls.verify: expected on or off, got a string 'maybe'"),
-    ("{sni: 1}", "1", "tls.sni: expected on or off, got an integer 1"),
-    ("{cas: x}", "cas", "tls.cas: unknown key 'cas'; did you mean 'ca'?"),
-    ("off", "off", "tls: an https:// url always uses TLS: give a mapping of options "
-     "(such as {ca: ca.pem}) or leave tls out"),
-    ("[1]", "[1]", "tls: expected on, off or a mapping such as {ca: ca.pem, name: "
-     "api.example.com}; got a list"),
-])
-def test_route_tls_problems(tmp_path, pems, tls, anchor, message):
-    names = {"JUNK": pems["junk"], "CERT": pems["cert"], "OTHER_KEY": pems["other_key"],
-             "CA": pems["ca"], "KEY": pems["key"]}
-
-    def fill(text):
-        for k, v in sorted(names.items(), key=lambda kv: -len(kv[0])):
-            text = text.replace(k, v)
-        return text
-
-    value = fill(tls)
-    col = 16 + value.index(fill(anchor))      # the line is "          tls: VALUE"
-    assert route_problem(tmp_path, f'url: "https://127.0.0.1:8443"\ntls: {value}\n') == \
-        f"F:10:{col}: {P}.{fill(message)}"
-
-
-def test_ca_with_verify_off_is_a_warning(tmp_path, pems):
-    p, cfg = load_proxy(tmp_path, f'url: "https://127.0.0.1:8443"\n'
-                                  f'tls: {{verify: off, ca: {pems["ca"]}}}\n')
-    assert cfg.upstreams[p.upstream].tls.verify is False
-    assert [(w.line, w.key_path, w.message) for w in cfg.warnings] == [
-        (10, f"{P}.tls.ca", "ca has no effect with verify: off")]
-
-
-@pytest.mark.parametrize("body, where, message", [
-    ('servers: ["https://127.0.0.1:1", "127.0.0.1:2"]', "7:38",
-     "servers[1]: a group's servers are all https:// or none (upstreams.api.servers[0] "
-     "is https://): give every server https://, or tls: on to the group"),
-    ('servers: ["127.0.0.1:1", {address: "https://127.0.0.1:2"}]', "7:15",
-     "servers[0]: a group's servers are all https:// or none (upstreams.api.servers[1] "
-     "is https://): give every server https://, or tls: on to the group"),
-    ('servers: ["https://127.0.0.1:1"]\ntls: off', "8:5",
-     "tls: tls: off contradicts the https:// servers"),
-    ('servers: ["unix:/run/a.sock"]\ntls: on', "8:5",
-     "tls: the server unix:/run/a.sock is a unix socket: it has no host name to verify; "
-     "give tls.name (or verify: off)"),
-    ('servers: ["https://"]', "7:15", "servers[0]: expected a host after 'https://'"),
-    ('servers: ["localhost:1"]\ntls: {wat: 1}', "8:11",
-     "tls.wat: unknown key 'wat' (known keys: verify, ca, name, sni, cert, key, protocols)"),
-])
-def test_group_tls_problems(tmp_path, body, where, message):
-    assert group_problem(tmp_path, body + "\n") == f"F:{where}: {G}.{message}"
-
-
-def test_tls_on_a_route_with_a_group_or_http(tmp_path):
-    assert route_problem(tmp_path, "upstream: api\ntls: on\n") == (
-        f"F:10:11: {P}.tls: tls goes with an https:// url; for a group, give tls under "
-        "upstreams.api")
-    assert route_problem(tmp_path, 'url: "http://127.0.0.1:1"\ntls: on\n') == (
-        f"F:10:11: {P}.tls: tls applies only to an https:// url")
 
 
 # --------------------------------------------------------------------------
