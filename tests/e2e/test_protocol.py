@@ -112,6 +112,25 @@ def test_pipelined_1000_in_one_send(srv):
     assert statuses(data) == [200] * 1000 and data.endswith(b"ok\n")
 
 
+def test_pipelined_past_the_read_buffer_with_nothing_after(srv):
+    # 3,000 requests sent at once (96 KB) fill the worker's read buffer
+    # (max_header_bytes + 64 KiB) more than once, and no byte comes after
+    # them (no close, no FIN) to bring another event: every one is answered.
+    # (An edge-triggered wait that did not come back for what a full read
+    # left in the socket would stall here: branch wip/http1-et, issue 36's
+    # report.)
+    n = 3000
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+        s.sendall(b"GET /two HTTP/1.1\r\nHost: a\r\n\r\n" * n)
+        got, data = 0, b""
+        while got < n:
+            chunk = s.recv(1 << 20)
+            assert chunk, f"closed after {got} answers"
+            data += chunk
+            got = data.count(b"HTTP/1.1 200")
+        assert got == n and data.endswith(b"two\n")
+
+
 def test_pipelined_batch_is_answered_in_one_write(srv):
     # DESIGN.md's hot-path rule, seen from the system calls: eight requests
     # that arrive in one segment get their eight answers in one sendmsg.
