@@ -102,8 +102,9 @@ static void spin_adapt(sws_engine_t *e, uint64_t idle_ns)
  * second for at most as much more CPU per request (PHP-FPM on the other
  * core: 21 % more rate for 61 % more CPU is not kept; one client coming
  * back at once: 3x the rate for less CPU is); too few requests to tell, it
- * polls (the poll adapts itself to long gaps). A measurement during which a tick's rate was over twice
- * another's (a load that started or stopped in it) is made again, once.
+ * polls (the poll adapts itself to long gaps). A measurement during which
+ * a tick's rate was over twice another's of the same mode (a load that
+ * started or stopped in it) is made again, once.
  * The choice holds PROBE_HOLD_TICKS ticks, or until the request rate
  * has halved or doubled for a second. */
 static const uint8_t probe_on[PROBE_TICKS] = {1, 0, 0, 1, 1, 0, 0, 1};
@@ -132,7 +133,8 @@ static void probe_decide(sws_engine_t *e)
     e->core.probe_idle = 0;
     double rate_off = (double)off[0] * 1e9 / (double)off[2], rate_on = (double)on[0] * 1e9 / (double)on[2];
     double cpu_off = (double)off[1] / 1e3 / (double)off[0], cpu_on = (double)on[1] / 1e3 / (double)on[0];
-    int pays = cpu_on <= cpu_off || (rate_on >= rate_off * PROBE_GAIN && rate_on / rate_off >= cpu_on / cpu_off);
+    int pays = cpu_on <= cpu_off ||
+               (rate_on >= rate_off * PROBE_GAIN && rate_on / rate_off >= cpu_on / cpu_off);
     e->core.poll_off = e->core.poll_chose_off = !pays;
     e->core.probe_rate = e->core.poll_off ? rate_off : rate_on;
     int first = e->core.probes++ == 0;

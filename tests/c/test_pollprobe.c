@@ -154,9 +154,10 @@ static void test_the_choice_follows_the_rule(void)
     double ron = (double)on[0] / (double)on[2], roff = (double)off[0] / (double)off[2];
     double con = (double)on[1] / (double)on[0], coff = (double)off[1] / (double)off[0];
     int pays = con <= coff;
-    CHECK(e->core.probes == 1 && e->core.poll_off == !pays, "polling %.0f/s at %.0f ns, not %.0f/s at %.0f ns",
-          ron * 1e9, con, roff * 1e9, coff);
-    CHECK(log_has(pays ? "busy_poll auto: polling (" : "busy_poll auto: not polling ("), "the info line");
+    CHECK(e->core.probes == 1 && e->core.poll_off == !pays,
+          "polling %.0f/s at %.0f ns, not %.0f/s at %.0f ns", ron * 1e9, con, roff * 1e9, coff);
+    CHECK(log_has(pays ? "busy_poll auto: polling (" : "busy_poll auto: not polling ("),
+          "the info line");
     done();
     fresh();
     tick(0);
@@ -164,8 +165,8 @@ static void test_the_choice_follows_the_rule(void)
     ron = (double)on[0] / (double)on[2], roff = (double)off[0] / (double)off[2];
     con = (double)on[1] / (double)on[0], coff = (double)off[1] / (double)off[0];
     pays = con <= coff || (ron >= PROBE_GAIN * roff && ron / roff >= con / coff);
-    CHECK(e->core.probes == 1 && e->core.poll_off == !pays, "polling %.0f/s at %.0f ns, not %.0f/s at %.0f ns",
-          ron * 1e9, con, roff * 1e9, coff);
+    CHECK(e->core.probes == 1 && e->core.poll_off == !pays,
+          "polling %.0f/s at %.0f ns, not %.0f/s at %.0f ns", ron * 1e9, con, roff * 1e9, coff);
     done();
 }
 
