@@ -59,7 +59,7 @@ def test_a_node_that_is_none_of_the_peers_is_warned_about():
     (f'{{servers: ["unix:/run/a.sock"], secret: "{SECRET}"}}', "plain HTTP listeners"),
     (f'{{servers: ["127.0.0.1:1"], secret: "{SECRET}", secret_file: /x}}',
      "expected one of secret or secret_file"),
-    (f'{{servers: ["127.0.0.1:1"], secret_file: /nonexistent/s}}', "cannot read /nonexistent/s"),
+    ('{servers: ["127.0.0.1:1"], secret_file: /nonexistent/s}', "cannot read /nonexistent/s"),
     ("[a]", "expected a mapping with servers and secret"),
 ])
 def test_peer_problems(peers, message):

@@ -15,7 +15,6 @@ import textwrap
 
 import pytest
 
-from scalws.config import loader
 from scalws.config.directives import static
 from scalws.config.errors import ConfigError
 from scalws.config.loader import load_config
