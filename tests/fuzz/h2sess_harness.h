@@ -793,12 +793,7 @@ static void hx_check(hx_t *x)
         if (p->s_sent_end != 1)
             hx_fail(x, "stream %d: our END_STREAM told %d times", id, p->s_sent_end);
         const hx_list_t *want[3];
-        int nw = 0;
-        if (p->info)
-            want[nw++] = &p->inf;
-        want[nw++] = &p->resp;
-        if (p->strailers)
-            want[nw++] = &p->str;
+        int nw = hx_plan_blocks(p, want);
         if (p->c_nblk != nw)
             hx_fail(x, "stream %d: the client got %d header blocks, we sent %d", id, p->c_nblk, nw);
         for (int k = 0; k < nw && k < p->c_nblk; k++)

@@ -303,6 +303,19 @@ typedef struct hx_plan {
     int64_t o_win;           /* the stream's send window, as the client gave it */
 } hx_plan_t;
 
+/* The header blocks the plan has us submit on its stream, in order: the
+ * informational answer if any, the response, the trailers if any. */
+static int hx_plan_blocks(const hx_plan_t *p, const hx_list_t *want[3])
+{
+    int nw = 0;
+    if (p->info)
+        want[nw++] = &p->inf;
+    want[nw++] = &p->resp;
+    if (p->strailers)
+        want[nw++] = &p->str;
+    return nw;
+}
+
 static void hx_plan_free(hx_plan_t *p)
 {
     hl_free(&p->req);

@@ -157,12 +157,7 @@ static void hx_out_block(hx_t *x, int32_t id, uint8_t flags)
         return;
     }
     const hx_list_t *want[3];
-    int nw = 0;
-    if (p->info)
-        want[nw++] = &p->inf;
-    want[nw++] = &p->resp;
-    if (p->strailers)
-        want[nw++] = &p->str;
+    int nw = hx_plan_blocks(p, want);
     size_t at;
     if (p->o_end || p->o_rst) {
         hx_fail(x, "HEADERS on stream %d after its end or our RST_STREAM", (int)id);
