@@ -530,6 +530,7 @@ CORE_C = ["csrc/core/core.c", "csrc/core/loop.c", "csrc/core/httpdate.c", "csrc/
           "csrc/handlers/proxy.c", "csrc/handlers/proxy_head.c", "csrc/handlers/proxy_fields.c",
           "csrc/handlers/fields.c",
           "csrc/handlers/fastcgi.c", "csrc/handlers/fastcgi_params.c",
+          "csrc/handlers/fastcgi_queue.c",
           "csrc/http/fcgi.c",
           "csrc/upstream/pool.c", "csrc/upstream/balance.c", "csrc/upstream/health.c",
           "csrc/upstream/uptls.c",

@@ -214,6 +214,7 @@ void sws_engine_tick(sws_engine_t *e)
     sws_elog_flush(e, 0);
     sws_core_expire(e);
     sws_up_tick(e);
+    sws_fastcgi_tick(e);
     sws_cache_tick(e);
     sws_core_bury(e);
     sws_net_tick(e);

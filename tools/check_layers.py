@@ -40,6 +40,7 @@ FLOORS = [
                   "csrc/handlers/autoindex.c", "csrc/handlers/proxy.c",
                   "csrc/handlers/proxy_head.c", "csrc/handlers/proxy_fields.c",
                   "csrc/handlers/fields.c", "csrc/handlers/fastcgi.c", "csrc/handlers/fastcgi_params.c",
+                  "csrc/handlers/fastcgi_queue.c",
                   "csrc/handlers/cache_key.c", "csrc/handlers/cache_serve.c",
                   "csrc/handlers/cache_purge.c", "csrc/handlers/cache_tee.c",
                   "csrc/handlers/cache_reval.c"]),

@@ -48,53 +48,12 @@ static int fx_attempt(sws_engine_t *e, fx_t *x);
 static void fx_finish(sws_engine_t *e, fx_t *x, int how);
 static const char *reuse_refusal(const sws_engine_t *e, const fx_t *x, const upconn_t *uc);
 static void up_read(sws_engine_t *e, fx_t *x);
+static void fx_release(sws_engine_t *e, fx_t *x);
 static int up_write(sws_engine_t *e, fx_t *x);
 static const sws_upconn_ops_t fx_uc_ops;
 static const sws_resp_hooks_t fx_hooks;
 
 /* ---- start ------------------------------------------------------------------------ */
-
-/* PHP-FPM gives each open connection a child until it closes, so pooled
- * connections hold children, and a request on a new connection may wait in
- * FPM's accept queue for one of them to close (with `keepalive` x workers at
- * or above pm.max_children). A request on a new connection is on its
- * server's fcgi_wait list until the first byte of its answer; once the
- * oldest there has waited FCGI_STALL_MS, connections to that server are not
- * pooled again (reuse_refusal) until it is answered: closing them lets FPM's
- * children take the queued connections, as they would without
- * FCGI_KEEP_CONN. (A slow script on a new connection looks the same, and
- * only costs some pooling meanwhile.) Across workers, the group's short
- * keepalive_time and keepalive_timeout (directives/fastcgi.py) do it. */
-#define FCGI_STALL_MS 50
-
-static void enqueue(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
-{
-    x->queued = 1;
-    x->t_queued = e->core.now;
-    x->qnext = NULL;
-    x->qprev = s->fcgi_wait_tail;
-    if (x->qprev)
-        x->qprev->qnext = x;
-    else
-        s->fcgi_wait = x;
-    s->fcgi_wait_tail = x;
-}
-
-static void unqueue(fx_t *x)
-{
-    if (!x->queued)
-        return;
-    sws_upstream_server_t *s = x->uc->srv;
-    if (x->qprev)
-        x->qprev->qnext = x->qnext;
-    else
-        s->fcgi_wait = x->qnext;
-    if (x->qnext)
-        x->qnext->qprev = x->qprev;
-    else
-        s->fcgi_wait_tail = x->qprev;
-    x->queued = 0;
-}
 
 static void fx_free(sws_engine_t *e, fx_t *x)
 {
@@ -171,9 +130,11 @@ int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     if (x->early_status) {
         int status = x->early_status;
         if (x->uc) {
-            unqueue(x);
+            fq_unwatch(x);
+            fq_kick_later(e, x->uc->srv);
             uc_close(e, x->uc);
         }
+        fq_leave(e, x);
         fx_free(e, x);
         return status;
     }
@@ -256,8 +217,9 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         } else if (kind != G_OVERLOADED) {
             srv_fail(e, x->up, uc->srv);
         }
-        unqueue(x);
+        fq_unwatch(x);
         x->uc = NULL;
+        fq_kick_later(e, uc->srv);
         uc_close(e, uc);
     }
     x->fail_status = kind == G_OVERLOADED ? 503
@@ -281,6 +243,65 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
     return 1;
 }
 
+/* x's request goes out on uc. 0, or 1 when x ended. */
+static int fx_run_on(sws_engine_t *e, fx_t *x, upconn_t *uc)
+{
+    uc->owner = x;
+    uc->ops = &fx_uc_ops;
+    uc->requests++;
+    uc->up->st->requests++;
+    x->uc = uc;
+    x->heard = 0;
+    if (uc->requests == 1)
+        fq_watch(e, x, uc->srv);
+    x->fs = FS_HEAD;
+    uc->dkind = D_NONE;
+    if (uc->state == UC_CONNECTING) {
+        uc->deadline = e->core.now + x->f->connect_timeout_ms;
+        uc->dkind = D_CONNECT;
+    } else if (up_write(e, x)) {
+        return 1;
+    }
+    fx_sync(e, x);
+    return 0;
+}
+
+/* x on server s: a pooled connection, a new one, or (may_wait) the wait
+ * for one. 0 on its way (or waiting), 1 when x ended, -1 when a connect
+ * failed at once (errno). */
+static int fx_use(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s, int may_wait)
+{
+    upconn_t *uc = may_wait && s->fcgi_q ? NULL : pool_take(e, x->up, s);
+    if (!uc) {
+        if (may_wait && (s->fcgi_q || !fq_may_connect(e, s))) {
+            fq_wait(e, x, s); /* behind those that wait already */
+            fq_kick_later(e, s);
+            x->fs = FS_HEAD;
+            fx_sync(e, x);
+            return 0;
+        }
+        uc = uc_connect(e, x->up, s, UC_ACTIVE);
+        if (!uc)
+            return -1;
+        s->active++;
+    }
+    return fx_run_on(e, x, uc);
+}
+
+/* A connect to s failed at once: logged, counted; 1 when x ended, 0 when
+ * it may go to another server. */
+static int connect_failed(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s, int err)
+{
+    elog_folded(e, fail_text(G_CONNECT), (uintptr_t)s, SWS_L_ERROR,
+         "connect() failed: %s, upstream: fastcgi://%s, request: "
+         "\"%.*s %.*s\"", strerror(err), s->name, x->method_len, x->what,
+         x->target_len, x->what + x->method_len);
+    srv_fail(e, x->up, s);
+    if (fx_retry_ok(e, x, G_CONNECT, 0))
+        return 0;
+    return fx_answer_error(e, x, 502);
+}
+
 static int fx_attempt(sws_engine_t *e, fx_t *x)
 {
     sws_upstream_t *up = x->up;
@@ -302,41 +323,31 @@ static int fx_attempt(sws_engine_t *e, fx_t *x)
         if (i < 64)
             x->tried |= 1ull << i;
         x->attempts++;
-        upconn_t *uc = pool_take(e, up, s);
-        if (!uc) {
-            uc = uc_connect(e, up, s, UC_ACTIVE);
-            if (!uc) {
-                int err = errno;
-                elog_folded(e, fail_text(G_CONNECT), (uintptr_t)s, SWS_L_ERROR,
-                     "connect() failed: %s, upstream: fastcgi://%s, request: "
-                     "\"%.*s %.*s\"", strerror(err), s->name, x->method_len, x->what,
-                     x->target_len, x->what + x->method_len);
-                srv_fail(e, up, s);
-                if (fx_retry_ok(e, x, G_CONNECT, 0))
-                    continue;
-                return fx_answer_error(e, x, 502);
-            }
-            s->active++;
-        }
-        uc->owner = x;
-        uc->ops = &fx_uc_ops;
-        uc->requests++;
-        uc->up->st->requests++;
-        x->uc = uc;
-        x->heard = 0;
-        if (uc->requests == 1)
-            enqueue(e, x, s);
-        x->fs = FS_HEAD;
-        uc->dkind = D_NONE;
-        if (uc->state == UC_CONNECTING) {
-            uc->deadline = e->core.now + x->f->connect_timeout_ms;
-            uc->dkind = D_CONNECT;
-        } else if (up_write(e, x)) {
+        int rc = fx_use(e, x, s, 1);
+        if (rc >= 0)
+            return rc;
+        if (connect_failed(e, x, s, errno))
             return 1;
-        }
-        fx_sync(e, x);
-        return 0;
     }
+}
+
+void fx_resume(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
+{
+    if (s->removed || s->hc_down || s->down_until > e->core.now) {
+        fx_attempt(e, x); /* its server went while it waited: another, or 502 */
+        return;
+    }
+    if (fx_use(e, x, s, 0) < 0 && !connect_failed(e, x, s, errno))
+        fx_attempt(e, x);
+}
+
+void fx_wait_expired(sws_engine_t *e, fx_t *x, const sws_upstream_server_t *s)
+{
+    elog_folded(e, "FastCGI wait", (uintptr_t)x->up, SWS_L_ERROR,
+         "upstream timed out while waiting for a connection (every connection to "
+         "fastcgi://%s busy), request: \"%.*s %.*s\", request id: %.*s", s->name,
+         x->method_len, x->what, TLOG(x), x->what + x->method_len, (int)x->rid_len, x->rid);
+    fx_answer_error(e, x, 504);
 }
 
 static int up_write(sws_engine_t *e, fx_t *x)
@@ -598,15 +609,8 @@ static int local_redirect(sws_engine_t *e, fx_t *x, const char *loc, size_t len)
     ssize_t nl = sws_normalize_path(target, plen, path);
     const sws_handler_t *h = nl < 0 ? NULL : sws_site_route(x->site, path, (size_t)nl);
     /* The application's connection is done with this request. */
-    if (x->uc) {
-        upconn_t *uc = x->uc;
-        unqueue(x);
-        x->uc = NULL;
-        if (!reuse_refusal(e, x, uc))
-            pool_put(e, uc);
-        else
-            uc_close(e, uc);
-    }
+    if (x->uc)
+        fx_release(e, x);
     if (!h)
         return fx_answer_error(e, x, nl < 0 ? 400 : 404);
     sws_request_info_t info = {0};
@@ -699,7 +703,7 @@ static void up_read(sws_engine_t *e, fx_t *x)
     }
     uc->dkind = D_NONE;
     x->heard = 1;
-    unqueue(x);
+    fq_heard(e, x);
     size_t out;
     err_ctx_t ec = {e, x};
     ssize_t used = sws_fcgi_decode(&x->dec, x->rbuf + x->olen, (size_t)got, &out, on_stderr, &ec);
@@ -766,27 +770,38 @@ static const char *reuse_refusal(const sws_engine_t *e, const fx_t *x, const upc
         return "request not fully sent";
     if (x->junk)
         return "bytes after END_REQUEST";
-    const fx_t *oldest = uc->srv->fcgi_wait;
-    if (oldest && e->core.now - oldest->t_queued >= FCGI_STALL_MS)
-        return "a request on a new connection waits for a child (see unqueue)";
+    if (fq_stalled(e, uc->srv))
+        return "a request on a new connection waits for a child (fastcgi_queue.c)";
     return pool_refusal(e, uc);
+}
+
+/* x's connection is done with it: pooled, or closed with the reason
+ * logged; the requests waiting for a connection to its server are told. */
+static void fx_release(sws_engine_t *e, fx_t *x)
+{
+    upconn_t *uc = x->uc;
+    fq_unwatch(x);
+    int stalled = fq_stalled(e, uc->srv);
+    if (stalled)
+        fq_learn(e, uc->srv);
+    const char *why = reuse_refusal(e, x, uc);
+    x->uc = NULL;
+    fq_kick_later(e, uc->srv);
+    if (why && stalled)
+        fq_freed(uc->srv);
+    if (why) {
+        elog(e, SWS_L_DEBUG, "FastCGI connection to %s not kept: %s", uc->srv->name, why);
+        uc_close(e, uc);
+    } else {
+        pool_put(e, uc);
+    }
 }
 
 static void fx_finish(sws_engine_t *e, fx_t *x, int how)
 {
     sws_resp_t *r = x->r;
-    upconn_t *uc = x->uc;
-    if (uc) {
-        unqueue(x);
-        const char *why = reuse_refusal(e, x, uc);
-        x->uc = NULL;
-        if (why) {
-            elog(e, SWS_L_DEBUG, "FastCGI connection to %s not kept: %s", uc->srv->name, why);
-            uc_close(e, uc);
-        } else {
-            pool_put(e, uc);
-        }
-    }
+    if (x->uc)
+        fx_release(e, x);
     e->core.up_inflight--;
     if (r->ops->backed_up(r)) {
         r->ops->hold_heap(e, r, x->rbuf);
@@ -816,9 +831,11 @@ static void fx_gone(sws_engine_t *e, void *ctx, int why)
                  "client closed the connection before the FastCGI application %s "
                  "answered \"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,
                  x->target_len, x->what + x->method_len);
-        unqueue(x);
+        fq_unwatch(x);
+        fq_kick_later(e, x->uc->srv);
         uc_close(e, x->uc); /* the rest of its answer would be junk on a pooled connection */
     }
+    fq_leave(e, x);
     fx_free(e, x);
 }
 
@@ -826,7 +843,7 @@ static const sws_resp_hooks_t fx_hooks = {fx_body, fx_drained, fx_gone};
 
 /* ---- the application's side ------------------------------------------------------------------- */
 
-static void fx_up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
+static void up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
 {
     fx_t *x = uc->owner;
     if (uc->state == UC_CONNECTING) {
@@ -861,11 +878,22 @@ static void fx_up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
     fx_sync(e, x);
 }
 
+/* The requests that wait for a connection get those this event freed
+ * here, where no exchange is on the stack. */
+static void fx_up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
+{
+    up_event(e, uc, events);
+    if (e->fx.kick_due)
+        fq_run_kicks(e);
+}
+
 static void fx_up_expire(sws_engine_t *e, upconn_t *uc, int dkind)
 {
     fx_t *x = uc->owner;
     fx_fail(e, x, dkind == D_CONNECT ? G_CONNECT_TIMEOUT : dkind == D_SEND ? G_SEND_TIMEOUT
                                                                              : G_READ_TIMEOUT, 0);
+    if (e->fx.kick_due)
+        fq_run_kicks(e);
 }
 
 static void fx_up_kill(sws_engine_t *e, upconn_t *uc)

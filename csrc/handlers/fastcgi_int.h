@@ -43,12 +43,16 @@ typedef struct fx {
         in_start : 1,             /* sws_fastcgi_start is on the stack */
         ended : 1,                /* END_REQUEST read */
         heard : 1,                /* a byte came from the application on this attempt */
-        queued : 1;               /* on uc->srv->fcgi_wait: see unqueue() */
+        fresh : 1,                /* on uc->srv->fcgi_new: a new connection not answered yet */
+        waiting : 1;              /* on wsrv->fcgi_q: waits for a connection */
     int early_status;
     int fail_status;              /* the last failed attempt's answer, for when none is left */
     int redirects;
-    struct fx *qprev, *qnext;     /* uc->srv->fcgi_wait */
-    uint64_t t_queued;            /* e->core.now when it went on it */
+    struct fx *nprev, *nnext;     /* uc->srv->fcgi_new */
+    uint64_t t_new;               /* e->core.now when it went on it */
+    struct fx *wprev, *wnext;     /* wsrv->fcgi_q */
+    sws_upstream_server_t *wsrv;
+    uint64_t wait_until;          /* then it is answered 503 */
     uint32_t attempts;
     uint64_t tried;
     uint32_t up_gen;              /* the group's gen the indexes in tried belong to */
@@ -71,6 +75,41 @@ typedef struct fx {
     int method_len, target_len;
     char what[];                  /* the method, then the target (the request's REQUEST_URI) */
 } fx_t;
+
+/* fastcgi_queue.c: connections against the application's children */
+#define FCGI_STALL_MS 50          /* a new connection unanswered this long waits for a child */
+#define FCGI_PROBE_MS 1000        /* one connection past the learned count, this often */
+/* x's new connection to s: watched until the application answers on it. */
+SWS_INTERNAL void fq_watch(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s);
+/* Off that watch (its connection closes). */
+SWS_INTERNAL void fq_unwatch(fx_t *x);
+/* The application answered on x's connection: off the watch, and the count
+ * of connections it answers at once grows if this one was past it. */
+SWS_INTERNAL void fq_heard(sws_engine_t *e, fx_t *x);
+/* Has a request on a new connection to s waited FCGI_STALL_MS unanswered? */
+SWS_INTERNAL int fq_stalled(const sws_engine_t *e, const sws_upstream_server_t *s);
+/* A connection to s ends its request while fq_stalled: the connections s
+ * answers at once are those not stalled. */
+SWS_INTERNAL void fq_learn(sws_engine_t *e, sws_upstream_server_t *s);
+/* A kept connection to s closed while stalled, to free its child. */
+SWS_INTERNAL void fq_freed(sws_upstream_server_t *s);
+/* May a new connection to s be opened now (else x waits for one)? */
+SWS_INTERNAL int fq_may_connect(sws_engine_t *e, sws_upstream_server_t *s);
+/* x waits in this worker for a connection to s (FIFO), until its
+ * connect_timeout. */
+SWS_INTERNAL void fq_wait(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s);
+/* Out of that wait (its client left, or it got a connection). */
+SWS_INTERNAL void fq_leave(sws_engine_t *e, fx_t *x);
+/* A connection to s came free or may be opened: the waiting requests get
+ * them, oldest first, through fx_resume, when fq_run_kicks runs next (at
+ * the end of a FastCGI connection's event, or the tick: never inside an
+ * exchange, whose client another request's answer could close). */
+SWS_INTERNAL void fq_kick_later(sws_engine_t *e, sws_upstream_server_t *s);
+SWS_INTERNAL void fq_run_kicks(sws_engine_t *e);
+/* fastcgi.c: a request out of the wait goes on s; one past its deadline is
+ * answered 503. */
+SWS_INTERNAL void fx_resume(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s);
+SWS_INTERNAL void fx_wait_expired(sws_engine_t *e, fx_t *x, const sws_upstream_server_t *s);
 
 /* fastcgi_params.c */
 SWS_INTERNAL int fx_grow(char **buf, size_t *cap, size_t need);

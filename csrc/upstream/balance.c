@@ -33,9 +33,11 @@ uint64_t hash_bytes(const char *p, size_t n)
     return mix64(h);
 }
 
-static int srv_usable(const sws_engine_t *e, const sws_upstream_server_t *s)
+static int srv_usable(const sws_engine_t *e, const sws_upstream_t *up,
+                      const sws_upstream_server_t *s)
 {
-    return !s->removed && !s->hc_down && s->down_until <= e->core.now && (!s->max_conns || s->active < s->max_conns);
+    return !s->removed && !s->hc_down && s->down_until <= e->core.now &&
+           (!s->max_conns || s->active < s->max_conns || up->queue_at_max);
 }
 
 static int tried(uint64_t mask, size_t i) { return i < 64 && (mask >> i) & 1; }
@@ -52,7 +54,7 @@ static int pick_rr(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, int backu
     if (least) {
         for (size_t i = 0; i < up->n_servers; i++) {
             sws_upstream_server_t *s = up->servers[i];
-            if (s->backup != backup || tried(mask, i) || !srv_usable(e, s))
+            if (s->backup != backup || tried(mask, i) || !srv_usable(e, up, s))
                 continue;
             if (!have_least || (uint64_t)s->active * aw < (uint64_t)ai * s->weight) {
                 ai = s->active;
@@ -63,7 +65,7 @@ static int pick_rr(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, int backu
     }
     for (size_t i = 0; i < up->n_servers; i++) {
         sws_upstream_server_t *s = up->servers[i];
-        if (s->backup != backup || tried(mask, i) || !srv_usable(e, s))
+        if (s->backup != backup || tried(mask, i) || !srv_usable(e, up, s))
             continue;
         if (least && (uint64_t)s->active * aw != (uint64_t)ai * s->weight)
             continue;
@@ -108,7 +110,7 @@ static int pick_hash(sws_engine_t *e, sws_upstream_t *up, uint64_t mask, uint64_
     size_t lo = ring_at(up, hash);
     for (size_t k = 0; k < up->ring_len; k++) {
         size_t i = (size_t)(up->ring[(lo + k) % up->ring_len] & 0xffff);
-        if (!tried(mask, i) && srv_usable(e, up->servers[i]))
+        if (!tried(mask, i) && srv_usable(e, up, up->servers[i]))
             return (int)i;
     }
     return -1;

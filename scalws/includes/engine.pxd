@@ -186,6 +186,7 @@ cdef extern from "scalws/engine.h" nogil:
         uint32_t keepalive_requests
         uint32_t keepalive_time_ms
         uint32_t excess_ms
+        int queue_at_max
         const char *hc_request
         size_t hc_request_len
         int hc_fastcgi

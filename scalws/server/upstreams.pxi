@@ -81,6 +81,7 @@ cdef build_upstreams(Engine self, config):
         # the pool keeps: the extra ones live through the burst (ADR 0020).
         # Not to FastCGI: an idle connection holds a PHP-FPM child.
         u.excess_ms = 0 if cfg.protocol == "fastcgi" else min(POOL_EXCESS_MS, u.keepalive_timeout_ms)
+        u.queue_at_max = cfg.protocol == "fastcgi"
         h = cfg.health
         if h is not None and cfg.protocol == "fastcgi":
             b = self._bytes(_fastcgi_check(h.path))

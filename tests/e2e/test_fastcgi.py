@@ -730,35 +730,6 @@ def test_concurrent_clients_share_the_pool(server, php_fpm):
     assert fpm.conns() <= 3
 
 
-def test_pool_larger_than_the_children(server, php_fpm):
-    # The trap of FCGI_KEEP_CONN: two workers with the default pool (32
-    # connections each) in front of two PHP children. Every pooled
-    # connection holds a child, so a request on a new connection waits in
-    # FPM's accept queue; before the fix it waited for read_timeout (30 s
-    # here). Now a worker does not pool connections while one of its new
-    # connections waits, and a FastCGI group's connections live at most 1 s
-    # (keepalive_time, keepalive_timeout): all 48 requests finish in
-    # seconds.
-    from concurrent.futures import ThreadPoolExecutor
-    fpm = php_fpm(children=2)
-    srv = server(fcgi_yaml([fpm.addr], upstream={"keepalive": 32},
-                           fastcgi={"read_timeout": "30s"}, top={"workers": 2}))
-
-    def one_client(i):
-        for j in range(6):
-            c = client(srv, timeout=40)   # new client connections: both workers get some
-            assert env(c, f"/env.php?c={i}&r={j}")["get"] == {"c": str(i), "r": str(j)}
-            c.close()
-        return True
-
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(8) as pool:
-        assert all(pool.map(one_client, range(8)))
-    took = time.monotonic() - t0
-    assert len(fpm.access()) == 48
-    assert took < 10, f"48 requests took {took:.1f}s: connections held children"
-
-
 def test_chunked_body_over_max_body_bytes_is_413(server, php_fpm):
     # A chunked body's length shows only as it arrives: once it passes
     # max_body_bytes the client gets 413 (not a reset), the connection

@@ -63,6 +63,8 @@ typedef struct {
      * above: sws_dispatch_init), which alone answers through other routes. */
     int (*local_answer)(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                         const sws_handler_t *h);
+    uint32_t n_waiting;            /* requests waiting for a connection (fastcgi_queue.c) */
+    int kick_due;                  /* a server's waiting requests may go on (fq_run_kicks) */
 } sws_fastcgi_state_t;
 
 /* Starts the request (req->rid set) on the FastCGI route fc_conf of
@@ -70,5 +72,10 @@ typedef struct {
  * finish when done), or a status to answer now with nothing written. */
 SWS_INTERNAL int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
                                    const void *fc_conf, char *body, size_t n, int done);
+
+/* Each engine tick: requests that waited their connect_timeout for a
+ * connection are answered 503, and the waits go on where a connection may
+ * now be opened. */
+SWS_INTERNAL void sws_fastcgi_tick(sws_engine_t *e);
 
 #endif

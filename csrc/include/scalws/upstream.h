@@ -51,9 +51,18 @@ typedef struct {
     int removed;               /* no longer in the group's set (DNS): never picked,
                                 * freed by the tick once conns is 0 */
     uint32_t active;           /* connections busy with a request */
-    void *fcgi_wait, *fcgi_wait_tail; /* FastCGI requests on new connections not answered
-                                * yet, oldest first: perhaps in the application's accept
-                                * queue (csrc/handlers/fastcgi.c, unqueue()) */
+    /* FastCGI (csrc/handlers/fastcgi_queue.c): the requests on new connections not
+     * answered yet, oldest first (perhaps in the application's accept queue); the
+     * connections it answers at once, as learned (0: not known); the requests that
+     * wait in this worker for a connection, oldest first */
+    void *fcgi_new, *fcgi_new_tail;
+    uint32_t fcgi_n_new;
+    uint32_t fcgi_freed;       /* closed while stalled: a child each, on a new one soon */
+    uint32_t fcgi_cap;
+    uint64_t fcgi_probe_at;
+    void *fcgi_q, *fcgi_q_tail;
+    uint32_t fcgi_n_q;
+    int fcgi_kick_due;
     uint32_t fails;
     uint64_t fail_start;       /* monotonic ms of the first failure counted */
     uint64_t down_until;       /* passive: skipped until then */
@@ -97,6 +106,8 @@ typedef struct {
     uint32_t keepalive_time_ms;  /* a connection older than this is not pooled again */
     uint32_t excess_ms;        /* idle connections beyond `keepalive` close after this
                                 * (0: at once, a FastCGI group: each holds a child) */
+    int queue_at_max;          /* a server at max_conns is still picked: its requests
+                                * wait in the worker for a connection (FastCGI) */
     /* active health checks: hc_request NULL = none */
     const char *hc_request;    /* whole request bytes */
     size_t hc_request_len;

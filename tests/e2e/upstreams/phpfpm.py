@@ -61,22 +61,35 @@ php_admin_flag[display_errors] = off
 """
 
 
-def tcp_conns(port: int) -> int:
-    """Established TCP connections whose local or remote port is `port`,
-    counted once per connection (the server's side, local port = port)."""
-    n = 0
+def _tcp_sockets(port: int):
+    """(local port, remote port, state) of the TCP sockets with `port` at
+    either end."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
                 next(f)
                 for line in f:
                     fields = line.split()
-                    local_port = int(fields[1].rsplit(":", 1)[1], 16)
-                    if local_port == port and fields[3] == "01":  # ESTABLISHED
-                        n += 1
+                    lp = int(fields[1].rsplit(":", 1)[1], 16)
+                    rp = int(fields[2].rsplit(":", 1)[1], 16)
+                    if port in (lp, rp):
+                        yield lp, rp, fields[3]
         except FileNotFoundError:
             pass
-    return n
+
+
+def tcp_conns(port: int) -> int:
+    """Established TCP connections whose local or remote port is `port`,
+    counted once per connection (the server's side, local port = port)."""
+    return sum(1 for lp, _, st in _tcp_sockets(port) if lp == port and st == "01")
+
+
+def tcp_opened(port: int) -> int:
+    """Connections to the server on `port` in the last minute: those open
+    (its side, ESTABLISHED) and those closed, each of which leaves one
+    socket in TIME_WAIT (06) on the side that closed first, for 60 s."""
+    return sum(1 for lp, _, st in _tcp_sockets(port)
+               if (lp == port and st == "01") or st == "06")
 
 
 class PhpFpm:

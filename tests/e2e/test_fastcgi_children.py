@@ -1,0 +1,185 @@
+"""FastCGI connections against PHP-FPM's children (csrc/handlers/fastcgi_queue.c):
+real scalwsd before a real PHP-FPM with few children.
+
+PHP-FPM gives each open connection a child until it closes, so a connection
+opened while every child holds one waits in FPM's accept queue. A worker
+learns how many connections a server answers at once (or is told, by a
+server's `max_connections`), and past it its requests wait in the worker,
+oldest first, for a kept connection: the clients are served in turn, the
+connections stay kept, and a wait is bounded by the route's read_timeout.
+"""
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.e2e.test_fastcgi import LAB, client, env, fcgi_yaml, get
+from tests.e2e.upstreams.phpfpm import tcp_conns, tcp_opened
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def until(cond, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_pool_larger_than_the_children(server, php_fpm):
+    # The trap of FCGI_KEEP_CONN: two workers with the default pool (32
+    # connections each) in front of two PHP children. Every pooled
+    # connection holds a child, so a request on a new connection waits in
+    # FPM's accept queue; before the fix it waited for read_timeout (30 s
+    # here). Now a worker learns that the server answers fewer connections
+    # than it opened, and a FastCGI group's connections live at most 1 s
+    # (keepalive_time, keepalive_timeout): all 48 requests finish in
+    # seconds.
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], upstream={"keepalive": 32},
+                           fastcgi={"read_timeout": "30s"}, top={"workers": 2}))
+
+    def one_client(i):
+        for j in range(6):
+            c = client(srv, timeout=40)   # new client connections: both workers get some
+            assert env(c, f"/env.php?c={i}&r={j}")["get"] == {"c": str(i), "r": str(j)}
+            c.close()
+        return True
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(one_client, range(8)))
+    took = time.monotonic() - t0
+    assert len(fpm.access()) == 48
+    assert took < 10, f"48 requests took {took:.1f}s: connections held children"
+
+
+def test_clients_past_the_children_take_turns_on_kept_connections(server, php_fpm):
+    # 16 keep-alive clients before 2 children, a pool of 8 (the trap
+    # above, in one worker): the worker opens connections until FPM stops
+    # answering new ones, learns that it answers 2, and from then on the
+    # requests wait in the worker for those two. Before, each request past
+    # them opened a connection into FPM's accept queue, and the stall rule
+    # closed kept ones to free children: a reconnect every ~10 requests
+    # (about 40 here), none kept long.
+    fpm = php_fpm(children=2)
+    srv = server(fcgi_yaml([fpm.addr], upstream={"keepalive": 8},
+                           top={"log": {"level": "debug", "access": False}}))
+    n_clients, n_req = 16, 25
+    took = []
+    before = tcp_opened(fpm.port)   # the fixture's readiness check
+
+    def one_client(i):
+        c = client(srv, timeout=30)
+        for j in range(n_req):
+            t = time.monotonic()
+            assert env(c, f"/env.php?c={i}&r={j}")["get"] == {"c": str(i), "r": str(j)}
+            took.append(time.monotonic() - t)
+        c.close()
+        return True
+
+    with ThreadPoolExecutor(n_clients) as pool:
+        assert all(pool.map(one_client, range(n_clients)))
+    assert len(fpm.access()) == n_clients * n_req
+    # The count learned: 2, or 1 where a child was slow to answer its
+    # first request (it then grows by a connection answered at once).
+    assert re.search(r"answers [12] connections at once \(was 0\)", srv.log()), srv.log()
+    # The burst before the count was learned (up to one a client), the
+    # connections replaced once a second (keepalive_time), one probe past
+    # the count a second: far below a reconnect every ten requests.
+    opened = tcp_opened(fpm.port) - before
+    assert opened <= n_clients + 12, f"{opened} connections for {n_clients * n_req} requests"
+    # In turn: no request waited behind many rounds of the others.
+    assert max(took) < 2.0, f"a request waited {max(took):.2f}s"
+    # Waiting happened in the worker, and the connections were kept.
+    assert "FastCGI request waits for a connection" in srv.log()
+    assert tcp_conns(fpm.port) <= 3   # two kept (a probe may be open)
+
+
+def slow_in_flight(srv, fpm, ms):
+    """Starts GET /slow.php?ms= on a thread; returns (thread, result list)
+    once its connection to PHP-FPM is open."""
+    res = []
+
+    def run():
+        c = client(srv, timeout=30)
+        res.append(get(c, f"/slow.php?ms={ms}"))
+
+    t = threading.Thread(target=run)
+    t.start()
+    until(lambda: tcp_conns(fpm.port) == 1, "the slow request's connection")
+    return t, res
+
+
+def test_max_connections_queues_instead_of_502(server, php_fpm):
+    # A server's max_connections on a FastCGI group bounds the connections
+    # a worker opens to it; requests past it wait for one (HAProxy's
+    # maxconn and queue), where a proxy group answers 502 (nginx's
+    # max_conns). Four requests of 300 ms over one connection: one after
+    # the other, by one child.
+    fpm = php_fpm(children=4)
+    srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}]))
+    before = tcp_opened(fpm.port)   # the fixture's readiness check
+    t0 = time.monotonic()
+
+    def one(i):
+        c = client(srv, timeout=30)
+        return get(c, f"/slow.php?ms=300&i={i}")[0]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one, range(4))) == [200] * 4
+    took = time.monotonic() - t0
+    assert took >= 1.15, f"four 300-ms requests over one connection in {took:.2f}s"
+    pids = {line.split()[-1] for line in fpm.access()}
+    assert len(fpm.access()) == 4 and len(pids) == 1, fpm.access()
+    assert tcp_opened(fpm.port) - before == 1
+
+
+def test_a_wait_ends_at_the_read_timeout_with_504(server, php_fpm):
+    # The wait for a connection is bounded by the route's read_timeout
+    # (what the request would have waited in FPM's accept queue): a
+    # request of a route with 500 ms waits that long behind a 3-s script
+    # holding the only connection, then is answered 504, and PHP never
+    # sees it. The slow request is answered in full.
+    fpm = php_fpm(children=4)
+    quick = {"path": "= /env.php", "fastcgi": {"upstream": "php", "root": LAB,
+                                                "read_timeout": "500ms"}}
+    srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}], routes=[quick]))
+    t, res = slow_in_flight(srv, fpm, 3000)
+    t0 = time.monotonic()
+    status, _, _, _ = get(client(srv), "/env.php")
+    took = time.monotonic() - t0
+    assert status == 504
+    assert 0.45 <= took < 2.0, took
+    srv.wait_log("upstream timed out while waiting for a connection")
+    t.join(10)
+    assert res[0][0] == 200 and res[0][3] == b"late\n"
+    assert [line.split()[1] for line in fpm.access()] == ["/slow.php?ms=3000"]
+
+
+def test_a_client_that_leaves_while_waiting_is_never_sent(server, php_fpm):
+    # Nothing of a waiting request has gone to the application: its client
+    # leaving takes it off the wait, PHP never runs it, and the connection
+    # goes on to the next request.
+    fpm = php_fpm(children=4)
+    srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}],
+                           top={"log": {"level": "debug", "access": False}}))
+    before = tcp_opened(fpm.port)   # the fixture's readiness check
+    t, res = slow_in_flight(srv, fpm, 800)
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.sendall(b"GET /env.php?gone=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    srv.wait_log("FastCGI request waits for a connection")
+    s.close()
+    t.join(10)
+    assert res[0][0] == 200
+    assert env(client(srv), "/env.php?next=1")["get"] == {"next": "1"}
+    assert [line.split()[1] for line in fpm.access()] == ["/slow.php?ms=800", "/env.php?next=1"]
+    assert tcp_opened(fpm.port) - before == 1
+
