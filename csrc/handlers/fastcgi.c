@@ -43,7 +43,6 @@
 #include "fastcgi_int.h"
 #include "scalws/path.h"
 
-static void fx_sync(sws_engine_t *e, fx_t *x);
 static int fx_attempt(sws_engine_t *e, fx_t *x);
 static void fx_finish(sws_engine_t *e, fx_t *x, int how);
 static const char *reuse_refusal(const sws_engine_t *e, const fx_t *x, const upconn_t *uc);
@@ -130,7 +129,10 @@ int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     if (x->early_status) {
         int status = x->early_status;
         if (x->uc) {
+            if (x->behind)
+                fq_unfollow(e, x);
             fq_unwatch(x);
+            fq_close(x);
             fq_kick_later(e, x->uc->srv);
             uc_close(e, x->uc);
         }
@@ -217,8 +219,12 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         } else if (kind != G_OVERLOADED) {
             srv_fail(e, x->up, uc->srv);
         }
+        if (x->behind)
+            fq_unfollow(e, x);
         fq_unwatch(x);
+        fq_close(x);
         x->uc = NULL;
+        x->followed = 0;
         fq_kick_later(e, uc->srv);
         uc_close(e, uc);
     }
@@ -252,6 +258,7 @@ static int fx_run_on(sws_engine_t *e, fx_t *x, upconn_t *uc)
     uc->up->st->requests++;
     x->uc = uc;
     x->heard = 0;
+    x->t_owner = e->core.now;
     if (uc->requests == 1)
         fq_watch(e, x, uc->srv);
     x->fs = FS_HEAD;
@@ -274,6 +281,11 @@ static int fx_use(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s, int may_wa
     upconn_t *uc = may_wait && s->fcgi_q ? NULL : pool_take(e, x->up, s);
     if (!uc) {
         if (may_wait && (s->fcgi_q || !fq_may_connect(e, s))) {
+            fx_t *x1 = !s->fcgi_q && fq_may_follow(x) ? fq_pick_open(e, s) : NULL;
+            if (x1) {
+                fq_behind(e, x1, x);
+                return 0;
+            }
             fq_wait(e, x, s); /* behind those that wait already */
             fq_kick_later(e, s);
             x->fs = FS_HEAD;
@@ -365,6 +377,18 @@ static int up_write(sws_engine_t *e, fx_t *x)
     }
     if (x->woff == x->wlen)
         x->woff = x->wlen = 0;
+    fx_t *b = x->behind;
+    while (!x->wlen && b && b->woff < b->wlen) {
+        ssize_t n = uc_send(e, uc, b->w + b->woff, b->wlen - b->woff);
+        if (n < 0) {
+            if (errno == EAGAIN)
+                break;
+            return fx_fail(e, x, G_RESET, errno);
+        }
+        b->woff += (size_t)n;
+    }
+    if (b && b->woff == b->wlen)
+        b->woff = b->wlen = 0;
     return 0;
 }
 
@@ -410,12 +434,12 @@ static int fx_body(sws_engine_t *e, void *ctx, char *p, size_t n, int done)
 
 /* ---- state -> events ------------------------------------------------------------------- */
 
-static void fx_sync(sws_engine_t *e, fx_t *x)
+void fx_sync(sws_engine_t *e, fx_t *x)
 {
     upconn_t *uc = x->uc;
-    if (x->fs == FS_WAIT_BODY)
+    if (x->fs == FS_WAIT_BODY || x->fs == FS_BEHIND)
         return;
-    int wpending = x->woff < x->wlen;
+    int wpending = x->woff < x->wlen || (x->behind && x->behind->woff < x->behind->wlen);
     int connecting = uc && uc->state == UC_CONNECTING;
     if (uc) {
         uint32_t m;
@@ -438,6 +462,11 @@ static void fx_sync(sws_engine_t *e, fx_t *x)
             }
         }
         uc_set_mask(e, uc, m);
+        /* all of it written on a connection that goes on: one may follow */
+        if (!connecting && !wpending && x->req_done && !x->open && !x->followed && !x->fresh &&
+            !x->ended && (x->fs == FS_HEAD || x->fs == FS_BODY) &&
+            x->f->keep_conn && !pool_refusal(e, uc) && !fq_drains(e, uc))
+            fq_open(e, x);
     }
     x->r->ops->want_body(e, x->r, uc && !connecting && !wpending && !x->req_done);
 }
@@ -693,7 +722,10 @@ static void up_read(sws_engine_t *e, fx_t *x)
         fx_fail(e, x, G_BAD_RESPONSE, 0);
         return;
     }
-    ssize_t got = uc_recv(e, uc, x->rbuf + x->olen, x->rcap - x->olen);
+    ssize_t got = (ssize_t)x->pend; /* read with the answer before (hand_on) */
+    x->pend = 0;
+    if (!got)
+        got = uc_recv(e, uc, x->rbuf + x->olen, x->rcap - x->olen);
     if (got < 0 && errno == EAGAIN)
         return;
     if (got <= 0) {
@@ -718,7 +750,12 @@ static void up_read(sws_engine_t *e, fx_t *x)
     if (x->dec.ended) {
         err_flush(e, x);
         x->ended = 1;
-        x->junk |= (size_t)used < (size_t)got;
+        if (x->behind && (size_t)used < (size_t)got) { /* the next answer's beginning */
+            x->left_at = stdout_from + (size_t)used;
+            x->left_len = (size_t)got - (size_t)used;
+        } else {
+            x->junk |= (size_t)used < (size_t)got;
+        }
         if (x->dec.protocol_status != SWS_FCGI_REQUEST_COMPLETE && !x->started &&
             x->fs == FS_HEAD) {
             fx_fail(e, x, x->dec.protocol_status == SWS_FCGI_OVERLOADED ? G_OVERLOADED
@@ -770,6 +807,8 @@ static const char *reuse_refusal(const sws_engine_t *e, const fx_t *x, const upc
         return "request not fully sent";
     if (x->junk)
         return "bytes after END_REQUEST";
+    if (x->followed) /* and not handed on: its client left, or it went elsewhere */
+        return "a request was written behind this one";
     if (fq_stalled(e, uc->srv))
         return "a request on a new connection waits for a child (fastcgi_queue.c)";
     return pool_refusal(e, uc);
@@ -781,11 +820,24 @@ static void fx_release(sws_engine_t *e, fx_t *x)
 {
     upconn_t *uc = x->uc;
     fq_unwatch(x);
+    fq_close(x);
     int stalled = fq_stalled(e, uc->srv);
     if (stalled)
         fq_learn(e, uc->srv);
+    if (x->behind) {
+        /* the one behind is written: the connection goes on with it if it
+         * is clean, whatever the pool's limits say (they apply after it) */
+        if (x->f->keep_conn && x->ended && x->req_done && x->woff >= x->wlen && !x->junk &&
+            x->left_len <= x->behind->rcap) {
+            x->uc = NULL;
+            fq_hand_on(e, x, uc);
+            return;
+        }
+        fq_unfollow(e, x);
+    }
     const char *why = reuse_refusal(e, x, uc);
     x->uc = NULL;
+    x->followed = 0;
     fq_kick_later(e, uc->srv);
     if (why && stalled)
         fq_freed(uc->srv);
@@ -819,6 +871,8 @@ static void fx_drained(sws_engine_t *e, void *ctx)
     if (x->fs != FS_HEAD)
         x->olen = 0;
     fx_sync(e, x);
+    if (x->pend && x->uc)
+        sws_ready_add(e, &x->uc->ev, &x->uc->evmask); /* handed on, not read yet */
 }
 
 static void fx_gone(sws_engine_t *e, void *ctx, int why)
@@ -831,9 +885,15 @@ static void fx_gone(sws_engine_t *e, void *ctx, int why)
                  "client closed the connection before the FastCGI application %s "
                  "answered \"%.*s %.*s\"", x->uc->srv->name, x->method_len, x->what,
                  x->target_len, x->what + x->method_len);
+        if (x->behind)
+            fq_unfollow(e, x);
         fq_unwatch(x);
+        fq_close(x);
         fq_kick_later(e, x->uc->srv);
         uc_close(e, x->uc); /* the rest of its answer would be junk on a pooled connection */
+    }
+    if (x->ahead) { /* written behind another: its answer will follow that one's */
+        x->ahead->behind = NULL; /* its answer follows: that connection is not kept */
     }
     fq_leave(e, x);
     fx_free(e, x);
@@ -862,7 +922,7 @@ static void up_event(sws_engine_t *e, upconn_t *uc, uint32_t events)
         fx_sync(e, x);
         return;
     }
-    if ((events & EPOLLOUT) && x->woff < x->wlen && up_write(e, x))
+    if ((events & EPOLLOUT) && (x->woff < x->wlen || x->behind) && up_write(e, x))
         return;
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         if (x->r->ops->backed_up(x->r) || x->fs == FS_DONE) {

@@ -21,7 +21,8 @@
 #define TLOG(x) ((x)->target_len > TARGET_LOG_MAX ? TARGET_LOG_MAX : (x)->target_len)
 #define REDIRECTS_MAX 5           /* local redirects followed for one request */
 
-enum { FS_WAIT_BODY, FS_HEAD, FS_BODY, FS_DONE };
+/* FS_BEHIND: written on another request's connection, after it (fastcgi_queue.c) */
+enum { FS_WAIT_BODY, FS_HEAD, FS_BODY, FS_DONE, FS_BEHIND };
 enum { G_CONNECT, G_CONNECT_TIMEOUT, G_RESET, G_READ_TIMEOUT, G_SEND_TIMEOUT, G_BAD_RESPONSE,
        G_OVERLOADED };
 
@@ -44,7 +45,9 @@ typedef struct fx {
         ended : 1,                /* END_REQUEST read */
         heard : 1,                /* a byte came from the application on this attempt */
         fresh : 1,                /* on uc->srv->fcgi_new: a new connection not answered yet */
-        waiting : 1;              /* on wsrv->fcgi_q: waits for a connection */
+        waiting : 1,              /* on wsrv->fcgi_q: waits for a connection */
+        open : 1,                 /* on uc->srv->fcgi_open: a request may go behind it */
+        followed : 1;             /* a request was written behind it on its connection */
     int early_status;
     int fail_status;              /* the last failed attempt's answer, for when none is left */
     int redirects;
@@ -52,7 +55,13 @@ typedef struct fx {
     uint64_t t_new;               /* e->core.now when it went on it */
     struct fx *wprev, *wnext;     /* wsrv->fcgi_q */
     sws_upstream_server_t *wsrv;
-    uint64_t wait_until;          /* then it is answered 503 */
+    uint64_t wait_until;          /* then it is answered 504 */
+    struct fx *oprev, *onext;     /* uc->srv->fcgi_open */
+    uint64_t t_owner;             /* e->core.now when its connection began on it */
+    struct fx *behind, *ahead;    /* the request written after this one on its connection,
+                                   * and (FS_BEHIND) the one this is written after */
+    size_t left_at, left_len;     /* rbuf: the bytes after END_REQUEST (the one behind's) */
+    size_t pend;                  /* rbuf[olen..olen+pend): handed on, not decoded yet */
     uint32_t attempts;
     uint64_t tried;
     uint32_t up_gen;              /* the group's gen the indexes in tried belong to */
@@ -106,8 +115,38 @@ SWS_INTERNAL void fq_leave(sws_engine_t *e, fx_t *x);
  * exchange, whose client another request's answer could close). */
 SWS_INTERNAL void fq_kick_later(sws_engine_t *e, sws_upstream_server_t *s);
 SWS_INTERNAL void fq_run_kicks(sws_engine_t *e);
+/* x's request is all written on its connection: the oldest waiting
+ * request goes behind it if it may (fq_may_follow), else x is open for
+ * one (s->fcgi_open). */
+SWS_INTERNAL void fq_open(sws_engine_t *e, fx_t *x);
+/* While s is stalled, one of its connections (the first asked) takes no
+ * request behind its own, so that its end frees a child for the stalled
+ * one; the others go on. */
+SWS_INTERNAL int fq_drains(sws_engine_t *e, const upconn_t *uc);
+/* Off the open list (it ends, or one went behind it). */
+SWS_INTERNAL void fq_close(fx_t *x);
+/* x would wait for a connection to s: the open request it may go behind
+ * (the oldest whose connection began on it under FCGI_PIPE_MS ago), taken
+ * off the list, or NULL. */
+SWS_INTERNAL fx_t *fq_pick_open(sws_engine_t *e, sws_upstream_server_t *s);
+/* May x go behind another request on its connection (GET or HEAD, the
+ * whole request at hand: nothing of it started if it has to go again)? */
+SWS_INTERNAL int fq_may_follow(const fx_t *x);
+/* Back to the front of the wait (its connection failed before its turn). */
+SWS_INTERNAL void fq_wait_front(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s);
+#define FCGI_PIPE_MS 20           /* a request goes behind one begun at most this long ago */
+
+/* x2 goes behind x1 on x1's connection, written at once. */
+SWS_INTERNAL void fq_behind(sws_engine_t *e, fx_t *x1, fx_t *x2);
+/* x1's answer has ended cleanly: its connection uc goes to the one behind. */
+SWS_INTERNAL void fq_hand_on(sws_engine_t *e, fx_t *x1, upconn_t *uc);
+/* x1's connection fails or stops: the one behind waits again, first. */
+SWS_INTERNAL void fq_unfollow(sws_engine_t *e, fx_t *x1);
+
 /* fastcgi.c: a request out of the wait goes on s; one past its deadline is
- * answered 503. */
+ * answered 504; x's state to its connection's events and deadline, and
+ * its client's body reading. */
+SWS_INTERNAL void fx_sync(sws_engine_t *e, fx_t *x);
 SWS_INTERNAL void fx_resume(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s);
 SWS_INTERNAL void fx_wait_expired(sws_engine_t *e, fx_t *x, const sws_upstream_server_t *s);
 

@@ -174,6 +174,156 @@ void fq_leave(sws_engine_t *e, fx_t *x)
     x->wsrv = NULL;
 }
 
+void fq_wait_front(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
+{
+    fq_wait(e, x, s);
+    if (s->fcgi_q == x)
+        return;
+    /* from the back to the front */
+    x->wprev->wnext = NULL;
+    s->fcgi_q_tail = x->wprev;
+    x->wprev = NULL;
+    x->wnext = s->fcgi_q;
+    ((fx_t *)s->fcgi_q)->wprev = x;
+    s->fcgi_q = x;
+}
+
+/* ---- one request behind another ------------------------------------------------- */
+
+int fq_may_follow(const fx_t *x)
+{
+    return (x->method == SWS_M_GET || x->method == SWS_M_HEAD) && x->can_retry &&
+           x->req_done && x->f->keep_conn && !x->woff;
+}
+
+int fq_drains(sws_engine_t *e, const upconn_t *uc)
+{
+    sws_upstream_server_t *s = uc->srv;
+    if (!fq_stalled(e, s)) {
+        s->fcgi_drain = NULL;
+        return 0;
+    }
+    if (!s->fcgi_drain)
+        s->fcgi_drain = uc; /* compared, never followed: it may close meanwhile */
+    return s->fcgi_drain == uc;
+}
+
+void fq_close(fx_t *x)
+{
+    if (!x->open)
+        return;
+    sws_upstream_server_t *s = x->uc->srv;
+    if (x->oprev)
+        x->oprev->onext = x->onext;
+    else
+        s->fcgi_open = x->onext;
+    if (x->onext)
+        x->onext->oprev = x->oprev;
+    else
+        s->fcgi_open_tail = x->oprev;
+    x->open = 0;
+}
+
+void fq_open(sws_engine_t *e, fx_t *x)
+{
+    sws_upstream_server_t *s = x->uc->srv;
+    fx_t *w = s->fcgi_q;
+    if (w && fq_may_follow(w)) {
+        fq_leave(e, w);
+        fq_behind(e, x, w);
+        return;
+    }
+    x->open = 1;
+    x->onext = NULL;
+    x->oprev = s->fcgi_open_tail;
+    if (x->oprev)
+        x->oprev->onext = x;
+    else
+        s->fcgi_open = x;
+    s->fcgi_open_tail = x;
+}
+
+fx_t *fq_pick_open(sws_engine_t *e, sws_upstream_server_t *s)
+{
+    while (s->fcgi_open) {
+        fx_t *x = s->fcgi_open;
+        fq_close(x);
+        /* the oldest first: it should end first, unless it is a slow one, and
+         * then those after it are younger still */
+        if (e->core.now - x->t_owner < FCGI_PIPE_MS)
+            return x;
+    }
+    return NULL;
+}
+
+/* One request behind another on a connection: PHP-FPM
+ * reads the next request when it has answered one, so a child that ends
+ * x1's finds x2's already there instead of waiting for this worker to
+ * wake up, read the answer and write the next (on a virtual machine a
+ * wake-up is the bulk of a short script's round trip). x2 is written at
+ * once (what the socket does not take goes after, with x1's writes); when
+ * x1's answer ends, the connection is x2's, with the bytes read after
+ * x1's END_REQUEST. If the connection fails first, x2 goes back to the
+ * front of the wait: it is a GET or HEAD whose request is all at hand. */
+void fq_behind(sws_engine_t *e, fx_t *x1, fx_t *x2)
+{
+    upconn_t *uc = x1->uc;
+    elog(e, SWS_L_DEBUG, "FastCGI request written behind another on a connection to %s",
+         uc->srv->name);
+    x1->behind = x2;
+    x1->followed = 1;
+    x2->ahead = x1;
+    x2->fs = FS_BEHIND;
+    uc->requests++;
+    uc->up->st->requests++;
+    while (x2->woff < x2->wlen) {
+        ssize_t n = uc_send(e, uc, x2->w + x2->woff, x2->wlen - x2->woff);
+        if (n <= 0)
+            break; /* the rest with x1's writes; a failure shows on x1's side */
+        x2->woff += (size_t)n;
+    }
+    if (x2->woff == x2->wlen)
+        x2->woff = x2->wlen = 0;
+    fx_sync(e, x1);
+}
+
+/* x1 has ended: the connection goes to x2 behind it. */
+void fq_hand_on(sws_engine_t *e, fx_t *x1, upconn_t *uc)
+{
+    fx_t *x2 = x1->behind;
+    x1->behind = NULL;
+    x1->followed = 0; /* the connection is x2's now */
+    x2->ahead = NULL;
+    uc->owner = x2;
+    x2->uc = uc;
+    x2->heard = 0;
+    x2->t_owner = e->core.now;
+    x2->fs = FS_HEAD;
+    uc->dkind = D_NONE;
+    if (x1->left_len) { /* x2's answer began in x1's last read */
+        memcpy(x2->rbuf, x1->rbuf + x1->left_at, x1->left_len);
+        x2->pend = x1->left_len;
+        x1->left_len = 0;
+        sws_ready_add(e, &uc->ev, &uc->evmask); /* read there, as if it came now */
+    }
+    fx_sync(e, x2);
+}
+
+/* x1's connection failed or will not go on: x2 behind it waits again,
+ * first in line, for another. */
+void fq_unfollow(sws_engine_t *e, fx_t *x1)
+{
+    fx_t *x2 = x1->behind;
+    x1->behind = NULL;
+    x2->ahead = NULL;
+    memcpy(x2->w, x2->head, x2->head_len);
+    x2->wlen = x2->head_len;
+    x2->woff = 0;
+    x2->fs = FS_HEAD;
+    fq_wait_front(e, x2, x1->uc->srv);
+    fq_kick_later(e, x1->uc->srv);
+}
+
 /* An idle pooled connection to s? */
 static int has_idle(const sws_upstream_server_t *s, const sws_upstream_t *up)
 {

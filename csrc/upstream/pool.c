@@ -76,6 +76,8 @@ void uc_close(sws_engine_t *e, upconn_t *uc)
         uc->next->prev = uc->prev;
     if (uc->ssl)
         uptls_close(e, uc); /* close_notify when clean */
+    else if (e->core.n_ready)
+        sws_ready_remove(e, &uc->ev); /* an owner's bytes read ahead (FastCGI) */
     close(uc->fd); /* also leaves the epoll set (no fork shares it) */
     uc->fd = -1;
     sws_core_defer_free(e, &uc->ev); /* an event of this batch may still name it */

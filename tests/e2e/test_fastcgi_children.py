@@ -7,6 +7,9 @@ learns how many connections a server answers at once (or is told, by a
 server's `max_connections`), and past it its requests wait in the worker,
 oldest first, for a kept connection: the clients are served in turn, the
 connections stay kept, and a wait is bounded by the route's read_timeout.
+A GET or HEAD that would wait goes behind a request begun under 20 ms ago
+on a kept connection instead, written at once, so that the child finds it
+when it ends the one before.
 """
 from __future__ import annotations
 
@@ -183,3 +186,108 @@ def test_a_client_that_leaves_while_waiting_is_never_sent(server, php_fpm):
     assert [line.split()[1] for line in fpm.access()] == ["/slow.php?ms=800", "/env.php?next=1"]
     assert tcp_opened(fpm.port) - before == 1
 
+
+
+def raw_get(srv, path):
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    return s
+
+
+def read_all(s) -> bytes:
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    s.close()
+    return data
+
+
+def kept_connection(srv, fpm):
+    """One request answered on the server's only connection (max_connections
+    1), so that the next one there is on a kept connection (a new one takes
+    nothing behind it until it has answered)."""
+    assert env(client(srv), "/env.php?warm=1")["get"] == {"warm": "1"}
+    assert tcp_conns(fpm.port) == 1
+
+
+def test_a_get_goes_behind_a_request_just_begun_and_gets_its_own_answer(server, php_fpm):
+    # Behind a 400-ms script on the only connection: a GET sent at once goes
+    # behind it (written there, no wait in the worker), and each client gets
+    # its own answer, by the same child, on the same connection.
+    fpm = php_fpm(children=4)
+    srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}],
+                           top={"log": {"level": "debug", "access": False}}))
+    kept_connection(srv, fpm)
+    before = tcp_opened(fpm.port)
+    a = raw_get(srv, "/slow.php?ms=400")
+    b = raw_get(srv, "/env.php?behind=1")
+    ra, rb = read_all(a), read_all(b)
+    assert ra.startswith(b"HTTP/1.1 200") and ra.endswith(b"late\n"), ra
+    assert rb.startswith(b"HTTP/1.1 200") and b'"behind":"1"' in rb, rb
+    assert "FastCGI request waits for a connection" not in srv.log()
+    assert "FastCGI request written behind another" in srv.log()
+    assert [line.split()[1] for line in fpm.access()] == [
+        "/env.php?warm=1", "/slow.php?ms=400", "/env.php?behind=1"]
+    assert len({line.split()[-1] for line in fpm.access()}) == 1
+    assert tcp_opened(fpm.port) == before
+
+
+def test_not_behind_a_request_begun_long_ago(server, php_fpm):
+    # A script that has run for more than 20 ms may run long: a GET then
+    # waits in the worker for the first connection to come free rather than
+    # behind it (here it is the same one, max_connections 1).
+    fpm = php_fpm(children=4)
+    srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}],
+                           top={"log": {"level": "debug", "access": False}}))
+    kept_connection(srv, fpm)
+    a = raw_get(srv, "/slow.php?ms=600")
+    time.sleep(0.15)   # the condition under test: the first request's age
+    b = raw_get(srv, "/env.php?later=1")
+    srv.wait_log("FastCGI request waits for a connection")
+    assert read_all(a).endswith(b"late\n")
+    assert b'"later":"1"' in read_all(b)
+
+
+def test_a_child_leaving_at_max_requests_drops_nothing(server, php_fpm):
+    # pm.max_requests: a child ends its last answer and closes; the request
+    # written behind it was never read, and goes again on another
+    # connection (a GET: the one kind that goes behind). Every client gets
+    # its own answer, and PHP ran each request once.
+    fpm = php_fpm(children=2, max_requests=7)
+    srv = server(fcgi_yaml([fpm.addr], upstream={"keepalive": 8}))
+    n_clients, n_req = 12, 20
+
+    def one_client(i):
+        c = client(srv, timeout=30)
+        for j in range(n_req):
+            assert env(c, f"/env.php?c={i}&r={j}")["get"] == {"c": str(i), "r": str(j)}
+        c.close()
+        return True
+
+    with ThreadPoolExecutor(n_clients) as pool:
+        assert all(pool.map(one_client, range(n_clients)))
+    runs = [line.split()[1] for line in fpm.access()]
+    assert len(runs) == n_clients * n_req and len(set(runs)) == len(runs), \
+        f"{len(runs)} runs of {len(set(runs))} requests"
+    assert len({line.split()[-1] for line in fpm.access()}) >= n_clients * n_req // 7
+
+
+def test_a_client_gone_behind_another_never_gets_its_answer_to_the_next(server, php_fpm):
+    # The request behind was written, so PHP runs it and its answer follows
+    # on the connection after the one before: its client leaving must not
+    # hand that answer to whoever comes next. The connection is closed after
+    # the first answer, and the next request goes on a new one.
+    fpm = php_fpm(children=4)
+    srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}],
+                           top={"log": {"level": "debug", "access": False}}))
+    kept_connection(srv, fpm)
+    a = raw_get(srv, "/slow.php?ms=500")
+    b = raw_get(srv, "/env.php?gone=1")
+    srv.wait_log("FastCGI request written behind another")
+    b.close()
+    assert read_all(a).endswith(b"late\n")
+    srv.wait_log("not kept: a request was written behind this one")
+    assert env(client(srv), "/env.php?next=1")["get"] == {"next": "1"}
+    until(lambda: len(fpm.access()) == 4, "PHP's access log")
+    assert [line.split()[1] for line in fpm.access()] == [
+        "/env.php?warm=1", "/slow.php?ms=500", "/env.php?gone=1", "/env.php?next=1"]

@@ -62,6 +62,8 @@ typedef struct {
     uint64_t fcgi_probe_at;
     void *fcgi_q, *fcgi_q_tail;
     uint32_t fcgi_n_q;
+    void *fcgi_open, *fcgi_open_tail; /* requests a waiting one may go behind, oldest first */
+    const void *fcgi_drain;    /* the connection that takes none behind while stalled */
     int fcgi_kick_due;
     uint32_t fails;
     uint64_t fail_start;       /* monotonic ms of the first failure counted */

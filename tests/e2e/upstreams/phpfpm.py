@@ -1,8 +1,9 @@
 """FastCGI applications for the FastCGI end-to-end tests (test_fastcgi*.py).
 
-  php_fpm(unix=False, children=4, name="a") -> PhpFpm
+  php_fpm(unix=False, children=4, name="a", max_requests=0) -> PhpFpm
       a real PHP-FPM (Debian's /usr/sbin/php-fpm8.2, `-F -R -n`, its own
-      config in tmp_path): one pool, pm=static with `children` workers,
+      config in tmp_path): one pool, pm=static with `children` workers
+      (each replaced after `max_requests` requests, when not 0),
       catch_workers_output, listening on a free 127.0.0.1 port or (unix=True)
       on a unix socket. Ready once a connect succeeds. PhpFpm: .addr (as
       `servers:`/`connect:` write it), .port, .sock, .access() (the pool's
@@ -47,6 +48,7 @@ listen = {listen}
 listen.mode = 0666
 pm = static
 pm.max_children = {children}
+pm.max_requests = {max_requests}
 catch_workers_output = yes
 decorate_workers_output = no
 access.log = {dir}/access.log
@@ -93,11 +95,12 @@ def tcp_opened(port: int) -> int:
 
 
 class PhpFpm:
-    def __init__(self, workdir, sockdir, name="a", unix=False, children=4):
+    def __init__(self, workdir, sockdir, name="a", unix=False, children=4, max_requests=0):
         self.dir = os.path.join(workdir, f"php-fpm-{name}")
         os.makedirs(self.dir, exist_ok=True)
         self.name = name
         self.children = children
+        self.max_requests = max_requests   # a child leaves after this many (0: never)
         self.sock = os.path.join(sockdir, f"{name}.sock") if unix else None
         self.port = None if unix else free_port()
         self.proc = None
@@ -113,6 +116,7 @@ class PhpFpm:
         conf = os.path.join(self.dir, "php-fpm.conf")
         with open(conf, "w") as f:
             f.write(POOL.format(dir=self.dir, children=self.children,
+                                max_requests=self.max_requests,
                                 listen=self.sock or f"127.0.0.1:{self.port}"))
         log = open(os.path.join(self.dir, "stderr.log"), "ab")
         self.proc = subprocess.Popen([PHP_FPM, "-F", "-R", "-n", "-y", conf],
@@ -167,9 +171,9 @@ def php_fpm(tmp_path):
     sockdir = tempfile.mkdtemp(prefix="sws-fpm-")  # AF_UNIX paths are <= 107 bytes
     os.chmod(sockdir, 0o755)   # the workers' user (nobody as root) walks to the socket
 
-    def make(unix=False, children=4, name=None) -> PhpFpm:
+    def make(unix=False, children=4, name=None, max_requests=0) -> PhpFpm:
         fpm = PhpFpm(str(tmp_path), sockdir, name=name or f"fpm{len(started)}", unix=unix,
-                     children=children)
+                     children=children, max_requests=max_requests)
         started.append(fpm)
         return fpm.start()
 
