@@ -134,7 +134,8 @@ class Fpm:
 
     def start(self):
         conf = os.path.join(self.dir, "php-fpm.conf")
-        pool = POOL.format(dir=self.dir, children=self.children, listen=f"127.0.0.1:{self.port}")
+        pool = POOL.format(dir=self.dir, children=self.children, max_requests=0,
+                           listen=f"127.0.0.1:{self.port}")
         pool = pool.replace("access.log = ", "; access.log = ")
         with open(conf, "w") as f:
             f.write(pool)

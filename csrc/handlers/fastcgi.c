@@ -465,7 +465,7 @@ void fx_sync(sws_engine_t *e, fx_t *x)
         /* all of it written on a connection that goes on: one may follow */
         if (!connecting && !wpending && x->req_done && !x->open && !x->followed && !x->fresh &&
             !x->ended && (x->fs == FS_HEAD || x->fs == FS_BODY) &&
-            x->f->keep_conn && !pool_refusal(e, uc) && !fq_drains(e, uc))
+            x->f->keep_conn && x->f->pipeline && !pool_refusal(e, uc) && !fq_drains(e, uc))
             fq_open(e, x);
     }
     x->r->ops->want_body(e, x->r, uc && !connecting && !wpending && !x->req_done);

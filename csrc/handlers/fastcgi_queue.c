@@ -193,7 +193,7 @@ void fq_wait_front(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
 int fq_may_follow(const fx_t *x)
 {
     return (x->method == SWS_M_GET || x->method == SWS_M_HEAD) && x->can_retry &&
-           x->req_done && x->f->keep_conn && !x->woff;
+           x->req_done && x->f->keep_conn && x->f->pipeline && !x->woff;
 }
 
 int fq_drains(sws_engine_t *e, const upconn_t *uc)
@@ -204,7 +204,7 @@ int fq_drains(sws_engine_t *e, const upconn_t *uc)
         return 0;
     }
     if (!s->fcgi_drain)
-        s->fcgi_drain = uc; /* compared, never followed: it may close meanwhile */
+        s->fcgi_drain = uc; /* cleared by uc_close */
     return s->fcgi_drain == uc;
 }
 

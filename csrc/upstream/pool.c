@@ -68,6 +68,8 @@ void uc_close(sws_engine_t *e, upconn_t *uc)
     else if (!uc->hc && uc->srv->active)
         uc->srv->active--;
     uc->srv->conns--;
+    if (uc->srv->fcgi_drain == uc)
+        uc->srv->fcgi_drain = NULL;
     if (uc->prev)
         uc->prev->next = uc->next;
     else

@@ -451,6 +451,7 @@ class FastCGI:
     check_script: bool = True              # 404 unless root + SCRIPT_NAME is a file
     follow_symlinks: str = "on"            # for that check, as static's
     keep_conn: bool = True                 # FCGI_KEEP_CONN: pooled connections
+    pipeline: bool = True                  # a GET/HEAD that would wait may go behind another
     params: list = field(default_factory=list)   # [(name, value)], sent after ours
     connect_timeout: float = 5.0
     read_timeout: float = 60.0

@@ -236,6 +236,7 @@ cdef extern from "scalws/engine.h" nogil:
         int check_script
         int fc_flags
         int keep_conn
+        int pipeline
         const char *params
         size_t params_len
         uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms

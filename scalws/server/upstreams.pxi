@@ -241,6 +241,7 @@ cdef fill_fastcgi(Engine self, sws_fastcgi_t *f, cfg):
     f.check_script = cfg.check_script
     f.fc_flags = {"off": _FC_NOFOLLOW, "owner": _FC_OWNER}.get(cfg.follow_symlinks, 0)
     f.keep_conn = cfg.keep_conn
+    f.pipeline = cfg.pipeline
     b = self._bytes(_fcgi_pairs(cfg.params))
     f.params = b
     f.params_len = len(b)

@@ -210,12 +210,16 @@ def kept_connection(srv, fpm):
     assert tcp_conns(fpm.port) == 1
 
 
-def test_a_get_goes_behind_a_request_just_begun_and_gets_its_own_answer(server, php_fpm):
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_a_get_goes_behind_a_request_just_begun_and_gets_its_own_answer(server, php_fpm,
+                                                                        pipeline):
     # Behind a 400-ms script on the only connection: a GET sent at once goes
     # behind it (written there, no wait in the worker), and each client gets
-    # its own answer, by the same child, on the same connection.
+    # its own answer, by the same child, on the same connection. With
+    # `pipeline: off` it waits in the worker for that connection instead.
     fpm = php_fpm(children=4)
     srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}],
+                           fastcgi={"pipeline": pipeline},
                            top={"log": {"level": "debug", "access": False}}))
     kept_connection(srv, fpm)
     before = tcp_opened(fpm.port)
@@ -224,8 +228,8 @@ def test_a_get_goes_behind_a_request_just_begun_and_gets_its_own_answer(server, 
     ra, rb = read_all(a), read_all(b)
     assert ra.startswith(b"HTTP/1.1 200") and ra.endswith(b"late\n"), ra
     assert rb.startswith(b"HTTP/1.1 200") and b'"behind":"1"' in rb, rb
-    assert "FastCGI request waits for a connection" not in srv.log()
-    assert "FastCGI request written behind another" in srv.log()
+    assert ("FastCGI request waits for a connection" in srv.log()) != pipeline
+    assert ("FastCGI request written behind another" in srv.log()) == pipeline
     assert [line.split()[1] for line in fpm.access()] == [
         "/env.php?warm=1", "/slow.php?ms=400", "/env.php?behind=1"]
     assert len({line.split()[-1] for line in fpm.access()}) == 1

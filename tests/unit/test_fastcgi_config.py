@@ -66,6 +66,7 @@ def test_accepted_with_a_group_and_every_key(tmp_path):
         check_script: off
         follow_symlinks: off
         keep_conn: off
+        pipeline: off
         params: {{APP_ENV: production, HTTPS: "on", N: 3}}
         connect_timeout: 2s
         read_timeout: 500ms
@@ -77,7 +78,8 @@ def test_accepted_with_a_group_and_every_key(tmp_path):
     assert fc == FastCGI(
         upstream="php", root=f"{tmp_path}/www", index="app.php",
         split_path_info="^(.+\\.php)(/.*)$", check_script=False, follow_symlinks="off",
-        keep_conn=False, params=[("APP_ENV", "production"), ("HTTPS", "on"), ("N", "3")],
+        keep_conn=False, pipeline=False,
+        params=[("APP_ENV", "production"), ("HTTPS", "on"), ("N", "3")],
         connect_timeout=2.0, read_timeout=0.5, send_timeout=60.0, retries=0,
         response_headers=[("X-Frame-Options", "DENY"), ("X-Powered-By", None)],
         buffer_size=32 << 10)
@@ -98,8 +100,8 @@ sites:
     assert cfg.upstreams["fastcgi:unix:/run/php/fpm.sock"].servers[0].kind == "unix"
     # The defaults.
     fc = cfg.sites[0].routes[2].handler
-    assert (fc.index, fc.check_script, fc.keep_conn, fc.split_path_info, fc.retries) == \
-        ("index.php", True, True, None, 1)
+    assert (fc.index, fc.check_script, fc.keep_conn, fc.pipeline, fc.split_path_info,
+            fc.retries) == ("index.php", True, True, True, None, 1)
 
 
 @pytest.mark.parametrize("body, expected", [

@@ -41,6 +41,7 @@ typedef struct {
     int check_script;              /* 404 unless root + script name is a file */
     int fc_flags;                  /* SWS_FC_* for that check */
     int keep_conn;                 /* FCGI_KEEP_CONN: pooled connections */
+    int pipeline;                  /* a GET/HEAD may go behind another (fastcgi_queue.c) */
     const char *params;            /* extra parameters, encoded name-value pairs, sent last */
     size_t params_len;
     uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms;

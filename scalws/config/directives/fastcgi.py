@@ -32,7 +32,7 @@ from . import cache, proxy, static, upstreams
 from .fields import Fields
 
 KEYS = ("upstream", "connect", "root", "index", "split_path_info", "check_script",
-        "follow_symlinks", "keep_conn", "params", "connect_timeout", "read_timeout",
+        "follow_symlinks", "keep_conn", "pipeline", "params", "connect_timeout", "read_timeout",
         "send_timeout", "retries", "headers", "buffer_size", "cache")
 IMPLICIT_PREFIX = "fastcgi:"
 # A FastCGI group's pooled connections live shortly unless the file says
@@ -94,7 +94,7 @@ def compile(ctx, node, path):
     if "split_path_info" in keys:
         put("split_path_info", _split(ctx, keys["split_path_info"][1],
                                       _sub(path, "split_path_info")))
-    for name in ("check_script", "keep_conn"):
+    for name in ("check_script", "keep_conn", "pipeline"):
         if name in keys:
             put(name, ctx.boolean(keys[name][1], _sub(path, name)))
     if "follow_symlinks" in keys:
