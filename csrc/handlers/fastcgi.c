@@ -204,13 +204,16 @@ static int fx_fail(sws_engine_t *e, fx_t *x, int kind, int err)
         /* Stale: a pooled connection closed before any answer. One that
          * answered part of this request and then broke is not stale. */
         stale = uc->requests > 1 && !x->heard;
+        /* one sent again for that is routine (a child leaving at
+         * pm.max_requests with a request behind its last): not an error */
+        int again = kind == G_RESET && stale && fx_retry_ok(e, x, kind, 1);
         char peer[64];
         *put_peer(peer, x->conn) = '\0';
-        elog_folded(e, fail_text(kind), (uintptr_t)uc->srv, SWS_L_ERROR,
+        elog_folded(e, fail_text(kind), (uintptr_t)uc->srv, again ? SWS_L_INFO : SWS_L_ERROR,
              "%s%s%s, upstream: fastcgi://%s, request: \"%.*s %.*s\", client: %s, request id: "
-             "%.*s", fail_text(kind), err ? ": " : "", err ? strerror(err) : "", uc->srv->name,
+             "%.*s%s", fail_text(kind), err ? ": " : "", err ? strerror(err) : "", uc->srv->name,
              x->method_len, x->what, TLOG(x), x->what + x->method_len, peer, (int)x->rid_len,
-             x->rid);
+             x->rid, again ? " (a kept connection closed before its turn: sent again)" : "");
         if (kind == G_RESET && stale) {
             size_t i = uc->srv->index;
             if (i < 64)

@@ -38,17 +38,36 @@
  */
 #include "fastcgi_int.h"
 
+/* The three lists here (a server's new connections, its waiting requests,
+ * its open ones) are intrusive and doubly linked, oldest first; the server
+ * holds their ends as void pointers (upstream.h does not know fx_t). */
+#define LIST_PUSH(head, tail, x, prev, next)                                                   \
+    do {                                                                                       \
+        (x)->next = NULL;                                                                      \
+        (x)->prev = (fx_t *)(tail);                                                            \
+        if ((x)->prev)                                                                         \
+            (x)->prev->next = (x);                                                             \
+        else                                                                                   \
+            (head) = (x);                                                                      \
+        (tail) = (x);                                                                          \
+    } while (0)
+#define LIST_DROP(head, tail, x, prev, next)                                                   \
+    do {                                                                                       \
+        if ((x)->prev)                                                                         \
+            (x)->prev->next = (x)->next;                                                       \
+        else                                                                                   \
+            (head) = (x)->next;                                                                \
+        if ((x)->next)                                                                         \
+            (x)->next->prev = (x)->prev;                                                       \
+        else                                                                                   \
+            (tail) = (x)->prev;                                                                \
+    } while (0)
+
 void fq_watch(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
 {
     x->fresh = 1;
     x->t_new = e->core.now;
-    x->nnext = NULL;
-    x->nprev = s->fcgi_new_tail;
-    if (x->nprev)
-        x->nprev->nnext = x;
-    else
-        s->fcgi_new = x;
-    s->fcgi_new_tail = x;
+    LIST_PUSH(s->fcgi_new, s->fcgi_new_tail, x, nprev, nnext);
     s->fcgi_n_new++;
 }
 
@@ -57,14 +76,7 @@ void fq_unwatch(fx_t *x)
     if (!x->fresh)
         return;
     sws_upstream_server_t *s = x->uc->srv;
-    if (x->nprev)
-        x->nprev->nnext = x->nnext;
-    else
-        s->fcgi_new = x->nnext;
-    if (x->nnext)
-        x->nnext->nprev = x->nprev;
-    else
-        s->fcgi_new_tail = x->nprev;
+    LIST_DROP(s->fcgi_new, s->fcgi_new_tail, x, nprev, nnext);
     s->fcgi_n_new--;
     if (!s->fcgi_n_new)
         s->fcgi_freed = 0;
@@ -142,13 +154,7 @@ void fq_wait(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
     x->waiting = 1;
     x->wsrv = s;
     x->wait_until = e->core.now + x->f->read_timeout_ms;
-    x->wnext = NULL;
-    x->wprev = s->fcgi_q_tail;
-    if (x->wprev)
-        x->wprev->wnext = x;
-    else
-        s->fcgi_q = x;
-    s->fcgi_q_tail = x;
+    LIST_PUSH(s->fcgi_q, s->fcgi_q_tail, x, wprev, wnext);
     s->fcgi_n_q++;
     e->fx.n_waiting++;
     elog(e, SWS_L_DEBUG, "FastCGI request waits for a connection to %s (%u waiting)", s->name,
@@ -160,14 +166,7 @@ void fq_leave(sws_engine_t *e, fx_t *x)
     if (!x->waiting)
         return;
     sws_upstream_server_t *s = x->wsrv;
-    if (x->wprev)
-        x->wprev->wnext = x->wnext;
-    else
-        s->fcgi_q = x->wnext;
-    if (x->wnext)
-        x->wnext->wprev = x->wprev;
-    else
-        s->fcgi_q_tail = x->wprev;
+    LIST_DROP(s->fcgi_q, s->fcgi_q_tail, x, wprev, wnext);
     s->fcgi_n_q--;
     e->fx.n_waiting--;
     x->waiting = 0;
@@ -213,14 +212,7 @@ void fq_close(fx_t *x)
     if (!x->open)
         return;
     sws_upstream_server_t *s = x->uc->srv;
-    if (x->oprev)
-        x->oprev->onext = x->onext;
-    else
-        s->fcgi_open = x->onext;
-    if (x->onext)
-        x->onext->oprev = x->oprev;
-    else
-        s->fcgi_open_tail = x->oprev;
+    LIST_DROP(s->fcgi_open, s->fcgi_open_tail, x, oprev, onext);
     x->open = 0;
 }
 
@@ -234,13 +226,7 @@ void fq_open(sws_engine_t *e, fx_t *x)
         return;
     }
     x->open = 1;
-    x->onext = NULL;
-    x->oprev = s->fcgi_open_tail;
-    if (x->oprev)
-        x->oprev->onext = x;
-    else
-        s->fcgi_open = x;
-    s->fcgi_open_tail = x;
+    LIST_PUSH(s->fcgi_open, s->fcgi_open_tail, x, oprev, onext);
 }
 
 fx_t *fq_pick_open(sws_engine_t *e, sws_upstream_server_t *s)
