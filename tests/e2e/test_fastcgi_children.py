@@ -290,8 +290,14 @@ def test_a_client_gone_behind_another_never_gets_its_answer_to_the_next(server, 
     srv.wait_log("FastCGI request written behind another")
     b.close()
     assert read_all(a).endswith(b"late\n")
-    srv.wait_log("not kept: a request was written behind this one")
+    # Closed after the first answer: because a request went behind it, or,
+    # when its answer came in the same read, because of the bytes after it.
+    srv.wait_log("FastCGI connection to")
+    reasons = re.findall(r"not kept: (.+)", srv.log())
+    assert reasons and reasons[-1] in ("a request was written behind this one",
+                                       "bytes after END_REQUEST"), reasons
     assert env(client(srv), "/env.php?next=1")["get"] == {"next": "1"}
     until(lambda: len(fpm.access()) == 4, "PHP's access log")
-    assert [line.split()[1] for line in fpm.access()] == [
-        "/env.php?warm=1", "/slow.php?ms=500", "/env.php?gone=1", "/env.php?next=1"]
+    uris = [line.split()[1] for line in fpm.access()]
+    assert uris[:2] == ["/env.php?warm=1", "/slow.php?ms=500"], uris
+    assert sorted(uris[2:]) == ["/env.php?gone=1", "/env.php?next=1"], uris  # two children
