@@ -358,6 +358,7 @@ void fx_resume(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
 
 void fx_wait_expired(sws_engine_t *e, fx_t *x, const sws_upstream_server_t *s)
 {
+    x->up->st->queue_timeouts++;
     elog_folded(e, "FastCGI wait", (uintptr_t)x->up, SWS_L_ERROR,
          "upstream timed out while waiting for a connection (every connection to "
          "fastcgi://%s busy), request: \"%.*s %.*s\", request id: %.*s", s->name,

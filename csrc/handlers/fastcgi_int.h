@@ -55,6 +55,7 @@ typedef struct fx {
     uint64_t t_new;               /* e->core.now when it went on it */
     struct fx *wprev, *wnext;     /* wsrv->fcgi_q */
     sws_upstream_server_t *wsrv;
+    uint64_t t_wait;              /* e->core.now when it began to wait */
     uint64_t wait_until;          /* then it is answered 504 */
     struct fx *oprev, *onext;     /* uc->srv->fcgi_open */
     uint64_t t_owner;             /* e->core.now when its connection began on it */

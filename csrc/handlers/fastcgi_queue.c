@@ -153,7 +153,9 @@ void fq_wait(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s)
 {
     x->waiting = 1;
     x->wsrv = s;
+    x->t_wait = e->core.now;
     x->wait_until = e->core.now + x->f->read_timeout_ms;
+    x->up->st->queue_waits++;
     LIST_PUSH(s->fcgi_q, s->fcgi_q_tail, x, wprev, wnext);
     s->fcgi_n_q++;
     e->fx.n_waiting++;
@@ -169,6 +171,7 @@ void fq_leave(sws_engine_t *e, fx_t *x)
     LIST_DROP(s->fcgi_q, s->fcgi_q_tail, x, wprev, wnext);
     s->fcgi_n_q--;
     e->fx.n_waiting--;
+    x->up->st->queue_wait_ms += e->core.now - x->t_wait;
     x->waiting = 0;
     x->wsrv = NULL;
 }
@@ -262,6 +265,7 @@ void fq_behind(sws_engine_t *e, fx_t *x1, fx_t *x2)
     x2->fs = FS_BEHIND;
     uc->requests++;
     uc->up->st->requests++;
+    uc->up->st->pipelined++;
     while (x2->woff < x2->wlen) {
         ssize_t n = uc_send(e, uc, x2->w + x2->woff, x2->wlen - x2->woff);
         if (n <= 0)
@@ -356,9 +360,26 @@ void fq_run_kicks(sws_engine_t *e)
     }
 }
 
+/* The gauges of the shared counters: what this worker learned of each
+ * group's servers, and its requests waiting for them. */
+static void gauges(sws_engine_t *e)
+{
+    for (size_t i = 0; i < e->up.n_upstreams; i++) {
+        sws_upstream_t *up = e->up.upstreams[i];
+        uint64_t cap = 0, queued = 0;
+        for (size_t k = 0; k < up->n_servers; k++) {
+            cap += up->servers[k]->fcgi_cap;
+            queued += up->servers[k]->fcgi_n_q;
+        }
+        up->st->capacity = cap;
+        up->st->queued = queued;
+    }
+}
+
 void sws_fastcgi_tick(sws_engine_t *e)
 {
     fq_run_kicks(e);
+    gauges(e);
     if (!e->fx.n_waiting)
         return;
     for (size_t i = 0; i < e->up.n_upstreams; i++) {

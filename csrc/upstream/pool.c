@@ -250,14 +250,20 @@ void sws_up_tick(sws_engine_t *e)
     /* The health gauges of the shared counters: this worker's view. */
     for (size_t i = 0; i < e->up.n_upstreams; i++) {
         sws_upstream_t *up = e->up.upstreams[i];
-        uint64_t down = 0;
+        uint64_t down = 0, conns = 0, busy = 0;
         if (up->n_removed)
             up_sweep_removed(e, up);
         size_t live = up->n_servers - up->n_removed; /* removed ones are last */
         for (size_t k = 0; k < live; k++)
             down += up->servers[k]->hc_down || up->servers[k]->down_until > e->core.now;
+        for (size_t k = 0; k < up->n_servers; k++) {
+            conns += up->servers[k]->conns;
+            busy += up->servers[k]->active;
+        }
         up->st->servers_down = down;
         up->st->servers_up = live - down;
+        up->st->conns_busy = busy;
+        up->st->conns_idle = conns > busy ? conns - busy : 0;
     }
     if (e->core.shutting_down)
         return;

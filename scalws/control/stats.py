@@ -44,7 +44,7 @@ import struct
 import time
 
 MAGIC = b"SCALWSST"
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct("<8sIIIIIIIIQ")
 PAGE = 4096
 LE_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
@@ -66,7 +66,18 @@ HEAD_FIELDS = (["pid", "busy_ns", "idle_ns", "conns_accepted", "conns_active", "
                + ["h3_active"])  # QUIC connections open (csrc/http/h3/), in conns_active too
 HIST_WORDS = N_BUCKETS + 2
 HEAD_BYTES = 8 * (len(HEAD_FIELDS) + HIST_WORDS)
-GROUP_FIELDS = ["requests", "errors", "servers_up", "servers_down"]
+GROUP_FIELDS = ["requests", "errors", "servers_up", "servers_down",
+                # gauges: connections open to the group's servers, busy or not
+                "conns_busy", "conns_idle",
+                # FastCGI's wait in the worker (ADR 0038): the connections its
+                # servers answer at once as learned (a gauge), requests waiting
+                # now (a gauge), that waited, their wait, ended by read_timeout,
+                # written behind another on a kept connection
+                "capacity", "queued", "queue_waits", "queue_wait_ms", "queue_timeouts",
+                "pipelined"]
+# Summed over workers as they come; servers_* are each worker's view (below).
+_GROUP_SUMMED = [f for f in GROUP_FIELDS if not f.startswith("servers_")]
+_GROUP_GAUGES = {"conns_busy", "conns_idle", "capacity", "queued"}
 CLASSES = ["1xx", "2xx", "3xx", "4xx", "5xx"]
 
 
@@ -221,7 +232,7 @@ def _read(buf):
            "h2_calm": 0, **{f: 0 for f in PEER_FIELDS},
            "cache": {}, "request_duration": None, "routes": {}, "upstreams": {}}
     route_hists = [None] * n_routes
-    groups = [[0] * len(GROUP_FIELDS) for _ in range(n_groups)]
+    groups = [dict.fromkeys(_GROUP_SUMMED, 0) for _ in range(n_groups)]
     downs = [0] * n_groups
     for w in range(n_workers):
         off = header_size + w * slot_sz
@@ -250,12 +261,15 @@ def _read(buf):
             h = _hist(words[base + r * HIST_WORDS:base + (r + 1) * HIST_WORDS], le)
             route_hists[r] = _hist_add(route_hists[r], h)
         base += n_routes * HIST_WORDS
+        ng = len(GROUP_FIELDS)
         for g in range(n_groups):
-            gw = words[base + g * 4:base + g * 4 + 4]
-            groups[g][0] += gw[0]
-            groups[g][1] += gw[1]
+            gw = dict(zip(GROUP_FIELDS, words[base + g * ng:base + (g + 1) * ng]))
+            for f in _GROUP_SUMMED:
+                # a gauge of a slot whose worker is gone says nothing now
+                if head["pid"] or f not in _GROUP_GAUGES:
+                    groups[g][f] += gw[f]
             if head["pid"]:
-                downs[g] = max(downs[g], gw[3])  # the worst view of any worker
+                downs[g] = max(downs[g], gw["servers_down"])  # the worst view of any worker
     if out["request_duration"] is None:
         out["request_duration"] = _empty_hist(le)
     for r, name in enumerate(layout["routes"]):
@@ -269,7 +283,7 @@ def _read(buf):
             if up == name:
                 dur = _hist_add(dur, out["routes"][layout["routes"][r]]["duration"])
         n = layout["servers"][g]
-        out["upstreams"][name] = {"requests": groups[g][0], "errors": groups[g][1],
+        out["upstreams"][name] = {**groups[g],
                                   "servers_up": n - downs[g], "servers_down": downs[g],
                                   "duration": dur or _empty_hist(le)}
     return out, layout
@@ -321,10 +335,10 @@ def _sum_dicts(stats_dicts):
             o["requests"] += r["requests"]
             o["duration"] = _hist_add(o["duration"], r["duration"])
         for name, u in s["upstreams"].items():
-            o = out["upstreams"].setdefault(name, {"requests": 0, "errors": 0, "servers_up": 0,
-                                                   "servers_down": 0, "duration": None})
-            for k in ("requests", "errors", "servers_up", "servers_down"):
-                o[k] += u[k]
+            o = out["upstreams"].setdefault(name, {**dict.fromkeys(GROUP_FIELDS, 0),
+                                                   "duration": None})
+            for k in GROUP_FIELDS:
+                o[k] += u.get(k, 0)
             o["duration"] = _hist_add(o["duration"], u["duration"])
     return out
 
@@ -413,6 +427,37 @@ def render_prometheus(stats_dicts, instance_labels=None) -> str:
            lambda s: (x for n, u in s["upstreams"].items()
                       for x in (("", {"upstream": n, "state": "up"}, u["servers_up"]),
                                 ("", {"upstream": n, "state": "down"}, u["servers_down"]))))
+    family("scalws_upstream_connections", "gauge",
+           "Connections open to an upstream group's servers: busy with a request, or "
+           "idle (kept in the pool, or a health check's).",
+           lambda s: (x for n, u in s["upstreams"].items()
+                      for x in (("", {"upstream": n, "state": "busy"}, u.get("conns_busy", 0)),
+                                ("", {"upstream": n, "state": "idle"}, u.get("conns_idle", 0)))))
+    family("scalws_upstream_capacity", "gauge",
+           "FastCGI: connections a group's servers answer at once, as the workers learned "
+           "them (their shares summed; 0: none learned, connections open as needed).",
+           lambda s: (("", {"upstream": n}, u.get("capacity", 0))
+                      for n, u in s["upstreams"].items()))
+    family("scalws_upstream_queue", "gauge",
+           "FastCGI: requests waiting in the workers for a connection to a group's servers.",
+           lambda s: (("", {"upstream": n}, u.get("queued", 0))
+                      for n, u in s["upstreams"].items()))
+    family("scalws_upstream_queued_total", "counter",
+           "FastCGI: requests that waited in a worker for a connection.",
+           lambda s: (("", {"upstream": n}, u.get("queue_waits", 0))
+                      for n, u in s["upstreams"].items()))
+    family("scalws_upstream_queue_wait_seconds_total", "counter",
+           "FastCGI: the time requests waited in the workers for a connection.",
+           lambda s: (("", {"upstream": n}, u.get("queue_wait_ms", 0) / 1000)
+                      for n, u in s["upstreams"].items()))
+    family("scalws_upstream_queue_timeouts_total", "counter",
+           "FastCGI: waits ended by the route's read_timeout (answered 504).",
+           lambda s: (("", {"upstream": n}, u.get("queue_timeouts", 0))
+                      for n, u in s["upstreams"].items()))
+    family("scalws_upstream_pipelined_total", "counter",
+           "FastCGI: requests written behind another on a kept connection.",
+           lambda s: (("", {"upstream": n}, u.get("pipelined", 0))
+                      for n, u in s["upstreams"].items()))
     family("scalws_upstream_request_duration_seconds", "histogram",
            "Duration of the client requests answered through an upstream group.",
            lambda s: (x for n, u in s["upstreams"].items()

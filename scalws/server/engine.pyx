@@ -870,6 +870,7 @@ def ocsp_publish(mm, unsigned int slot, bytes der, long long expires):
 def stats_layout():
     """Sizes scalws/control/stats.py must agree with."""
     return {"head": sizeof(sws_stats_head_t), "hist": sizeof(sws_hist_t),
+            "group": sizeof(sws_stats_group_t),
             "buckets": SWS_STATS_BUCKETS, "slot_1_1": sws_stats_slot_size(1, 1)}
 
 

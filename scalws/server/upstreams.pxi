@@ -111,7 +111,7 @@ cdef build_upstreams(Engine self, config):
         # The group's counters follow the routes' histograms in the slot.
         u.st = <sws_stats_group_t *>(self._stats + sizeof(sws_stats_head_t)
                                      + self._nroutes * sizeof(sws_hist_t)
-                                     + len(self._upstreams) * 4 * sizeof(uint64_t))
+                                     + len(self._upstreams) * sizeof(sws_stats_group_t))
         if sws_engine_add_upstream(self.e, u) != 0:
             raise MemoryError()
         self._upstreams[name] = <size_t>u

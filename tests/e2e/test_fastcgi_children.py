@@ -19,9 +19,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import urllib.request
+
 import pytest
 
+from scalws.control import stats
 from tests.e2e.test_fastcgi import LAB, client, env, fcgi_yaml, get
+from tests.e2e.test_metrics import parse_metrics
 from tests.e2e.upstreams.phpfpm import tcp_conns, tcp_opened
 
 pytestmark = pytest.mark.timeout(60)
@@ -30,10 +34,40 @@ pytestmark = pytest.mark.timeout(60)
 def until(cond, what, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if cond():
-            return
+        if v := cond():
+            return v
         time.sleep(0.01)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+# The shared counters in a file and the status listener (/metrics), for the
+# tests that read the wait's counters (docs/operations.md, "Metrics").
+COUNTERS = {"status": {"listen": "127.0.0.1:@PORT2@", "file": "@TMP@/stats.bin"}}
+
+
+def counted(text: str) -> str:
+    return text.replace("@PORT2@", "{port2}").replace("@TMP@", "{tmp}")
+
+
+def php_counters(srv) -> dict:
+    """The `php` group's counters, summed over the workers."""
+    return stats.read(str(srv.tmp / "stats.bin"))["upstreams"]["php"]
+
+
+def php_metrics(srv) -> dict:
+    """{family: value} of the `php` group's series on /metrics (each
+    family's single sample, or {state: value})."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{srv.ports[1]}/metrics", timeout=5) as r:
+        fams = parse_metrics(r.read().decode())
+    out = {}
+    for name, fam in fams.items():
+        for _, labels, value in fam["samples"]:
+            if labels.get("upstream") == "php" and name.startswith("scalws_upstream_"):
+                if "state" in labels:
+                    out.setdefault(name, {})[labels["state"]] = value
+                elif "le" not in labels:
+                    out[name] = value
+    return out
 
 
 def test_pool_larger_than_the_children(server, php_fpm):
@@ -73,8 +107,9 @@ def test_clients_past_the_children_take_turns_on_kept_connections(server, php_fp
     # closed kept ones to free children: a reconnect every ~10 requests
     # (about 40 here), none kept long.
     fpm = php_fpm(children=2)
-    srv = server(fcgi_yaml([fpm.addr], upstream={"keepalive": 8},
-                           top={"log": {"level": "debug", "access": False}}))
+    srv = server(counted(fcgi_yaml([fpm.addr], upstream={"keepalive": 8},
+                                   top={"log": {"level": "debug", "access": False},
+                                        **COUNTERS})))
     n_clients, n_req = 16, 25
     took = []
     before = tcp_opened(fpm.port)   # the fixture's readiness check
@@ -104,6 +139,26 @@ def test_clients_past_the_children_take_turns_on_kept_connections(server, php_fp
     # Waiting happened in the worker, and the connections were kept.
     assert "FastCGI request waits for a connection" in srv.log()
     assert tcp_conns(fpm.port) <= 3   # two kept (a probe may be open)
+    # The counters say the same as the debug log: each wait, each request
+    # behind another, the count learned (1-3: a probe may have raised it);
+    # once all is answered nothing waits and nothing is busy (the gauges
+    # are refreshed at the worker's tick; idle connections live 1 s).
+    log = srv.log()
+    c = until(lambda: (lambda c: c["queued"] == 0 and c["conns_busy"] == 0 and c)(
+        php_counters(srv)), "the gauges at rest")
+    waits = log.count("FastCGI request waits for a connection")
+    behind = log.count("FastCGI request written behind another")
+    assert c["queue_waits"] == waits > 0, (c, waits)
+    assert c["pipelined"] == behind, (c, behind)
+    assert c["requests"] >= n_clients * n_req
+    assert 1 <= c["capacity"] <= 3, c
+    assert 0 < c["queue_wait_ms"] < waits * 2000 and c["queue_timeouts"] == 0, c
+    m = php_metrics(srv)
+    assert m["scalws_upstream_queued_total"] == c["queue_waits"]
+    assert m["scalws_upstream_pipelined_total"] == c["pipelined"]
+    assert m["scalws_upstream_capacity"] == c["capacity"]
+    assert m["scalws_upstream_queue"] == 0
+    assert m["scalws_upstream_queue_wait_seconds_total"] == c["queue_wait_ms"] / 1000
 
 
 def slow_in_flight(srv, fpm, ms):
@@ -154,7 +209,8 @@ def test_a_wait_ends_at_the_read_timeout_with_504(server, php_fpm):
     fpm = php_fpm(children=4)
     quick = {"path": "= /env.php", "fastcgi": {"upstream": "php", "root": LAB,
                                                 "read_timeout": "500ms"}}
-    srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}], routes=[quick]))
+    srv = server(counted(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}],
+                                   routes=[quick], top=COUNTERS)))
     t, res = slow_in_flight(srv, fpm, 3000)
     t0 = time.monotonic()
     status, _, _, _ = get(client(srv), "/env.php")
@@ -165,6 +221,10 @@ def test_a_wait_ends_at_the_read_timeout_with_504(server, php_fpm):
     t.join(10)
     assert res[0][0] == 200 and res[0][3] == b"late\n"
     assert [line.split()[1] for line in fpm.access()] == ["/slow.php?ms=3000"]
+    c = php_counters(srv)
+    assert (c["queue_waits"], c["queue_timeouts"], c["pipelined"]) == (1, 1, 0), c
+    assert 450 <= c["queue_wait_ms"] < 2000, c
+    assert php_metrics(srv)["scalws_upstream_queue_timeouts_total"] == 1
 
 
 def test_a_client_that_leaves_while_waiting_is_never_sent(server, php_fpm):
@@ -172,19 +232,35 @@ def test_a_client_that_leaves_while_waiting_is_never_sent(server, php_fpm):
     # leaving takes it off the wait, PHP never runs it, and the connection
     # goes on to the next request.
     fpm = php_fpm(children=4)
-    srv = server(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}],
-                           top={"log": {"level": "debug", "access": False}}))
+    # (keepalive_time: the connection outlives the 1.5-s script, so that
+    # the next request finds it kept)
+    srv = server(counted(fcgi_yaml([{"address": fpm.addr, "max_connections": 1}],
+                                   upstream={"keepalive_time": "10s"},
+                                   top={"log": {"level": "debug", "access": False},
+                                        **COUNTERS})))
     before = tcp_opened(fpm.port)   # the fixture's readiness check
-    t, res = slow_in_flight(srv, fpm, 800)
+    t, res = slow_in_flight(srv, fpm, 1500)
     s = socket.create_connection(("127.0.0.1", srv.port))
     s.sendall(b"GET /env.php?gone=1 HTTP/1.1\r\nHost: x\r\n\r\n")
     srv.wait_log("FastCGI request waits for a connection")
+    # While it waits (the worker's tick refreshes the gauges four times a
+    # second; the slow script holds the connection for 1.5 s): one waiting,
+    # one connection busy, none learned (max_connections set the limit).
+    c = until(lambda: (lambda c: c["queued"] == 1 and c)(php_counters(srv)),
+              "the waiting request in the gauge", timeout=1.4)
+    assert (c["conns_busy"], c["capacity"], c["queue_waits"]) == (1, 0, 1), c
+    m = php_metrics(srv)
+    assert m["scalws_upstream_queue"] == 1
+    assert m["scalws_upstream_connections"] == {"busy": 1, "idle": 0}
     s.close()
     t.join(10)
     assert res[0][0] == 200
     assert env(client(srv), "/env.php?next=1")["get"] == {"next": "1"}
-    assert [line.split()[1] for line in fpm.access()] == ["/slow.php?ms=800", "/env.php?next=1"]
+    assert [line.split()[1] for line in fpm.access()] == ["/slow.php?ms=1500", "/env.php?next=1"]
     assert tcp_opened(fpm.port) - before == 1
+    c = until(lambda: (lambda c: c["queued"] == 0 and c["conns_busy"] == 0 and c)(
+        php_counters(srv)), "the gauges at rest")
+    assert (c["queue_waits"], c["queue_timeouts"], c["pipelined"]) == (1, 0, 0), c
 
 
 

@@ -44,6 +44,7 @@ def test_layout_matches_the_c_structs():
     assert lay["head"] == stats.HEAD_BYTES
     assert lay["hist"] == 8 * stats.HIST_WORDS
     assert lay["buckets"] == stats.N_BUCKETS
+    assert lay["group"] == 8 * len(stats.GROUP_FIELDS)
     assert lay["slot_1_1"] == stats.slot_size(1, 1)
 
 
@@ -83,7 +84,15 @@ def test_block_read_and_render(tmp_path):
     struct.pack_into("<Q", slot, route1 + 8 * 5, 1)           # le 50 ms
     struct.pack_into("<QQ", slot, route1 + 8 * stats.N_BUCKETS, 32, 2)
     groups = stats.HEAD_BYTES + 2 * 8 * stats.HIST_WORDS
-    struct.pack_into("<QQQQ", slot, groups, 3, 1, 1, 0)
+    group = {"requests": 3, "errors": 1, "servers_up": 1, "servers_down": 0,
+             "conns_busy": 1, "conns_idle": 2, "capacity": 4, "queued": 5,
+             "queue_waits": 7, "queue_wait_ms": 1500, "queue_timeouts": 1, "pipelined": 9}
+    assert list(group) == stats.GROUP_FIELDS
+    struct.pack_into(f"<{len(group)}Q", slot, groups, *group.values())
+    # Worker 0 has left counters behind and no worker now: its gauges are
+    # not counted, its counters are.
+    struct.pack_into(f"<{len(group)}Q", block.slot(0), groups, *([1] * len(group)))
+    struct.pack_into("<Q", slot, 0, 4242)                     # pid: worker 1 is running
     assert words == 32
     d = stats.read(str(tmp_path / "s.bin"))
     assert d["requests"] == 2 and d["requests_by_class"]["5xx"] == 2
@@ -91,12 +100,23 @@ def test_block_read_and_render(tmp_path):
     assert r["requests"] == 2 and r["upstream"] == "app"
     assert r["duration"]["buckets"][1] == (0.0025, 1)
     assert r["duration"]["buckets"][-1] == (float("inf"), 2)
-    assert d["upstreams"]["app"]["requests"] == 3
-    assert d["upstreams"]["app"]["duration"]["count"] == 2
+    up = d["upstreams"]["app"]
+    assert up["requests"] == 4 and up["errors"] == 2 and up["queue_waits"] == 8
+    assert (up["conns_busy"], up["conns_idle"], up["capacity"], up["queued"]) == (1, 2, 4, 5)
+    assert (up["queue_wait_ms"], up["queue_timeouts"], up["pipelined"]) == (1501, 2, 10)
+    assert up["duration"]["count"] == 2
     text = stats.render_prometheus([d, d], instance_labels=[{"instance": "a"}, {"instance": "b"}])
     assert 'scalws_requests_total{instance="b",status_class="5xx"} 2' in text
     summed = stats.render_prometheus([d, d])
     assert 'scalws_requests_total{status_class="5xx"} 4' in summed
+    for line in ('scalws_upstream_capacity{upstream="app"} 8',
+                 'scalws_upstream_queue{upstream="app"} 10',
+                 'scalws_upstream_connections{upstream="app",state="idle"} 4',
+                 'scalws_upstream_queued_total{upstream="app"} 16',
+                 'scalws_upstream_queue_wait_seconds_total{upstream="app"} 3.002',
+                 'scalws_upstream_queue_timeouts_total{upstream="app"} 4',
+                 'scalws_upstream_pipelined_total{upstream="app"} 20'):
+        assert line in summed.splitlines(), line
     assert json.loads(stats.render_json([d]))["requests"] == 2
     block.remove()
     assert not (tmp_path / "s.bin").exists()

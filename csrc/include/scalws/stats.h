@@ -71,6 +71,18 @@ typedef struct {
     uint64_t errors;           /* failed attempts (connect, reset, timeout, bad answer) */
     uint64_t servers_up;       /* this worker's view, refreshed at every tick */
     uint64_t servers_down;
+    /* gauges, this worker's, refreshed at every tick (core/pool.c) */
+    uint64_t conns_busy;       /* connections to its servers busy with a request */
+    uint64_t conns_idle;       /* open and not busy: kept in the pool, or a health check's */
+    /* FastCGI's wait in the worker (handlers/fastcgi_queue.c, ADR 0038) */
+    uint64_t capacity;         /* gauge: connections its servers answer at once, as this
+                                * worker learned them (0: none learned) */
+    uint64_t queued;           /* gauge: requests waiting for a connection now */
+    uint64_t queue_waits;      /* requests that waited (again, after a connection failed
+                                * under one written behind another) */
+    uint64_t queue_wait_ms;    /* their time waiting */
+    uint64_t queue_timeouts;   /* waits ended by the route's read_timeout: 504 */
+    uint64_t pipelined;        /* requests written behind another on a kept connection */
 } sws_stats_group_t;
 
 /* Bytes of one slot with n_routes and n_groups, a multiple of 4096. */
