@@ -75,9 +75,9 @@ GROUP_FIELDS = ["requests", "errors", "servers_up", "servers_down",
                 # written behind another on a kept connection
                 "capacity", "queued", "queue_waits", "queue_wait_ms", "queue_timeouts",
                 "pipelined"]
-# Summed over workers as they come; servers_* are each worker's view (below).
+# Summed over the workers (the gauges too: a worker's share of the group's
+# connections and waits); servers_* are each worker's view (_read).
 _GROUP_SUMMED = [f for f in GROUP_FIELDS if not f.startswith("servers_")]
-_GROUP_GAUGES = {"conns_busy", "conns_idle", "capacity", "queued"}
 CLASSES = ["1xx", "2xx", "3xx", "4xx", "5xx"]
 
 
@@ -265,9 +265,7 @@ def _read(buf):
         for g in range(n_groups):
             gw = dict(zip(GROUP_FIELDS, words[base + g * ng:base + (g + 1) * ng]))
             for f in _GROUP_SUMMED:
-                # a gauge of a slot whose worker is gone says nothing now
-                if head["pid"] or f not in _GROUP_GAUGES:
-                    groups[g][f] += gw[f]
+                groups[g][f] += gw[f]
             if head["pid"]:
                 downs[g] = max(downs[g], gw["servers_down"])  # the worst view of any worker
     if out["request_duration"] is None:

@@ -89,10 +89,8 @@ def test_block_read_and_render(tmp_path):
              "queue_waits": 7, "queue_wait_ms": 1500, "queue_timeouts": 1, "pipelined": 9}
     assert list(group) == stats.GROUP_FIELDS
     struct.pack_into(f"<{len(group)}Q", slot, groups, *group.values())
-    # Worker 0 has left counters behind and no worker now: its gauges are
-    # not counted, its counters are.
+    # Worker 0's share: one of each (its servers_down is its own view).
     struct.pack_into(f"<{len(group)}Q", block.slot(0), groups, *([1] * len(group)))
-    struct.pack_into("<Q", slot, 0, 4242)                     # pid: worker 1 is running
     assert words == 32
     d = stats.read(str(tmp_path / "s.bin"))
     assert d["requests"] == 2 and d["requests_by_class"]["5xx"] == 2
@@ -102,16 +100,16 @@ def test_block_read_and_render(tmp_path):
     assert r["duration"]["buckets"][-1] == (float("inf"), 2)
     up = d["upstreams"]["app"]
     assert up["requests"] == 4 and up["errors"] == 2 and up["queue_waits"] == 8
-    assert (up["conns_busy"], up["conns_idle"], up["capacity"], up["queued"]) == (1, 2, 4, 5)
+    assert (up["conns_busy"], up["conns_idle"], up["capacity"], up["queued"]) == (2, 3, 5, 6)
     assert (up["queue_wait_ms"], up["queue_timeouts"], up["pipelined"]) == (1501, 2, 10)
     assert up["duration"]["count"] == 2
     text = stats.render_prometheus([d, d], instance_labels=[{"instance": "a"}, {"instance": "b"}])
     assert 'scalws_requests_total{instance="b",status_class="5xx"} 2' in text
     summed = stats.render_prometheus([d, d])
     assert 'scalws_requests_total{status_class="5xx"} 4' in summed
-    for line in ('scalws_upstream_capacity{upstream="app"} 8',
-                 'scalws_upstream_queue{upstream="app"} 10',
-                 'scalws_upstream_connections{upstream="app",state="idle"} 4',
+    for line in ('scalws_upstream_capacity{upstream="app"} 10',
+                 'scalws_upstream_queue{upstream="app"} 12',
+                 'scalws_upstream_connections{upstream="app",state="idle"} 6',
                  'scalws_upstream_queued_total{upstream="app"} 16',
                  'scalws_upstream_queue_wait_seconds_total{upstream="app"} 3.002',
                  'scalws_upstream_queue_timeouts_total{upstream="app"} 4',
