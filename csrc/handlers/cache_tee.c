@@ -68,6 +68,8 @@ void tee_free(tee_t *t)
 
 static int fl_add(tee_t *t, const char *p, size_t n)
 {
+    if (!n)
+        return 0; /* t->fl may be NULL yet: memcpy's arguments may not */
     if (t->fl_len + n > t->fl_cap) {
         size_t cap = t->fl_cap ? t->fl_cap * 2 : 1024;
         while (cap < t->fl_len + n)

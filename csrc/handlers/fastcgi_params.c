@@ -79,9 +79,11 @@ static int param2(fx_t *x, const char *n, size_t nl, const char *a, size_t al, c
 {
     if (fx_grow(&x->params, &x->params_cap, x->params_len + sws_fcgi_nv_len(nl, al + bl)) < 0)
         return -1;
-    char *o = sws_fcgi_nv(x->params + x->params_len, n, nl, a, al + bl);
-    memcpy(o - (al + bl) + al, b, bl); /* the value's tail: b after a */
-    memcpy(o - (al + bl), a, al);
+    char *o = sws_fcgi_nv(x->params + x->params_len, n, nl, NULL, al + bl);
+    if (al)
+        memcpy(o - (al + bl), a, al);
+    if (bl)
+        memcpy(o - bl, b, bl);
     x->params_len = (size_t)(o - x->params);
     return 0;
 }

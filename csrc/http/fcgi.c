@@ -47,7 +47,8 @@ char *sws_fcgi_nv(char *out, const char *name, size_t nl, const char *value, siz
     out = put_len(out, nl);
     out = put_len(out, vl);
     memcpy(out, name, nl);
-    memcpy(out + nl, value, vl);
+    if (value) /* NULL: the caller writes the value (and memcpy's arguments may not be) */
+        memcpy(out + nl, value, vl);
     return out + nl + vl;
 }
 

@@ -173,6 +173,19 @@ static void test_nv(void)
           "nv large value");
     t_end();
 
+    /* value NULL: an empty one (as PATH_INFO without a split) copies nothing
+     * (UBSan: memcpy from NULL), a long one leaves its bytes to the caller
+     * (SCRIPT_FILENAME, root and name) */
+    memset(buf, '?', 16);
+    e = sws_fcgi_nv(buf, "PATH_INFO", 9, NULL, 0);
+    CHECK(e == buf + 2 + 9 && buf[0] == 9 && buf[1] == 0 && memcmp(buf + 2, "PATH_INFO", 9) == 0,
+          "nv NULL empty value");
+    memset(buf, '?', 300);
+    e = sws_fcgi_nv(buf, "S", 1, NULL, 200);
+    CHECK(e == buf + 1 + 4 + 1 + 200 && buf[5] == 'S' && buf[6] == '?' && e[-1] == '?',
+          "nv NULL value left to the caller");
+    t_end();
+
     /* round trip of three pairs, empty ones included */
     {
         pairs_t p = {0};

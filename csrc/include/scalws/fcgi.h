@@ -48,7 +48,8 @@ static inline size_t sws_fcgi_nv_len(size_t nl, size_t vl)
 {
     return (nl < 128 ? 1 : 4) + (vl < 128 ? 1 : 4) + nl + vl;
 }
-/* Writes one pair; returns the end. */
+/* Writes one pair; returns the end. value NULL: the lengths and the name
+ * only, the vl bytes before the end left for the caller to fill. */
 char *sws_fcgi_nv(char *out, const char *name, size_t nl, const char *value, size_t vl);
 
 /* Reads the pairs of a PARAMS stream body (tests and the fuzzer check the
