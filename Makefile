@@ -12,7 +12,7 @@ STAMP_VENV := $(VENV)/.deps-stamp
 STAMP_RUN  := $(VENV)/.run-deps-stamp
 STAMP_EDIT := $(VENV)/.editable-stamp
 
-.PHONY: all build build-run builddeps run test ctest pytest h2spec sysdeps clean bench-quick bench-deps debdeps deb pkgtest debtest pkg-side-by-side fuzz fuzz-deps \
+.PHONY: all build build-run builddeps run test ctest pytest h2spec sysdeps clean bench-quick bench-deps debdeps deb pkgtest debtest pkg-side-by-side fuzz fuzz-deps test-sanitized \
         image imagedeps imagetest \
         cache-conformance cache-conformance-deps
 
@@ -144,6 +144,13 @@ fuzz-deps:
 	fi
 fuzz: build fuzz-deps
 	tests/fuzz/libfuzzer.sh
+
+# The e2e tests against an engine built with ASan and UBSan, in a worktree
+# of HEAD (this checkout's build is left alone); fails on any sanitizer
+# report in a server's log. Not in `make test`: about 25 min on the 2-CPU
+# box. tools/e2e-sanitized.sh [pytest args] runs a part.
+test-sanitized: sysdeps
+	tools/e2e-sanitized.sh
 
 # The other servers Debian packages, compared when present (h2o, lighttpd;
 # their columns say n/a without them). uvicorn and matplotlib come with

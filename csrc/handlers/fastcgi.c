@@ -83,7 +83,8 @@ int sws_fastcgi_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     x->hold = req->info->chunked; /* its length is known only at its end */
     x->req_done = done;
     x->dec.id = FCGI_ID;
-    memcpy(x->rid, req->rid, req->rid_len);
+    if (req->rid_len) /* an internal request may have none (NULL) */
+        memcpy(x->rid, req->rid, req->rid_len);
     x->rid_len = req->rid_len;
     x->method_len = (int)req->method_len;
     x->target_len = (int)req->target_len;

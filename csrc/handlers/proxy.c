@@ -132,7 +132,8 @@ int sws_proxy_start(sws_engine_t *e, sws_resp_t *r, const sws_request_t *req,
     x->req_chunked = req->info->chunked;
     x->req_done = done;
     x->dec.keep_trailers = 1;
-    memcpy(x->rid, req->rid, req->rid_len);
+    if (req->rid_len) /* none on a cache peer's own PURGE to another */
+        memcpy(x->rid, req->rid, req->rid_len);
     x->rid_len = req->rid_len;
     x->method_len = (int)req->method_len;
     x->target_len = (int)req->target_len;

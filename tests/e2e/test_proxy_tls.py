@@ -357,6 +357,7 @@ def test_group_tls_on_with_health_checks_over_tls(server, tls_upstream, pki):
     assert info["sni"] == "localhost"
 
 
+@pytest.mark.in_process
 def test_engine_counts_handshakes_and_resumptions(tls_upstream, pki):
     """Engine.counters(): upstream_tls_handshakes and upstream_tls_resumed,
     from an engine served in this process (run_blocking) while a thread
