@@ -42,7 +42,8 @@ git -C "$root" worktree add --detach "$tree" HEAD >/dev/null
 echo "e2e-sanitized: building $(git -C "$tree" rev-parse --short HEAD) with ASan and UBSan in $tree"
 SCALWS_SANITIZE=1 make -C "$tree" build >"$tmp/build.log" 2>&1 ||
     { tail -30 "$tmp/build.log"; echo "e2e-sanitized: the build failed" >&2; exit 2; }
-nm -D "$tree"/scalws/server/engine*.so | grep -q __asan_report ||
+nm -D "$tree"/scalws/server/engine*.so >"$tmp/engine.syms"
+grep -q __asan_init "$tmp/engine.syms" ||
     { echo "e2e-sanitized: the engine was not built with ASan" >&2; exit 2; }
 
 rc=0
