@@ -16,11 +16,18 @@
 # filter refuses (readlink of /proc/self/exe), so with it a finding kills
 # the worker with SIGSYS before it says where. Landlock and the rest stay.
 #
-# Fails when a server's log holds a sanitizer report, and prints each
-# distinct one with the test that made it; test failures are reported as
-# well (timing-bound tests may fail under the sanitizers' 2-3x slowdown:
-# read the reports first). The worktree is removed at the end; KEEP=1
-# keeps it (and the tests' folders) in the printed folder.
+# Fails when a server's log holds a sanitizer report (ASan reports a crash
+# too), and prints each distinct one with the test that made it. pytest's
+# own failures are listed but do not fail the run: in this arrangement some
+# tests cannot pass (on 2026-12-08, 17 of 941 and the 9 soak checks):
+# those that want seccomp (test_sandbox), that start scalwsd without
+# SCALWS_TEST_WRAP (the controller's instances, the CLI's built-in site,
+# bench/soak.py, cache peers in network namespaces: the engine then fails
+# to load without libasan first), that need ../shared or node_modules
+# (h2spec, cache conformance: the worktree has neither), and time- or
+# memory-bound ones (busy_poll under a quota, the footprint, a
+# handshake timeout). The worktree is removed at the end; KEEP=1 keeps it
+# (and the tests' folders) in the printed folder.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +45,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-git -C "$root" worktree add --detach "$tree" HEAD >/dev/null
+git -C "$root" worktree add --quiet --detach "$tree" HEAD
 echo "e2e-sanitized: building $(git -C "$tree" rev-parse --short HEAD) with ASan and UBSan in $tree"
 SCALWS_SANITIZE=1 make -C "$tree" build >"$tmp/build.log" 2>&1 ||
     { tail -30 "$tmp/build.log"; echo "e2e-sanitized: the build failed" >&2; exit 2; }
@@ -60,5 +67,5 @@ if [ -n "$reports" ]; then
     echo "$reports" | sed -E "s|^$tmp/pt/([^/]+)/[^:]*:[0-9/: ]*|\1: |" | sort -u
     exit 1
 fi
-echo "e2e-sanitized: no sanitizer report in the servers' logs (pytest exit $rc)"
-exit "$rc"
+echo "e2e-sanitized: no sanitizer report in the servers' logs (pytest exit $rc: see the" \
+     "header of $0 for the tests that cannot pass here)"
