@@ -71,7 +71,7 @@ typedef struct {
     uint64_t errors;           /* failed attempts (connect, reset, timeout, bad answer) */
     uint64_t servers_up;       /* this worker's view, refreshed at every tick */
     uint64_t servers_down;
-    /* gauges, this worker's, refreshed at every tick (core/pool.c) */
+    /* gauges, this worker's, refreshed at every tick (upstream/pool.c) */
     uint64_t conns_busy;       /* connections to its servers busy with a request */
     uint64_t conns_idle;       /* open and not busy: kept in the pool, or a health check's */
     /* FastCGI's wait in the worker (handlers/fastcgi_queue.c, ADR 0038) */
