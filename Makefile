@@ -147,7 +147,7 @@ fuzz: build fuzz-deps
 
 # The e2e tests against an engine built with ASan and UBSan, in a worktree
 # of HEAD (this checkout's build is left alone); fails on any sanitizer
-# report in a server's log. Not in `make test`: about 19 min on the 2-CPU
+# report in a server's log. Not in `make test`: about 24 min on the 2-CPU
 # box. tools/e2e-sanitized.sh [pytest args] runs a part.
 test-sanitized: sysdeps
 	tools/e2e-sanitized.sh
