@@ -367,33 +367,34 @@ void fx_wait_expired(sws_engine_t *e, fx_t *x, const sws_upstream_server_t *s)
     fx_answer_error(e, x, 504);
 }
 
+ssize_t fx_send_rest(sws_engine_t *e, upconn_t *uc, fx_t *y)
+{
+    size_t from = y->woff;
+    while (y->woff < y->wlen) {
+        ssize_t n = uc_send(e, uc, y->w + y->woff, y->wlen - y->woff);
+        if (n < 0) {
+            if (errno == EAGAIN)
+                return (ssize_t)(y->woff - from);
+            return -1;
+        }
+        y->woff += (size_t)n;
+    }
+    ssize_t sent = (ssize_t)(y->woff - from);
+    y->woff = y->wlen = 0;
+    return sent;
+}
+
 static int up_write(sws_engine_t *e, fx_t *x)
 {
     upconn_t *uc = x->uc;
-    while (x->woff < x->wlen) {
-        ssize_t n = uc_send(e, uc, x->w + x->woff, x->wlen - x->woff);
-        if (n < 0) {
-            if (errno == EAGAIN)
-                break;
-            return fx_fail(e, x, G_RESET, errno);
-        }
-        x->woff += (size_t)n;
+    ssize_t n = fx_send_rest(e, uc, x);
+    if (n < 0)
+        return fx_fail(e, x, G_RESET, errno);
+    if (n > 0)
         uc->dkind = D_NONE;
-    }
-    if (x->woff == x->wlen)
-        x->woff = x->wlen = 0;
-    fx_t *b = x->behind;
-    while (!x->wlen && b && b->woff < b->wlen) {
-        ssize_t n = uc_send(e, uc, b->w + b->woff, b->wlen - b->woff);
-        if (n < 0) {
-            if (errno == EAGAIN)
-                break;
-            return fx_fail(e, x, G_RESET, errno);
-        }
-        b->woff += (size_t)n;
-    }
-    if (b && b->woff == b->wlen)
-        b->woff = b->wlen = 0;
+    /* the request behind goes once x's is all written */
+    if (!x->wlen && x->behind && fx_send_rest(e, uc, x->behind) < 0)
+        return fx_fail(e, x, G_RESET, errno);
     return 0;
 }
 

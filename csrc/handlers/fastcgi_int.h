@@ -148,6 +148,10 @@ SWS_INTERNAL void fq_unfollow(sws_engine_t *e, fx_t *x1);
  * answered 504; x's state to its connection's events and deadline, and
  * its client's body reading. */
 SWS_INTERNAL void fx_sync(sws_engine_t *e, fx_t *x);
+/* Writes what y has left in its buffer on uc, until done or the socket is
+ * full: the bytes written, or -1 with errno. All written: y's buffer is
+ * empty again (woff = wlen = 0). */
+SWS_INTERNAL ssize_t fx_send_rest(sws_engine_t *e, upconn_t *uc, fx_t *y);
 SWS_INTERNAL void fx_resume(sws_engine_t *e, fx_t *x, sws_upstream_server_t *s);
 SWS_INTERNAL void fx_wait_expired(sws_engine_t *e, fx_t *x, const sws_upstream_server_t *s);
 

@@ -266,14 +266,7 @@ void fq_behind(sws_engine_t *e, fx_t *x1, fx_t *x2)
     uc->requests++;
     uc->up->st->requests++;
     uc->up->st->pipelined++;
-    while (x2->woff < x2->wlen) {
-        ssize_t n = uc_send(e, uc, x2->w + x2->woff, x2->wlen - x2->woff);
-        if (n <= 0)
-            break; /* the rest with x1's writes; a failure shows on x1's side */
-        x2->woff += (size_t)n;
-    }
-    if (x2->woff == x2->wlen)
-        x2->woff = x2->wlen = 0;
+    (void)fx_send_rest(e, uc, x2); /* the rest with x1's writes; a failure shows on x1's side */
     fx_sync(e, x1);
 }
 

@@ -415,47 +415,47 @@ def render_prometheus(stats_dicts, instance_labels=None) -> str:
            "Worker loop time spent waiting for events.",
            lambda s: (("", {"worker": str(w["worker"])}, w["idle_ns"] / 1e9)
                       for w in s["workers"]))
+    def per_group(key, per=1):
+        """One sample per upstream group: its `key`, divided by `per` (ms to s)."""
+        return lambda s: (("", {"upstream": n}, u.get(key, 0) / per if per != 1 else
+                           u.get(key, 0)) for n, u in s["upstreams"].items())
+
+    def per_group_state(**keys):
+        """Per upstream group, a sample per state=key."""
+        return lambda s: (("", {"upstream": n, "state": st}, u.get(k, 0))
+                          for n, u in s["upstreams"].items() for st, k in keys.items())
+
     family("scalws_upstream_requests_total", "counter",
            "Requests sent to an upstream group's servers (retries included).",
-           lambda s: (("", {"upstream": n}, u["requests"]) for n, u in s["upstreams"].items()))
+           per_group("requests"))
     family("scalws_upstream_errors_total", "counter",
            "Failed attempts on an upstream group (connect, reset, timeout, bad answer).",
-           lambda s: (("", {"upstream": n}, u["errors"]) for n, u in s["upstreams"].items()))
+           per_group("errors"))
     family("scalws_upstream_servers", "gauge", "Servers of an upstream group up and down.",
-           lambda s: (x for n, u in s["upstreams"].items()
-                      for x in (("", {"upstream": n, "state": "up"}, u["servers_up"]),
-                                ("", {"upstream": n, "state": "down"}, u["servers_down"]))))
+           per_group_state(up="servers_up", down="servers_down"))
     family("scalws_upstream_connections", "gauge",
            "Connections open to an upstream group's servers: busy with a request, or "
            "idle (kept in the pool, or a health check's).",
-           lambda s: (x for n, u in s["upstreams"].items()
-                      for x in (("", {"upstream": n, "state": "busy"}, u.get("conns_busy", 0)),
-                                ("", {"upstream": n, "state": "idle"}, u.get("conns_idle", 0)))))
+           per_group_state(busy="conns_busy", idle="conns_idle"))
     family("scalws_upstream_capacity", "gauge",
            "FastCGI: connections a group's servers answer at once, as the workers learned "
            "them (their shares summed; 0: none learned, connections open as needed).",
-           lambda s: (("", {"upstream": n}, u.get("capacity", 0))
-                      for n, u in s["upstreams"].items()))
+           per_group("capacity"))
     family("scalws_upstream_queue", "gauge",
            "FastCGI: requests waiting in the workers for a connection to a group's servers.",
-           lambda s: (("", {"upstream": n}, u.get("queued", 0))
-                      for n, u in s["upstreams"].items()))
+           per_group("queued"))
     family("scalws_upstream_queued_total", "counter",
            "FastCGI: requests that waited in a worker for a connection.",
-           lambda s: (("", {"upstream": n}, u.get("queue_waits", 0))
-                      for n, u in s["upstreams"].items()))
+           per_group("queue_waits"))
     family("scalws_upstream_queue_wait_seconds_total", "counter",
            "FastCGI: the time requests waited in the workers for a connection.",
-           lambda s: (("", {"upstream": n}, u.get("queue_wait_ms", 0) / 1000)
-                      for n, u in s["upstreams"].items()))
+           per_group("queue_wait_ms", per=1000))
     family("scalws_upstream_queue_timeouts_total", "counter",
            "FastCGI: waits ended by the route's read_timeout (answered 504).",
-           lambda s: (("", {"upstream": n}, u.get("queue_timeouts", 0))
-                      for n, u in s["upstreams"].items()))
+           per_group("queue_timeouts"))
     family("scalws_upstream_pipelined_total", "counter",
            "FastCGI: requests written behind another on a kept connection.",
-           lambda s: (("", {"upstream": n}, u.get("pipelined", 0))
-                      for n, u in s["upstreams"].items()))
+           per_group("pipelined"))
     family("scalws_upstream_request_duration_seconds", "histogram",
            "Duration of the client requests answered through an upstream group.",
            lambda s: (x for n, u in s["upstreams"].items()
